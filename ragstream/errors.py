@@ -1,0 +1,94 @@
+"""Every error RAGstream raises on purpose, written for the person who reads it.
+
+Each message says what went wrong and what to do instead. Callers (CLI, GUI) show
+``str(err)`` as is; they never need to add context of their own.
+"""
+
+from __future__ import annotations
+
+
+class RagstreamError(Exception):
+    """Base class of all RAGstream errors."""
+
+    #: a short, stable label that the GUI and the CLI show in front of the message
+    kind = "error"
+
+
+class ConfigError(RagstreamError):
+    """A configuration file or override is missing, malformed or holds a bad value."""
+
+    kind = "configuration error"
+
+
+class StageOrderError(RagstreamError):
+    """A stage was asked to run before the stage it depends on."""
+
+    kind = "stage order"
+
+    def __init__(self, stage: str, required: str):
+        self.stage = stage
+        self.required = required
+        super().__init__(
+            f"Stage {stage} cannot run yet: run {required} first "
+            f"(or use auto mode to run every remaining stage in order)."
+        )
+
+
+class UnknownStageError(RagstreamError):
+    kind = "unknown stage"
+
+    def __init__(self, name: str, allowed: list[str]):
+        self.name = name
+        super().__init__(f"Unknown stage {name!r}. Allowed stages: {', '.join(allowed)}.")
+
+
+class StageError(RagstreamError):
+    """A stage failed; the SuperPrompt is left exactly as it was before the stage ran."""
+
+    kind = "stage failed"
+
+    def __init__(self, stage: str, message: str):
+        self.stage = stage
+        super().__init__(f"{stage} failed: {message}")
+
+
+class EmptyPromptError(RagstreamError):
+    kind = "empty prompt"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The prompt is empty. Type a question or task, for example "
+            "'How does the ReRanker choose its backend?'."
+        )
+
+
+class PromptTooLongError(RagstreamError):
+    kind = "prompt too long"
+
+    def __init__(self, length: int, limit: int):
+        super().__init__(
+            f"The prompt has {length} characters; the limit is {limit}. "
+            f"Shorten it or raise limits.max_prompt_chars in config/settings.json."
+        )
+
+
+class EmptyIndexError(RagstreamError):
+    kind = "empty knowledge base"
+
+    def __init__(self, collection: str):
+        super().__init__(
+            f"The knowledge base collection {collection!r} holds no chunks. "
+            f"Ingest documents first: python -m ragstream ingest data/kb"
+        )
+
+
+class VectorStoreError(RagstreamError):
+    kind = "vector store"
+
+
+class IngestError(RagstreamError):
+    kind = "ingestion"
+
+
+class ModelLoadError(RagstreamError):
+    kind = "model"

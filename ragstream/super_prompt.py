@@ -1,0 +1,132 @@
+"""The state that flows through the eight stages: ``SuperPrompt``, ``Chunk`` and view rows.
+
+Invariants (seed 001 §3):
+
+* ``base_context_chunks`` holds each retrieved ``Chunk`` once, by id; no stage makes a
+  second corpus.
+* ``views_by_stage[stage]`` is the ordered list of rows a stage wrote: chunk id, rank, the
+  stage's score(s), kept/dropped and, for a drop, the reason. Scores never live in a chunk.
+* ``final_selection_ids`` is the current selection (set by A3, narrowed by A4).
+* ``Chunk`` is frozen: no stage can change its text or metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
+RowStatus = Literal["kept", "dropped"]
+
+#: the value ``history_of_stages`` records for Prompt_Builder (it does not change ``stage``)
+PROMPT_BUILT = "prompt_built"
+
+
+class Chunk(BaseModel):
+    """One retrievable piece of a document. Immutable once made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    doc_id: str
+    text: str
+    source: str = Field(description="file path relative to the ingested folder")
+    title: str = ""
+    heading_path: tuple[str, ...] = ()
+    section: str = ""
+    doc_type: str = "doc"
+    last_update_date: str = ""
+    chunk_index: int = 0
+    start_line: int = 0
+    end_line: int = 0
+    word_count: int = 0
+    token_count: int = 0
+    has_code: bool = False
+    has_equations: bool = False
+    content_hash: str = ""
+
+    @property
+    def citation_label(self) -> str:
+        """``file.md § Heading > Sub`` — how the chunk is named in prompts and tables."""
+        path = " > ".join(self.heading_path)
+        return f"{self.source} § {path}" if path else self.source
+
+
+class ViewRow(BaseModel):
+    """One chunk as one stage saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chunk_id: str
+    rank: int
+    score: float = Field(description="the stage's main score; the one its order follows")
+    scores: dict[str, float] = Field(default_factory=dict)
+    status: RowStatus = "kept"
+    reason: str = ""
+
+
+class ConversationTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str
+    assistant: str
+
+
+class StageRun(BaseModel):
+    """One completed stage run, for the stage history and its wall time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    wall_ms: float
+    mode: str = ""
+
+
+class SuperPrompt(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    user_text: str = ""
+    stage: StageValue = "raw"
+    history_of_stages: list[str] = Field(default_factory=list)
+    body: dict[str, str] = Field(default_factory=dict)
+    extras: dict[str, Any] = Field(default_factory=dict)
+    base_context_chunks: list[Chunk] = Field(default_factory=list)
+    views_by_stage: dict[str, list[ViewRow]] = Field(default_factory=dict)
+    final_selection_ids: list[str] = Field(default_factory=list)
+    recent_conversation: list[ConversationTurn] = Field(default_factory=list)
+    System_MD: str = ""
+    Prompt_MD: str = ""
+    S_CTX_MD: str = ""
+    Attachments_MD: str = ""
+    prompt_ready: str = ""
+    stage_runs: list[StageRun] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_chunks(self) -> "SuperPrompt":
+        seen: set[str] = set()
+        for chunk in self.base_context_chunks:
+            if chunk.id in seen:
+                raise ValueError(f"base_context_chunks holds chunk {chunk.id!r} twice")
+            seen.add(chunk.id)
+        return self
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def chunk_map(self) -> dict[str, Chunk]:
+        return {c.id: c for c in self.base_context_chunks}
+
+    def view(self, stage: str) -> list[ViewRow]:
+        return self.views_by_stage.get(stage, [])
+
+    def kept_ids(self, stage: str) -> list[str]:
+        return [r.chunk_id for r in self.view(stage) if r.status == "kept"]
+
+    # -- JSON --------------------------------------------------------------------------------
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SuperPrompt":
+        return cls.model_validate_json(text)

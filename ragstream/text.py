@@ -1,0 +1,78 @@
+"""Small text helpers shared by ingestion, retrieval and the condenser."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
+# unless the dot belongs to a common abbreviation, an initial or a number like 3.5.
+_ABBREVIATIONS = {
+    "e.g", "i.e", "etc", "vs", "cf", "dr", "mr", "mrs", "ms", "prof", "fig", "eq", "no",
+    "al", "approx", "inc", "ltd", "st", "z.b", "bzw", "usw", "ca", "sec", "ch", "vol",
+}
+_END = re.compile(r"[.!?][\"')\]]*(?=\s+)|\n\s*\n")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of the sentences in ``text``.
+
+    Spans cover the text without gaps or overlaps (whitespace between sentences belongs to
+    the following sentence's leading part and is stripped by callers), so
+    ``"".join(text[s:e] for s, e in spans) == text``. Blank lines end a sentence too, so list
+    items and headings don't merge into one run-on sentence.
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _END.finditer(text):
+        end = m.end()
+        if m.group(0).startswith((".",)):
+            before = text[start:m.start()]
+            last = before.rsplit(None, 1)[-1] if before.split() else ""
+            token = last.lower().lstrip("(\"'")
+            if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
+                continue
+            if m.start() + 1 < len(text) and text[m.start() + 1:m.start() + 2].isdigit():
+                continue
+        if text[start:end].strip():
+            spans.append((start, end))
+            start = end
+    if start < len(text):
+        if text[start:].strip() or not spans:
+            spans.append((start, len(text)))
+        else:
+            s, _ = spans[-1]
+            spans[-1] = (s, len(text))
+    return spans
+
+
+def sentences(text: str) -> list[str]:
+    return [text[s:e].strip() for s, e in split_sentences(text) if text[s:e].strip()]
+
+
+def fold(text: str) -> str:
+    """NFKC, accents removed, case-folded, whitespace collapsed — for matching, never display."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(
+        ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch)
+    )
+    text = text.replace("ß", "ss")
+    return re.sub(r"\s+", " ", text).strip().casefold()
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def shingles(text: str, n: int = 3) -> set[tuple[str, ...]]:
+    w = words(text)
+    if len(w) < n:
+        return {tuple(w)} if w else set()
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def jaccard(a: set, b: set) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
