@@ -215,10 +215,128 @@ class A4Config(AgentCommon):
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
     redundancy_jaccard: float = Field(0.6, ge=0, le=1)
+    min_sentence_words: int = Field(4, ge=1, le=100)
+    #: a selected sentence containing one of these (whole words) is listed as a constraint
+    constraint_cues: list[str] = Field(default_factory=lambda: [
+        "must", "must not", "should", "should not", "never", "always", "only", "required",
+        "requires", "at most", "at least", "do not", "cannot", "limit", "limited"])
 
 
 class A5Config(AgentCommon):
-    default_format: str = "Markdown"
+    """A5_Format_Enforcer: the tables that turn a requested format into hard rules.
+
+    Keywords and cues use A2's grammar: matched on folded text (case, accents, ``ß``), whole
+    words only, a trailing ``*`` matches any word with that prefix. Templates use
+    ``str.format`` placeholders named in each field's description.
+    """
+
+    class Kind(_Strict):
+        label: str = Field(description="how normalized_format_spec names this kind")
+        keywords: list[str] = Field(default_factory=list,
+                                    description="words that choose it in format and constraints")
+        task_cues: list[str] = Field(default_factory=list,
+                                     description="stricter phrases that choose it in the task")
+        rule: str = Field("", description="the hard rule this kind adds")
+        example_shape: str = Field("", description="skeleton shown to the model; '' for none")
+
+    class Unit(_Strict):
+        label: str = Field(description="plural, as used in rules: 'words'")
+        label_one: str = Field(description="singular: 'word'")
+        keywords: list[str] = Field(min_length=1)
+        bare_number: Literal["max", "exact", "about"] = Field(
+            "exact", description="what 'N <unit>' without a cue means")
+
+    class Language(_Strict):
+        name: str = Field(description="English name, used in rules: 'German'")
+        cues: list[str] = Field(min_length=1)
+
+    default_format: Literal[
+        "markdown", "json", "yaml", "bullet_list", "numbered_list", "table", "checklist",
+        "code", "plain_text", "email",
+    ] = "markdown"
+    #: kinds in priority order: a tie in keyword count goes to the kind listed first
+    kinds: dict[Literal[
+        "markdown", "json", "yaml", "bullet_list", "numbered_list", "table", "checklist",
+        "code", "plain_text", "email",
+    ], A5Config.Kind] = Field(default_factory=dict)
+    #: language tag for code fences -> words naming it
+    code_languages: dict[str, list[str]] = Field(default_factory=dict)
+    code_language_rule: str = Field(
+        "Mark every code block with the language tag `{language}`.", description="{language}")
+    #: answer language code ('de') -> name and cues ('auf deutsch')
+    answer_languages: dict[str, A5Config.Language] = Field(default_factory=dict)
+    language_rule: str = Field("Write the answer in {name}.", description="{name}")
+    language_phrase: str = Field("in {name}", description="{name}; for the one-line spec")
+    length_units: dict[Literal["words", "sentences", "paragraphs", "items", "lines",
+                               "characters"], A5Config.Unit] = Field(default_factory=dict)
+    #: cues before the number ('at most 5 bullets'), by the bound they set
+    length_cues_before: dict[Literal["max", "min", "exact", "about"], list[str]] = Field(
+        default_factory=dict)
+    #: cues after the unit ('200 words or less')
+    length_cues_after: dict[Literal["max", "min", "exact", "about"], list[str]] = Field(
+        default_factory=dict)
+    #: words joining a range: '3 to 5 sentences'
+    range_words: list[str] = Field(default_factory=lambda: ["to", "-"])
+    #: number words ('three', 'drei') -> value
+    number_words: dict[str, int] = Field(default_factory=dict)
+    max_filler_words: int = Field(
+        1, ge=0, le=3, description="words allowed between number and unit: '3 short paragraphs'")
+    #: a count right after or shortly before one of these is per item, not a limit:
+    #: 'one sentence per bullet', 'keep each cell under 12 words'
+    per_cues: list[str] = Field(default_factory=list)
+    #: one template per bound; their order is the order of the length rules
+    length_rules: dict[Literal["max", "min", "exact", "about"], str] = Field(
+        default_factory=lambda: {"exact": "Use exactly {n} {unit}.", "about": "Use about {n} {unit}.",
+                                 "min": "Use at least {n} {unit}.", "max": "Use at most {n} {unit}."},
+        description="{n}, {unit}")
+    length_phrases: dict[Literal["max", "min", "exact", "about"], str] = Field(
+        default_factory=lambda: {"exact": "exactly {n} {unit}", "about": "about {n} {unit}",
+                                 "min": "at least {n} {unit}", "max": "at most {n} {unit}"},
+        description="{n}, {unit}; for the one-line spec")
+    #: a keyword or cue shortly after one of these does not count: 'no tables'
+    negation_cues: list[str] = Field(default_factory=list)
+    negation_window_words: int = Field(
+        3, ge=1, le=10, description="words before a match searched for a negation or per cue")
+    #: words introducing table columns / JSON or YAML keys: 'with columns Name, Role'
+    name_list_cues: dict[str, list[str]] = Field(default_factory=dict)
+    name_list_rules: dict[str, str] = Field(default_factory=dict, description="{names}")
+    #: words that join names besides , ; | / : 'Name, Role and Since'
+    name_list_joiners: list[str] = Field(default_factory=lambda: ["and", "&"])
+    max_name_words: int = Field(4, ge=1, le=10, description="a longer 'name' voids the list")
+    #: words that add nothing to a format description; any other word makes A5 restate it
+    filler_words: list[str] = Field(default_factory=list)
+    format_rule: str = Field("Follow the requested format: {format}", description="{format}")
+    #: rules every answer gets, after all others
+    always_rules: list[str] = Field(default_factory=lambda: [
+        "Cite the sources you use as [n], where n is the number of the source in the Sources block.",
+        "Use only facts from the context; say so when the context does not contain the answer.",
+    ])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_default_format(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("default_format"), str):
+            value = data["default_format"].strip().lower().replace(" ", "_").replace("-", "_")
+            data = {**data, "default_format": value}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "A5Config":
+        if self.kinds and self.default_format not in self.kinds:
+            raise ValueError(f"default_format {self.default_format!r} is not one of the kinds "
+                             f"{list(self.kinds)}")
+        unknown = sorted(set(self.name_list_cues) - set(self.kinds))
+        if unknown:
+            raise ValueError(f"name_list_cues name {unknown}, which are not among kinds")
+        missing = sorted(set(self.name_list_cues) - set(self.name_list_rules))
+        if missing:
+            raise ValueError(f"name_list_rules has no rule for {missing}")
+        bounds = {"max", "min", "exact", "about"}
+        for name in ("length_rules", "length_phrases"):
+            lacking = sorted(bounds - set(getattr(self, name)))
+            if lacking:
+                raise ValueError(f"{name} needs a template for each bound; missing {lacking}")
+        return self
 
 
 class AgentsConfig(_Strict):

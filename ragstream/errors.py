@@ -68,7 +68,7 @@ class PromptTooLongError(RagstreamError):
     def __init__(self, length: int, limit: int):
         super().__init__(
             f"The prompt has {length} characters; the limit is {limit}. "
-            f"Shorten it or raise limits.max_prompt_chars in config/settings.json."
+            f"Shorten it or raise prompt.max_prompt_chars in config/settings.json."
         )
 
 

@@ -45,11 +45,14 @@ def render_prompt_md(body: dict[str, str]) -> str:
     return "\n\n".join(parts).rstrip() + "\n"
 
 
-def rerank_query(body: dict[str, str]) -> str:
+def rerank_query(body: dict[str, str], sources: dict[str, str] | None = None) -> str:
     """The single query string the ReRanker scores against: task, purpose, context, format —
-    without System_MD or attachments (seed 001 §5.4), as plain text."""
-    return "\n".join(body.get(k, "").strip() for k in ("task", "purpose", "context", "format")
-                     if body.get(k, "").strip())
+    without System_MD or attachments (seed 001 §5.4), as plain text. Values A0 filled in as
+    defaults (``sources[key] == "default"``, e.g. format "Markdown") say nothing about the
+    subject and are left out."""
+    sources = sources or {}
+    return "\n".join(body[k].strip() for k in ("task", "purpose", "context", "format")
+                     if body.get(k, "").strip() and sources.get(k) != "default")
 
 
 def compose_prompt_ready(body: dict[str, str], hard_rules: Iterable[str] = ()) -> str:

@@ -1,0 +1,3 @@
+from ragstream.cli import main
+
+main()

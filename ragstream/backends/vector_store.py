@@ -1,0 +1,300 @@
+"""The vector store: Chroma, embedded (``PersistentClient``) or a server (``HttpClient``).
+
+One record per embedding *window* of a chunk: id ``"<chunk id>@w<i>"``, the window text as
+the document, the window's vector, and the chunk's metadata. Chunks are rebuilt from their
+windows (which partition the chunk text), so Chroma is the single source of truth for the
+knowledge base; the keyword index is derived from it.
+
+Chroma's shapes (ids/documents/metadatas lists, distances) stop here: callers see ``Chunk``
+objects, chunk ids, cosine scores and numpy arrays.
+
+Vectors are always passed explicitly: the collection is created without an embedding
+function, and no call ever sends text for Chroma to embed (its default embedder would try to
+download a model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ragstream.config import VectorStoreSettings
+from ragstream.errors import VectorStoreError
+from ragstream.super_prompt import Chunk
+
+_CHUNK_FIELDS = [
+    "doc_id", "source", "title", "section", "doc_type", "last_update_date", "chunk_index",
+    "start_line", "end_line", "word_count", "token_count", "has_code", "has_equations",
+    "content_hash",
+]
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    chunk: Chunk
+    window: int
+    n_windows: int
+    start: int  # character span of the window inside chunk.text
+    end: int
+    vector: np.ndarray
+
+    @property
+    def id(self) -> str:
+        return f"{self.chunk.id}@w{self.window}"
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    doc_id: str
+    doc_hash: str
+    chunks: int
+    ingested_at: str
+    root: str
+
+
+def _metadata(rec: WindowRecord, doc_hash: str, ingested_at: str, root: str) -> dict[str, Any]:
+    c = rec.chunk
+    meta: dict[str, Any] = {f: getattr(c, f) for f in _CHUNK_FIELDS}
+    meta.update(
+        chunk_id=c.id,
+        heading_path=json.dumps(list(c.heading_path), ensure_ascii=False),
+        window=rec.window,
+        n_windows=rec.n_windows,
+        doc_hash=doc_hash,
+        ingested_at=ingested_at,
+        root=root,
+    )
+    return meta
+
+
+def _chunk_from(records: list[tuple[dict[str, Any], str]]) -> Chunk:
+    """Rebuild a chunk from its windows' (metadata, document) pairs."""
+    records = sorted(records, key=lambda r: r[0]["window"])
+    meta = records[0][0]
+    fields = {f: meta[f] for f in _CHUNK_FIELDS}
+    return Chunk(
+        id=meta["chunk_id"],
+        text="".join(doc for _, doc in records),
+        heading_path=tuple(json.loads(meta["heading_path"])),
+        **fields,
+    )
+
+
+class ChromaStore:
+    def __init__(self, settings: VectorStoreSettings, index_dir: Path):
+        self.settings = settings
+        self.index_dir = Path(index_dir)
+        self._client = None
+        self._collection = None
+
+    # -- connection ---------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        if self.settings.mode == "http":
+            return self.settings.url
+        return str(self.index_dir / "chroma")
+
+    @property
+    def client(self):
+        if self._client is None:
+            import chromadb
+            from chromadb.config import Settings
+
+            chroma_settings = Settings(anonymized_telemetry=False)
+            try:
+                if self.settings.mode == "http":
+                    from urllib.parse import urlparse
+
+                    u = urlparse(self.settings.url)
+                    self._client = chromadb.HttpClient(
+                        host=u.hostname or "127.0.0.1",
+                        port=u.port or 8000,
+                        ssl=u.scheme == "https",
+                        settings=chroma_settings,
+                    )
+                    self._client.heartbeat()
+                else:
+                    path = self.index_dir / "chroma"
+                    path.mkdir(parents=True, exist_ok=True)
+                    self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+            except Exception as err:
+                self._client = None
+                raise VectorStoreError(
+                    f"Cannot open the Chroma vector store at {self.location}: {err}. "
+                    + ("Start the server (chroma run --path DIR --host 127.0.0.1 --port PORT) or "
+                       "unset RAGSTREAM_CHROMA_URL to use the embedded store."
+                       if self.settings.mode == "http" else
+                       "Check that the folder is writable (paths.index_dir in config/settings.json).")
+                ) from err
+        return self._client
+
+    @property
+    def collection(self):
+        if self._collection is None:
+            try:
+                self._collection = self.client.get_or_create_collection(
+                    name=self.settings.collection,
+                    configuration={"hnsw": {"space": "cosine"}},
+                    embedding_function=None,
+                )
+            except Exception as err:
+                raise VectorStoreError(
+                    f"Cannot open collection {self.settings.collection!r} at {self.location}: {err}"
+                ) from err
+        return self._collection
+
+    def close(self) -> None:
+        """Forget the client (a persistent folder can then be deleted and reopened)."""
+        self._collection = None
+        self._client = None
+        if self.settings.mode == "persistent":
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            SharedSystemClient.clear_system_cache()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def count_windows(self) -> int:
+        return int(self.collection.count())
+
+    def _get_all(self, include: list[str], where: dict | None = None) -> dict[str, Any]:
+        page, offset = 5000, 0
+        out: dict[str, list] = {"ids": [], **{k: [] for k in include}}
+        while True:
+            res = self.collection.get(where=where, include=include, limit=page, offset=offset)
+            out["ids"].extend(res["ids"])
+            for k in include:
+                out[k].extend(res[k] if res.get(k) is not None else [])
+            if len(res["ids"]) < page:
+                return out
+            offset += page
+
+    def documents(self) -> dict[str, StoredDocument]:
+        res = self._get_all(["metadatas"])
+        chunks: dict[str, set[str]] = defaultdict(set)
+        first: dict[str, dict] = {}
+        for meta in res["metadatas"]:
+            chunks[meta["doc_id"]].add(meta["chunk_id"])
+            first.setdefault(meta["doc_id"], meta)
+        return {
+            d: StoredDocument(d, m["doc_hash"], len(chunks[d]), m["ingested_at"], m.get("root", ""))
+            for d, m in sorted(first.items())
+        }
+
+    def all_chunks(self) -> list[Chunk]:
+        """Every chunk, sorted by id."""
+        return self._chunks_where(None)
+
+    def get_chunks(self, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
+        ids = sorted(set(chunk_ids))
+        if not ids:
+            return {}
+        return {c.id: c for c in self._chunks_where({"chunk_id": {"$in": ids}})}
+
+    def _chunks_where(self, where: dict | None) -> list[Chunk]:
+        res = self._get_all(["metadatas", "documents"], where)
+        grouped: dict[str, list] = defaultdict(list)
+        for meta, doc in zip(res["metadatas"], res["documents"]):
+            grouped[meta["chunk_id"]].append((meta, doc))
+        return [_chunk_from(grouped[cid]) for cid in sorted(grouped)]
+
+    def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """All window vectors of each chunk, as a (windows × dim) array."""
+        ids = sorted(set(chunk_ids))
+        if not ids:
+            return {}
+        res = self._get_all(["metadatas", "embeddings"], {"chunk_id": {"$in": ids}})
+        grouped: dict[str, list] = defaultdict(list)
+        for meta, vec in zip(res["metadatas"], res["embeddings"]):
+            grouped[meta["chunk_id"]].append((meta["window"], vec))
+        return {
+            cid: np.asarray([v for _, v in sorted(rows, key=lambda r: r[0])], dtype=np.float32)
+            for cid, rows in grouped.items()
+        }
+
+    def query(self, vectors: np.ndarray, n_chunks: int) -> list[list[str]]:
+        """For each query vector, up to ``n_chunks`` chunk ids, nearest first (by best window)."""
+        total = self.count_windows()
+        if total == 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        # ask for more windows than chunks, since several windows may belong to one chunk
+        n = min(total, max(n_chunks * 2, n_chunks + 8))
+        res = self.collection.query(
+            query_embeddings=np.asarray(vectors, dtype=np.float32).tolist(),
+            n_results=n,
+            include=["metadatas", "distances"],
+        )
+        out: list[list[str]] = []
+        for metas, dists in zip(res["metadatas"], res["distances"]):
+            best: dict[str, float] = {}
+            for meta, dist in zip(metas, dists):
+                cid = meta["chunk_id"]
+                best[cid] = min(best.get(cid, dist), dist)
+            ranked = sorted(best, key=lambda c: (best[c], c))
+            out.append(ranked[:n_chunks])
+        return out
+
+    # -- writing ------------------------------------------------------------------------
+
+    def replace_document(self, doc_id: str, records: list[WindowRecord], doc_hash: str,
+                         ingested_at: str, root: str = "") -> None:
+        """Swap a document's windows for ``records``: all of them are written, or none.
+
+        The old windows are read first; if any write fails, the new windows are removed and
+        the old ones restored, and ``VectorStoreError`` is raised.
+        """
+        coll = self.collection
+        old = self._get_all(["metadatas", "documents", "embeddings"], {"doc_id": doc_id})
+        new_ids = [r.id for r in records]
+        batch = self.settings.write_batch_size
+        try:
+            if old["ids"]:
+                coll.delete(ids=old["ids"])
+            for i in range(0, len(records), batch):
+                part = records[i:i + batch]
+                self._add(
+                    ids=[r.id for r in part],
+                    embeddings=[r.vector.astype(np.float32).tolist() for r in part],
+                    documents=[r.chunk.text[r.start:r.end] for r in part],
+                    metadatas=[_metadata(r, doc_hash, ingested_at, root) for r in part],
+                )
+        except Exception as err:
+            self._rollback(new_ids, old)
+            raise VectorStoreError(
+                f"Writing document {doc_id!r} failed and was rolled back (its previous version, "
+                f"if any, is intact): {err}"
+            ) from err
+
+    def _add(self, **kwargs: Any) -> None:
+        self.collection.add(**kwargs)
+
+    def _rollback(self, new_ids: list[str], old: dict[str, Any]) -> None:
+        coll = self.collection
+        present = coll.get(ids=new_ids, include=[])["ids"] if new_ids else []
+        if present:
+            coll.delete(ids=present)
+        if old["ids"]:
+            coll.add(ids=old["ids"], embeddings=[list(map(float, v)) for v in old["embeddings"]],
+                     documents=old["documents"], metadatas=old["metadatas"])
+
+    def delete_document(self, doc_id: str) -> int:
+        ids = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
+        if ids:
+            self.collection.delete(ids=ids)
+        return len(ids)
+
+    def fingerprint(self) -> str:
+        """Changes whenever any document is added, replaced or removed."""
+        import hashlib
+
+        docs = self.documents()
+        h = hashlib.sha256()
+        for d in docs.values():
+            h.update(f"{d.doc_id}\0{d.doc_hash}\0{d.ingested_at}\n".encode())
+        return h.hexdigest()

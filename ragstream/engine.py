@@ -1,0 +1,66 @@
+"""The Python entry point: one object that owns the config and the services.
+
+    from ragstream import Engine
+    engine = Engine()                     # config/ (or $RAGSTREAM_CONFIG_DIR)
+    engine.ingest("data/kb")              # skip unchanged, replace changed, prune deleted
+    sp = engine.run("How does the ReRanker choose its backend?")
+    print(sp.prompt_ready)
+
+The CLI and the Streamlit page use the same object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ragstream import controller
+from ragstream.config import AppConfig, load_config
+from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
+from ragstream.services import Services, build_services
+from ragstream.super_prompt import SuperPrompt
+
+
+class Engine:
+    def __init__(self, cfg: AppConfig | None = None, services: Services | None = None):
+        self.cfg = cfg or load_config()
+        self.services = services or build_services(self.cfg)
+
+    # -- knowledge base -----------------------------------------------------------------
+
+    def ingest(self, path: str | Path | None = None, prune: bool | None = None,
+               progress: Progress | None = None) -> IngestReport:
+        return ingest_path(path or self.cfg.kb_dir, self.cfg, self.services, prune, progress)
+
+    def ensure_knowledge_base(self, progress: Progress | None = None) -> IngestReport:
+        """Bring the bundled/configured knowledge base folder up to date (cheap when unchanged)."""
+        return self.ingest(self.cfg.kb_dir, prune=True, progress=progress)
+
+    def status(self) -> dict:
+        store = self.services.store
+        docs = store.documents()
+        return {
+            "collection": self.cfg.settings.vector_store.collection,
+            "location": store.location,
+            "documents": len(docs),
+            "chunks": sum(d.chunks for d in docs.values()),
+            "windows": store.count_windows(),
+            "last_ingest": max((d.ingested_at for d in docs.values()), default=""),
+            "document_list": [
+                {"doc_id": d.doc_id, "chunks": d.chunks, "ingested_at": d.ingested_at}
+                for d in docs.values()
+            ],
+        }
+
+    # -- pipeline -----------------------------------------------------------------------
+
+    def new(self, prompt: str) -> SuperPrompt:
+        return controller.new_prompt(prompt)
+
+    def run_stage(self, sp: SuperPrompt, name: str) -> SuperPrompt:
+        return controller.run_stage(sp, name, self.cfg, self.services)
+
+    def run(self, prompt: str | SuperPrompt, until: str | None = None,
+            on_stage: Callable[[str, SuperPrompt], None] | None = None) -> SuperPrompt:
+        sp = self.new(prompt) if isinstance(prompt, str) else prompt
+        return controller.run_all(sp, self.cfg, self.services, until=until, on_stage=on_stage)

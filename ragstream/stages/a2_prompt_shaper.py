@@ -1,0 +1,212 @@
+"""A2_PromptShaper: choose ``system``, ``audience``, ``tone``, ``depth`` and ``confidence``.
+
+Seed 001 §5.2 makes A2 a *Chooser*: every field takes one value from a closed list in
+``config/agents/A2_PromptShaper.json``. This module implements the deterministic mode, used
+whenever no LLM endpoint is configured ("keyword rules over the enums"):
+
+1. Start from A0's snapshot of the body (``sp.extras["a0_body"]``), so running A2 twice gives
+   the same result.
+2. A field the user wrote (``body_sources[key] == "user"``) is kept verbatim; the log notes
+   whether it happens to be one of the enum values.
+3. Any other field is chosen by keyword rules. Each enum value's keywords are counted as whole
+   words or phrases in the folded task, context, purpose and format (leaving out the ones A0
+   only filled with a default, such as format "Markdown"). The value with the most
+   matches wins; ties go to the value listed first in ``values``; no match at all gives the
+   field's ``default``.
+4. ``confidence`` grows with the number of fields that were *decided* (by the user or by a
+   rule) rather than defaulted, using ``confidence_thresholds``.
+
+Keyword grammar (config): a keyword is folded like the text (case, accents, ``ß``), matches
+whole words only, and may end in ``*`` to match any word that starts with it
+(``"erklär*"`` matches "erkläre", "erklären", "Erklärung").
+
+The LLM mode (a later issue) will return the same :class:`A2Output` after passing every value
+through :func:`clamp`, so everything after the decision is shared.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragstream import render
+from ragstream.agents.base import record_mode, resolve_mode
+from ragstream.config import A2Config, A2Field, AppConfig
+from ragstream.services import Services
+from ragstream.super_prompt import SuperPrompt
+from ragstream.text import fold
+
+AGENT_NAME = "A2_PromptShaper"
+
+#: the body fields whose text the keyword rules read
+SOURCE_KEYS: tuple[str, ...] = ("task", "context", "purpose", "format")
+
+DecisionSource = Literal["user", "rule", "default", "llm"]
+
+
+class A2Decision(BaseModel):
+    """How one field got its value; one entry of ``sp.extras["a2_decisions"]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field: str
+    value: str
+    source: DecisionSource
+    matched: list[str] = Field(default_factory=list, description="keywords that chose the value")
+    clamped: bool = False
+    in_enum: bool = True
+
+
+class A2Output(BaseModel):
+    """What either mode decides: one value per field, the confidence, and the log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, str]
+    confidence: str
+    decisions: list[A2Decision]
+
+
+# --------------------------------------------------------------------------- keyword matching
+
+
+@lru_cache(maxsize=1024)
+def _keyword_regex(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One alternation over ``keywords``, longest first, for ``fold``-ed text.
+
+    Group ``k<i>`` is keyword ``i``. Longest first makes matches non-overlapping and
+    greedy: "code block" counts once, not also as "code".
+    """
+    parts = []
+    order = sorted(range(len(keywords)),
+                   key=lambda i: (-len(fold(keywords[i]).rstrip("*")), i))
+    for i in order:
+        kw = fold(keywords[i])
+        core = re.escape(kw.rstrip("*").strip())
+        if core:
+            parts.append(rf"(?P<k{i}>{core}" + (r"\w*" if kw.endswith("*") else r"(?!\w)") + ")")
+    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + ")") if parts else None
+
+
+def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, keyword)`` for every match of ``keywords`` in ``folded_text`` (text that
+    went through ``fold``), left to right, non-overlapping. See the module docstring for the
+    keyword grammar."""
+    pattern = _keyword_regex(tuple(keywords))
+    if pattern is None:
+        return []
+    return [(m.start(), m.end(), keywords[int(m.lastgroup[1:])])
+            for m in pattern.finditer(folded_text)]
+
+
+def score_values(field: A2Field, folded_text: str) -> dict[str, tuple[int, list[str]]]:
+    """Per enum value: the number of keyword matches and the keywords that matched (in
+    config order)."""
+    scores: dict[str, tuple[int, list[str]]] = {}
+    for value in field.values:
+        keywords = field.rules.get(value, [])
+        found = keyword_matches(keywords, folded_text)
+        hits = {kw for _, _, kw in found}
+        scores[value] = (len(found), [kw for kw in keywords if kw in hits])
+    return scores
+
+
+def choose_by_rules(field: A2Field, folded_text: str) -> tuple[str, list[str]]:
+    """The best-scoring value and its matched keywords; ``(default, [])`` when nothing matched.
+
+    Ties are broken by the order of ``field.values`` (``max`` keeps the first maximum).
+    """
+    scores = score_values(field, folded_text)
+    best = max(field.values, key=lambda v: scores[v][0])
+    if scores[best][0] == 0:
+        return field.default, []
+    return best, scores[best][1]
+
+
+# --------------------------------------------------------------------------- enums
+
+
+def clamp(field: A2Field, value: str) -> tuple[str, bool]:
+    """``(enum value, False)`` if ``value`` is one of the field's values (compared folded),
+    else ``(default, True)``. Used on every value the LLM mode returns."""
+    wanted = fold(value or "")
+    for allowed in field.values:
+        if fold(allowed) == wanted:
+            return allowed, False
+    return field.default, True
+
+
+def confidence_level(agent: A2Config, decided: int) -> str:
+    """The highest level whose threshold ``decided`` reaches.
+
+    Levels are ranked by threshold (ties by their order in ``confidence_values``); a level
+    without a threshold is never chosen by count. If none is reached, the first level wins.
+    """
+    ranked = sorted(
+        (lvl for lvl in agent.confidence_values if lvl in agent.confidence_thresholds),
+        key=lambda lvl: (-agent.confidence_thresholds[lvl], agent.confidence_values.index(lvl)),
+    )
+    for level in ranked:
+        if decided >= agent.confidence_thresholds[level]:
+            return level
+    return agent.confidence_values[0]
+
+
+# --------------------------------------------------------------------------- the two modes
+
+
+def _source_of(key: str, body: dict[str, str], sources: dict[str, str]) -> str:
+    """Where ``body[key]`` came from. Without A0's bookkeeping, a present value is the user's."""
+    if key in sources:
+        return sources[key]
+    return "user" if body.get(key, "").strip() else "default"
+
+
+def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str]) -> A2Output:
+    read = [k for k in SOURCE_KEYS if body.get(k, "").strip() and sources.get(k) != "default"]
+    folded = fold("\n".join(body[k] for k in read))
+    values: dict[str, str] = {}
+    decisions: list[A2Decision] = []
+    for name, field in agent.fields.items():
+        given = body.get(name, "").strip()
+        if given and _source_of(name, body, sources) == "user":
+            _, outside = clamp(field, given)
+            values[name] = body[name]
+            decisions.append(A2Decision(field=name, value=body[name], source="user",
+                                        in_enum=not outside))
+            continue
+        value, matched = choose_by_rules(field, folded)
+        values[name] = value
+        decisions.append(A2Decision(field=name, value=value,
+                                    source="rule" if matched else "default", matched=matched))
+    decided = sum(d.source in ("user", "rule") for d in decisions)
+    return A2Output(values=values, confidence=confidence_level(agent, decided), decisions=decisions)
+
+
+def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
+    """Fill the meta-fields of ``sp.body`` and log each decision in ``sp.extras``."""
+    agent = cfg.agents.A2_PromptShaper
+    decision = resolve_mode(agent, cfg, llm_available=bool(services and services.llm_available))
+    record_mode(sp, AGENT_NAME, decision)
+
+    body = dict(sp.extras.get("a0_body", sp.body))
+    sources = dict(sp.extras.get("body_sources", {}))
+    # The LLM mode is not implemented yet (services.llm is always None); when it is, it
+    # returns an A2Output built from clamped values and this function stays as it is.
+    output = _deterministic(agent, body, sources)
+
+    for d in output.decisions:
+        body[d.field] = output.values[d.field]
+        if d.source != "user":
+            sources[d.field] = "a2"
+    body["confidence"] = output.confidence
+    sources["confidence"] = "a2"
+
+    sp.body = body
+    sp.extras["body_sources"] = sources
+    sp.extras["a2_decisions"] = [d.model_dump() for d in output.decisions]
+    sp.prompt_ready = render.compose_prompt_ready(sp.body)
+    return sp

@@ -1,0 +1,97 @@
+"""Prompt_Builder: the final, deterministic assembly of the super-prompt (seed 001 §5.8).
+
+Blocks, in order: System_MD (role, tone, depth + A5's hard rules), Prompt_MD (task, purpose,
+context, audience, format, constraints), S_CTX_MD (A4's condensed context, unedited),
+Attachments_MD (the raw text of every ``final_selection_ids`` chunk, numbered like the
+citations, fenced with SOURCE and SPAN lines), and, when there is one, the recent
+conversation (at most N4 pairs). The attachments stay within
+``prompt.attachments_max_tokens``: a chunk that no longer fits is cut at a sentence boundary
+and marked as truncated. ``sp.stage`` stays ``a5``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ragstream.backends.tokens import count_tokens
+from ragstream.config import AppConfig
+from ragstream.render import render_prompt_md, render_system_md
+from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.text import split_sentences
+
+NAME = "Prompt_Builder"
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def attachment(n: int, chunk: Chunk, text: str, truncated: bool) -> str:
+    heading = " > ".join(chunk.heading_path) or chunk.title or chunk.source
+    fence = _fence(text)
+    note = " (truncated to fit the attachment budget)" if truncated else ""
+    return (
+        f"### [{n}] {chunk.citation_label}{note}\n"
+        f"{fence}text\n"
+        f"SOURCE: {chunk.source}\n"
+        f"SECTION: {heading}\n"
+        f"SPAN: lines {chunk.start_line}-{chunk.end_line} (chunk {chunk.id})\n"
+        f"---\n"
+        f"{text}\n"
+        f"{fence}\n"
+    )
+
+
+def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, enc: str) -> str:
+    if not ids:
+        return "## Sources\n\n_No sources were selected._\n"
+    parts = ["## Sources\n"]
+    used = count_tokens(parts[0], enc)
+    for n, cid in enumerate(ids, start=1):
+        chunk = chunks[cid]
+        block = attachment(n, chunk, chunk.text, False)
+        cost = count_tokens(block, enc)
+        if used + cost > budget:
+            # keep as many whole sentences as fit
+            spans = split_sentences(chunk.text)
+            text = ""
+            for s, e in spans:
+                trial = chunk.text[:e].rstrip()
+                if used + count_tokens(attachment(n, chunk, trial, True), enc) > budget:
+                    break
+                text = trial
+            if not text:
+                parts.append(f"### [{n}] {chunk.citation_label}\n_Omitted: the attachment budget "
+                             f"({budget} tokens) is used up._\n")
+                continue
+            block = attachment(n, chunk, text, True)
+            cost = count_tokens(block, enc)
+        parts.append(block)
+        used += cost
+    return "\n".join(parts)
+
+
+def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
+    turns = sp.recent_conversation[-max_pairs:] if max_pairs else []
+    if not turns:
+        return ""
+    lines = ["## Recent conversation"]
+    for t in turns:
+        lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {t.assistant.strip()}")
+    return "\n\n".join(lines) + "\n"
+
+
+def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    rules = sp.extras.get("format_enforcer", {}).get("hard_rules", [])
+    sp.System_MD = render_system_md(sp.body, rules)
+    sp.Prompt_MD = render_prompt_md(sp.body)
+    chunks = sp.chunk_map()
+    sp.Attachments_MD = render_attachments(
+        sp.final_selection_ids, chunks, cfg.settings.prompt.attachments_max_tokens,
+        cfg.settings.chunking.encoding)
+    ctx = sp.S_CTX_MD or "## Condensed context\n\n_A4_Condenser has not produced a context._\n"
+    blocks = [sp.System_MD, sp.Prompt_MD, ctx, sp.Attachments_MD,
+              render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
+    sp.prompt_ready = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
+    return sp

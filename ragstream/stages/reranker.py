@@ -1,0 +1,58 @@
+"""ReRanker: re-score the top N2 retrieval candidates against the whole prompt (seed 001 §5.4).
+
+The query is the plain-text Prompt (task, purpose, context, format — no System block, no
+attachments). Each candidate is scored with its heading path in front of its text by the
+configured backend (a cross-encoder, or the offline re-scorer when none can be loaded); the
+view is sorted by that score (ties by id) and names the backend that ran. ``final_selection_ids``
+is not touched.
+"""
+
+from __future__ import annotations
+
+from ragstream.config import AppConfig
+from ragstream.errors import StageError
+from ragstream.render import rerank_query
+from ragstream.super_prompt import SuperPrompt, ViewRow
+
+NAME = "ReRanker"
+NAME_VIEW = "reranked"
+DIGITS = 6
+
+
+def passage(chunk) -> str:
+    heading = " > ".join(chunk.heading_path)
+    return f"{heading}\n{chunk.text}" if heading else chunk.text
+
+
+def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    retrieved = sp.kept_ids("retrieval")
+    if not retrieved:
+        raise StageError(NAME, "Retrieval returned no candidates; nothing to rerank. "
+                               "Ingest documents or rephrase the prompt, then run Retrieval again.")
+    candidates = retrieved[: cfg.limits.N2_RERANK_TOP_K]
+    chunks = sp.chunk_map()
+    choice = services.reranker
+    query = rerank_query(sp.body, sp.extras.get("body_sources"))
+    stored = services.store.window_vectors(candidates)
+    vectors = [stored[c] for c in candidates] if all(c in stored for c in candidates) else None
+    scores = choice.reranker.score(query, [passage(chunks[c]) for c in candidates], vectors)
+    if len(scores) != len(candidates):
+        raise StageError(NAME, f"the {choice.backend} backend returned {len(scores)} scores "
+                               f"for {len(candidates)} candidates")
+    before = {cid: i for i, cid in enumerate(candidates, start=1)}
+    scored = {cid: round(float(s), DIGITS) for cid, s in zip(candidates, scores)}
+    order = sorted(candidates, key=lambda c: (-scored[c], c))
+    sp.views_by_stage[NAME_VIEW] = [
+        ViewRow(chunk_id=cid, rank=rank, score=scored[cid],
+                scores={"rerank": scored[cid], "retrieval_rank": float(before[cid]),
+                        "rank_change": float(before[cid] - rank)},
+                reason=f"scored by the {choice.backend} backend")
+        for rank, cid in enumerate(order, start=1)
+    ]
+    sp.extras["reranker"] = {
+        "backend": choice.backend,
+        "reason": choice.reason,
+        "query": query,
+        "candidates": len(candidates),
+    }
+    return sp

@@ -1,0 +1,53 @@
+"""Shared fixtures: a real Chroma in a temp dir, the real embedding model, the bundled KB."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragstream.config import load_config
+from ragstream.engine import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+KB = ROOT / "data" / "kb"
+
+
+def make_config(index_dir: Path, **env: str):
+    return load_config(env={"RAGSTREAM_INDEX_DIR": str(index_dir), **env})
+
+
+@pytest.fixture(scope="session")
+def cfg(tmp_path_factory):
+    return make_config(tmp_path_factory.mktemp("index"))
+
+
+@pytest.fixture(scope="session")
+def kb_engine(cfg) -> Engine:
+    """An engine over the bundled knowledge base, ingested once for the whole session."""
+    engine = Engine(cfg)
+    report = engine.ingest(KB)
+    assert report.failed == 0, report.errors
+    assert report.processed > 0
+    return engine
+
+
+@pytest.fixture(scope="session")
+def embedder(kb_engine):
+    return kb_engine.services.embedder
+
+
+@pytest.fixture
+def fresh_engine(tmp_path, embedder) -> Engine:
+    """An engine with its own empty store (the embedding model is shared: it loads once)."""
+    engine = Engine(make_config(tmp_path / "index"))
+    engine.services.embedder = embedder
+    return engine
+
+
+@pytest.fixture
+def kb_copy(tmp_path) -> Path:
+    target = tmp_path / "kb"
+    shutil.copytree(KB, target)
+    return target

@@ -1,0 +1,438 @@
+"""Tests for ragstream.ingest.chunker: document text → metadata and chunks (real tiktoken)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ragstream.backends.tokens import count_tokens
+from ragstream.config import ChunkingSettings
+from ragstream.errors import IngestError
+from ragstream.ingest.chunker import ParsedDocument, parse_document
+from ragstream.text import sentences, words
+
+FALLBACK = "2000-01-01"
+SMALL = ChunkingSettings(max_tokens=40, min_tokens=8)
+
+
+def parse(text: str, path: str = "guides/setup.md", settings: ChunkingSettings = SMALL):
+    return parse_document(text, path, settings, FALLBACK)
+
+
+def prose(n: int, topic: str = "retrieval") -> str:
+    """``n`` distinct, full-stop-terminated sentences of roughly ten tokens each."""
+    return " ".join(
+        f"Sentence number {i} explains how {topic} step {i} works in practice." for i in range(n)
+    )
+
+
+NESTED = """\
+# Setup
+
+Setup intro sentence.
+
+## Install
+
+### Offline models
+
+Download the model first.
+
+#### Cache
+
+The cache lives under data.
+
+## Run
+
+Run the app.
+
+# Appendix
+
+### Deep
+
+Skipped a level.
+"""
+
+
+# ------------------------------------------------------------------------------ front matter
+
+
+def test_front_matter_fields_are_read_and_quotes_stripped():
+    doc = parse(
+        "---\n"
+        'title: "Setup Guide"\n'
+        "doc_type: 'faq'\n"
+        "last_update_date: 2024-03-05\n"
+        "author: Somebody\n"
+        "tags:\n"
+        "  - one\n"
+        "  - two\n"
+        "---\n"
+        "# Ignored H1\n\nBody text here.\n"
+    )
+    assert doc.title == "Setup Guide"
+    assert doc.doc_type == "faq"
+    assert doc.last_update_date == "2024-03-05"
+    assert doc.warnings == ()
+    assert all(c.doc_type == "faq" and c.last_update_date == "2024-03-05" for c in doc.chunks)
+    assert all(c.title == "Setup Guide" for c in doc.chunks)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("date: 2023-07-09", "2023-07-09"),
+        ("updated: '2023-07-09T10:30:00Z'", "2023-07-09"),
+        ("Last-Update-Date: 2023-07-09 10:30", "2023-07-09"),
+    ],
+)
+def test_date_keys_and_iso_datetimes(line, expected):
+    doc = parse(f"---\n{line}\n---\nText.\n")
+    assert doc.last_update_date == expected
+    assert not any("date" in w for w in doc.warnings)
+
+
+@pytest.mark.parametrize("value", ["2024-13-01", "yesterday", "05/03/2024", ""])
+def test_bad_date_gives_warning_and_fallback(value):
+    doc = parse(f"---\ntitle: T\nlast_update_date: {value}\n---\nText.\n")
+    assert doc.last_update_date == FALLBACK
+    assert any("line 3" in w and "last_update_date" in w and FALLBACK in w for w in doc.warnings)
+    assert doc.chunks[0].last_update_date == FALLBACK
+
+
+def test_malformed_front_matter_line_is_a_warning_not_an_error():
+    doc = parse("---\ntitle: Ok\nthis line is not a pair\n---\nText.\n")
+    assert doc.title == "Ok"
+    assert "front matter line 3 is not key: value" in doc.warnings
+    assert [c.text for c in doc.chunks] == ["Text."]
+
+
+def test_defaults_without_front_matter():
+    doc = parse("Just text.\n", path="notes/plain-notes.md")
+    assert doc.title == "plain-notes"
+    assert doc.doc_type == "doc"
+    assert doc.last_update_date == FALLBACK
+
+
+def test_unclosed_front_matter_and_horizontal_rule_are_body_text():
+    unclosed = parse("---\ntitle: X\nText.\n")
+    assert unclosed.title == "setup"
+    assert any("never closed" in w for w in unclosed.warnings)
+    assert "title: X" in unclosed.chunks[0].text
+
+    rule = parse("---\nSome prose here.\n---\nMore prose.\n")
+    assert any("not front matter" in w for w in rule.warnings)
+    assert "Some prose here." in rule.chunks[0].text
+
+
+def test_title_falls_back_to_first_h1_then_stem():
+    assert parse("Intro.\n\n## Sub\n\nx.\n\n# Real Title\n\ny.\n").title == "Real Title"
+    assert parse("## Only H2\n\ntext.\n", path="a/b/my-doc.md").title == "my-doc"
+
+
+# ------------------------------------------------------------------------------ sections
+
+
+def test_heading_paths_follow_nesting():
+    doc = parse(NESTED)
+    got = [(c.heading_path, c.section, c.text) for c in doc.chunks]
+    assert got == [
+        (("Setup",), "Setup", "Setup intro sentence."),
+        (("Setup", "Install", "Offline models"), "Offline models", "Download the model first."),
+        (("Setup", "Install", "Offline models", "Cache"), "Cache", "The cache lives under data."),
+        (("Setup", "Run"), "Run", "Run the app."),
+        (("Appendix", "Deep"), "Deep", "Skipped a level."),
+    ]
+    # "## Install" has no body of its own: no chunk for it
+    assert ("Setup", "Install") not in [c.heading_path for c in doc.chunks]
+
+
+def test_text_before_first_heading_has_empty_path_and_title_as_section():
+    doc = parse("---\ntitle: Guide\n---\nPreamble text.\n\n# Part\n\nBody.\n")
+    first = doc.chunks[0]
+    assert first.heading_path == ()
+    assert first.section == "Guide"
+    assert first.citation_label == "guides/setup.md"
+    assert doc.chunks[1].heading_path == ("Part",)
+
+
+def test_heading_syntax_details():
+    doc = parse("## Closed heading ##\n\nA.\n\n#hashtag is text.\n\n    # indented is code\n")
+    assert doc.chunks[0].heading_path == ("Closed heading",)
+    assert "#hashtag is text." in doc.chunks[0].text
+    assert len(doc.chunks) == 1
+
+
+@pytest.mark.parametrize("fence", ["```", "~~~"])
+def test_hash_lines_inside_code_fences_are_not_headings(fence):
+    text = (
+        "# Real\n\nBefore the code.\n\n"
+        f"{fence}python\n# not a heading\n## nor this\nx = 1\n{fence}\n\n"
+        "After the code.\n"
+    )
+    doc = parse(text, settings=ChunkingSettings(max_tokens=200, min_tokens=8))
+    assert {c.heading_path for c in doc.chunks} == {("Real",)}
+    assert "# not a heading" in doc.chunks[0].text
+    assert doc.chunks[0].has_code
+
+
+def test_unclosed_fence_runs_to_end_with_warning():
+    doc = parse("# A\n\nText.\n\n```\ncode\n# still code\n")
+    assert any("never closed" in w for w in doc.warnings)
+    assert {c.heading_path for c in doc.chunks} == {("A",)}
+
+
+def test_small_sections_are_not_merged_across_headings():
+    doc = parse("# A\n\nOne.\n\n# B\n\nTwo.\n", settings=ChunkingSettings(max_tokens=200))
+    assert [(c.heading_path, c.text) for c in doc.chunks] == [(("A",), "One."), (("B",), "Two.")]
+
+
+def test_markdown_without_headings_warns():
+    doc = parse("Para one.\n\nPara two.\n")
+    assert "no headings: chunked as one section" in doc.warnings
+    assert {c.heading_path for c in doc.chunks} == {()}
+
+
+def test_txt_without_headings_is_one_plain_section():
+    text = (
+        "# this is not a heading in a text file.\n\n"
+        + prose(6, "paragraph one")
+        + "\n\n"
+        + prose(6, "paragraph two")
+        + "\n"
+    )
+    doc = parse(text, path="notes/readme.txt")
+    assert doc.title == "readme"
+    assert len(doc.chunks) > 1
+    assert all(c.heading_path == () and c.section == "readme" for c in doc.chunks)
+    assert doc.chunks[0].text.startswith("# this is not a heading")
+    assert not any("no headings" in w for w in doc.warnings)
+    assert all(c.token_count <= 40 for c in doc.chunks)
+
+
+# ------------------------------------------------------------------------------ budgets
+
+
+def test_no_chunk_exceeds_max_tokens_except_an_oversized_code_block():
+    code = "```python\n" + "\n".join(f"value_{i} = compute({i}) + 1" for i in range(40)) + "\n```"
+    text = f"# Long\n\n{prose(30)}\n\n{code}\n\n{prose(10, 'ranking')}\n"
+    doc = parse(text)
+    over = [c for c in doc.chunks if c.token_count > SMALL.max_tokens]
+    assert len(over) == 1
+    assert over[0].text == code  # kept whole, alone
+    assert over[0].has_code
+    assert any("code block" in w and "kept whole" in w for w in doc.warnings)
+    for c in doc.chunks:
+        assert c.token_count == count_tokens(c.text, SMALL.encoding)
+    assert len(doc.chunks) > 5
+
+
+def test_table_is_never_split():
+    table = "| key | meaning |\n|-----|---------|\n" + "\n".join(
+        f"| k{i} | the meaning of key {i} |" for i in range(12)
+    )
+    doc = parse(f"# T\n\n{prose(3)}\n\n{table}\n\n{prose(3)}\n")
+    holders = [c for c in doc.chunks if "| k0 |" in c.text]
+    assert len(holders) == 1 and table in holders[0].text
+    assert any("table" in w and "kept whole" in w for w in doc.warnings)
+
+
+def test_no_chunk_ends_mid_sentence_in_prose():
+    paragraphs = [prose(7, f"topic {p}") for p in range(5)]
+    text = "# Prose\n\n" + "\n\n".join(paragraphs) + "\n"
+    doc = parse(text)
+    assert len(doc.chunks) > 3
+    for c in doc.chunks:
+        assert c.text[-1] in ".!?", c.text
+        assert c.token_count <= SMALL.max_tokens
+    # every sentence appears whole in exactly one chunk
+    source_sentences = [s for p in paragraphs for s in sentences(p)]
+    chunk_sentences = [s for c in doc.chunks for s in sentences(c.text)]
+    assert chunk_sentences == source_sentences
+
+
+def test_list_items_are_units_and_never_cut():
+    items = "\n".join(f"- item {i} names option {i} and what it changes" for i in range(12))
+    doc = parse(f"# Options\n\n{items}\n")
+    lines = items.split("\n")
+    for c in doc.chunks:
+        assert c.token_count <= SMALL.max_tokens
+        assert all(line in lines for line in c.text.split("\n"))
+
+
+def test_overlong_sentence_is_split_at_word_boundaries_with_warning():
+    sentence = " ".join(f"word{i}" for i in range(120)) + "."
+    doc = parse(f"# W\n\n{sentence}\n")
+    assert any("split at word boundaries" in w for w in doc.warnings)
+    assert len(doc.chunks) > 1
+    assert all(c.token_count <= SMALL.max_tokens for c in doc.chunks)
+    assert " ".join(c.text for c in doc.chunks) == sentence
+
+
+def test_giant_word_is_cut_between_characters():
+    word = "x" * 3000
+    doc = parse(f"# W\n\n{word}\n")
+    assert all(c.token_count <= SMALL.max_tokens for c in doc.chunks)
+    assert "".join(c.text for c in doc.chunks) == word
+
+
+# ------------------------------------------------------------------------------ min_tokens
+
+
+TAIL = "# Tail\n\n" + " ".join(f"Step {i} is done now." for i in range(11)) + "\n"
+
+
+def test_small_tail_exists_without_min_tokens():
+    # 11 sentences of ~7 tokens with a 40-token budget: greedy packs 5 + 5 + 1
+    doc = parse(TAIL, settings=ChunkingSettings(max_tokens=40, min_tokens=0))
+    assert [len(sentences(c.text)) for c in doc.chunks] == [5, 5, 1]
+    assert doc.chunks[-1].token_count < 15
+
+
+def test_small_tail_takes_sentences_from_previous_chunk_of_the_section():
+    relaxed = parse(TAIL, settings=ChunkingSettings(max_tokens=40, min_tokens=0))
+    doc = parse(TAIL, settings=ChunkingSettings(max_tokens=40, min_tokens=15))
+    assert [len(sentences(c.text)) for c in doc.chunks] == [5, 3, 3]
+    assert all(15 <= c.token_count <= 40 for c in doc.chunks)
+    # same sentences, same order, only the last boundary moved
+    assert [s for c in doc.chunks for s in sentences(c.text)] == [
+        s for c in relaxed.chunks for s in sentences(c.text)
+    ]
+    assert doc.chunks[0].text == relaxed.chunks[0].text
+
+
+def test_tail_stays_small_when_the_previous_chunk_cannot_give_or_take():
+    code = "```\n" + "\n".join(f"step_{i}(value={i})" for i in range(20)) + "\n```"
+    settings = ChunkingSettings(max_tokens=40, min_tokens=20)
+    doc = parse(f"# S\n\n{code}\n\nDone.\n", settings=settings)
+    assert [c.text for c in doc.chunks] == [code, "Done."]
+
+
+# ------------------------------------------------------------------------------ line numbers
+
+
+def _assert_lines_match(text: str, doc: ParsedDocument) -> None:
+    lines = text.replace("\r\n", "\n").split("\n")
+    for c in doc.chunks:
+        first, *_, last = c.text.split("\n") if "\n" in c.text else (c.text, c.text)
+        assert first.strip() in lines[c.start_line - 1], (c.id, c.start_line)
+        assert last.strip() in lines[c.end_line - 1], (c.id, c.end_line)
+        window = "\n".join(lines[c.start_line - 1:c.end_line])
+        assert c.text.strip() in window
+
+
+def test_line_numbers_point_at_the_original_lines():
+    text = (
+        "---\ntitle: Lines\n---\n"  # lines 1-3
+        "Intro line.\n\n"  # 4
+        "# Head\n\n"  # 6
+        + prose(8)  # 8
+        + "\n\n```\ncode here\n```\n\n"  # 10-12
+        + "Last words.\n"  # 14
+    )
+    doc = parse(text)
+    _assert_lines_match(text, doc)
+    assert (doc.chunks[0].start_line, doc.chunks[0].end_line) == (4, 4)
+    assert text.split("\n")[10] == "code here"
+    code_chunk = next(c for c in doc.chunks if c.has_code)
+    assert code_chunk.start_line <= 11 <= code_chunk.end_line
+    assert doc.chunks[-1].end_line == 14
+
+
+def test_line_numbers_for_nested_fixture_and_crlf():
+    lf = parse(NESTED)
+    _assert_lines_match(NESTED, lf)
+    assert [c.start_line for c in lf.chunks] == [3, 9, 13, 17, 23]
+    crlf_text = NESTED.replace("\n", "\r\n")
+    crlf = parse(crlf_text)
+    assert [(c.text, c.start_line, c.end_line) for c in crlf.chunks] == [
+        (c.text, c.start_line, c.end_line) for c in lf.chunks
+    ]
+    assert crlf.content_hash != lf.content_hash  # hash of the raw text
+
+
+# ------------------------------------------------------------------------------ flags
+
+
+@pytest.mark.parametrize(
+    ("body", "has_code"),
+    [
+        ("Text.\n\n```\nx = 1\n```\n", True),
+        ("Text.\n\n~~~\nx = 1\n~~~\n", True),
+        ("Text.\n\n    x = 1\n    y = 2\n", True),
+        ("Text with `inline code` only.\n", False),
+        ("- item\n\n    continuation of the item, not code.\n", False),
+        ("Plain text.\n", False),
+    ],
+)
+def test_has_code(body, has_code):
+    doc = parse(f"# C\n\n{body}", settings=ChunkingSettings(max_tokens=200))
+    assert len(doc.chunks) == 1
+    assert doc.chunks[0].has_code is has_code
+
+
+@pytest.mark.parametrize(
+    ("body", "has_equations"),
+    [
+        ("Energy is $E = mc^2$ here.", True),
+        ("Display:\n\n$$\n\\int_0^1 x\\,dx\n$$", True),
+        ("Inline \\(a + b\\) form.", True),
+        ("Display \\[a^2 + b^2\\] form.", True),
+        ("\\begin{equation}\ny = ax + b\n\\end{equation}", True),
+        ("It costs $5 and $10 in total.", False),
+        ("Use `$x$` in code.", False),
+        ("```\necho $HOME$\n```", False),
+        ("No maths here.", False),
+    ],
+)
+def test_has_equations(body, has_equations):
+    doc = parse(f"# E\n\n{body}\n", settings=ChunkingSettings(max_tokens=200))
+    assert doc.chunks[0].has_equations is has_equations
+
+
+# ------------------------------------------------------------------------------ fields, ids
+
+
+def test_chunk_fields():
+    doc = parse(NESTED, path="guides\\setup.md")
+    assert doc.doc_id == doc.source == "guides/setup.md"
+    for c in doc.chunks:
+        assert c.doc_id == c.source == "guides/setup.md"
+        assert c.word_count == len(words(c.text))
+        assert c.token_count == count_tokens(c.text)
+        assert c.content_hash == hashlib.sha256(c.text.encode()).hexdigest()
+        assert c.text == c.text.strip()
+    assert doc.content_hash == hashlib.sha256(NESTED.encode()).hexdigest()
+
+
+def test_ids_unique_and_ordered():
+    text = NESTED + "\n# More\n\n" + prose(20) + "\n"
+    doc = parse(text)
+    ids = [c.id for c in doc.chunks]
+    assert len(ids) == len(set(ids))
+    assert ids == [f"guides/setup.md#{i}" for i in range(len(ids))]
+    assert [c.chunk_index for c in doc.chunks] == list(range(len(ids)))
+    starts = [c.start_line for c in doc.chunks]
+    assert starts == sorted(starts)
+
+
+def test_deterministic():
+    text = NESTED + "\n# More\n\n" + prose(20) + "\n\n```\ncode\n```\n"
+    first, second = parse(text), parse(text)
+    assert first == second
+    assert [c.model_dump_json() for c in first.chunks] == [
+        c.model_dump_json() for c in second.chunks
+    ]
+
+
+def test_empty_and_heading_only_documents_give_no_chunks():
+    for text in ("", "\n\n", "# Only\n\n## Headings\n"):
+        doc = parse(text)
+        assert doc.chunks == ()
+        assert any("no chunks" in w for w in doc.warnings)
+
+
+@pytest.mark.parametrize("bad", ["", "/abs/path.md", "C:/x.md"])
+def test_bad_paths_raise(bad):
+    with pytest.raises(IngestError):
+        parse("Text.", path=bad)

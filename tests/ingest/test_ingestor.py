@@ -1,0 +1,165 @@
+"""Ingestion against a real Chroma in a temp dir with the real embedding model."""
+
+from pathlib import Path
+
+import pytest
+
+from ragstream.backends.vector_store import ChromaStore
+from ragstream.errors import IngestError, VectorStoreError
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+DOC_A = """---
+title: Alpha
+doc_type: guide
+last_update_date: 2026-01-02
+---
+# Alpha
+
+## Install
+Run the setup script once. It creates a virtual environment in the repository.
+
+## Use
+Start the page with the run script. The page opens on port 8501.
+"""
+DOC_B = "# Beta\n\nBeta talks about bananas. Bananas are yellow.\n"
+
+
+def test_skip_replace_delete(fresh_engine, tmp_path):
+    kb = tmp_path / "kb"
+    write(kb, "alpha.md", DOC_A)
+    write(kb, "sub/beta.md", DOC_B)
+    first = fresh_engine.ingest(kb)
+    assert (first.processed, first.skipped, first.failed, first.deleted) == (2, 0, 0, 0)
+    docs = fresh_engine.services.store.documents()
+    assert sorted(docs) == ["kb/alpha.md", "kb/sub/beta.md"]
+    chunk = fresh_engine.services.store.get_chunks(["kb/alpha.md#0"])["kb/alpha.md#0"]
+    assert chunk.heading_path == ("Alpha", "Install")
+    assert chunk.doc_type == "guide" and chunk.last_update_date == "2026-01-02"
+    assert chunk.text.startswith("Run the setup script once.")
+
+    again = fresh_engine.ingest(kb)
+    assert (again.processed, again.skipped, again.deleted) == (0, 2, 0)
+
+    write(kb, "sub/beta.md", DOC_B + "\n## More\nBananas grow in bunches called hands.\n")
+    changed = fresh_engine.ingest(kb)
+    assert (changed.processed, changed.skipped) == (1, 1)
+    texts = [c.text for c in fresh_engine.services.store.all_chunks() if c.doc_id == "kb/sub/beta.md"]
+    assert any("hands" in t for t in texts)
+
+    (kb / "alpha.md").unlink()
+    pruned = fresh_engine.ingest(kb)
+    assert pruned.deleted == 1
+    assert "kb/alpha.md" not in fresh_engine.services.store.documents()
+    # the keyword index follows the store
+    kw = fresh_engine.services.keyword()
+    assert not any(i.startswith("kb/alpha.md") for i in kw.ids)
+
+
+def test_single_file_does_not_prune(fresh_engine, tmp_path):
+    kb = tmp_path / "kb"
+    write(kb, "alpha.md", DOC_A)
+    b = write(kb, "beta.md", DOC_B)
+    fresh_engine.ingest(kb)
+    report = fresh_engine.ingest(b)
+    assert report.deleted == 0 and report.skipped == 1
+    assert len(fresh_engine.services.store.documents()) == 2
+
+
+def test_bad_files_fail_alone_with_a_reason(fresh_engine, tmp_path):
+    kb = tmp_path / "kb"
+    write(kb, "good.md", DOC_B)
+    (kb / "latin1.md").write_bytes("Caf\xe9 au lait".encode("latin-1"))
+    report = fresh_engine.ingest(kb)
+    assert report.processed == 1 and report.failed == 1
+    assert "kb/latin1.md" in report.errors[0] and "UTF-8" in report.errors[0]
+
+
+def test_missing_path_and_wrong_type(fresh_engine, tmp_path):
+    with pytest.raises(IngestError, match="does not exist"):
+        fresh_engine.ingest(tmp_path / "nope")
+    pdf = write(tmp_path, "doc.pdf", "x")
+    with pytest.raises(IngestError, match="not one of the ingestible types"):
+        fresh_engine.ingest(pdf)
+
+
+def test_long_chunk_is_embedded_in_windows_and_rebuilt_exactly(fresh_engine, tmp_path):
+    # one section of ~300 tiktoken tokens (within the chunk budget) is > 256 word pieces
+    # only if the window size is small: use the engine's embedder with a small window
+    fresh_engine.services.embedder.window_tokens, old = 64, fresh_engine.services.embedder.window_tokens
+    try:
+        sentences = " ".join(f"Sentence number {i} explains one more detail of windowing." for i in range(25))
+        write(tmp_path / "kb", "long.md", f"# Long\n\n{sentences}\n")
+        report = fresh_engine.ingest(tmp_path / "kb")
+        assert report.windows_written > report.chunks_written
+        store = fresh_engine.services.store
+        chunks = store.all_chunks()
+        windows = store.window_vectors([c.id for c in chunks])
+        assert any(len(windows[c.id]) > 1 for c in chunks)
+        for c in chunks:
+            assert c.text in sentences or sentences.startswith(c.text[:40])
+        assert "".join(c.text for c in chunks).replace(" ", "") == sentences.replace(" ", "")
+    finally:
+        fresh_engine.services.embedder.window_tokens = old
+
+
+class FailingStore(ChromaStore):
+    """A real Chroma store whose second write batch fails (fault injection)."""
+
+    fail_on_call = 2
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.calls = 0
+        self.armed = False
+
+    def _add(self, **kwargs):
+        if self.armed:
+            self.calls += 1
+            if self.calls == self.fail_on_call:
+                raise RuntimeError("disk full (injected)")
+        super()._add(**kwargs)
+
+
+def test_document_write_is_all_or_nothing(fresh_engine, tmp_path):
+    cfg = fresh_engine.cfg
+    settings = cfg.settings.vector_store.model_copy(update={"write_batch_size": 1})
+    store = FailingStore(settings, cfg.index_dir)
+    fresh_engine.services.store = store
+    kb = tmp_path / "kb"
+    write(kb, "alpha.md", DOC_A)
+    assert fresh_engine.ingest(kb).processed == 1
+    before = {c.id: c for c in store.all_chunks()}
+    assert len(before) >= 2  # so the second batch is inside the document
+
+    write(kb, "alpha.md", DOC_A.replace("port 8501", "port 9000") + "\n## Extra\nMore words here.\n")
+    store.armed = True
+    report = fresh_engine.ingest(kb)
+    assert report.failed == 1 and "rolled back" in report.errors[0]
+    after = {c.id: c for c in store.all_chunks()}
+    assert after == before  # the old version, whole
+
+    store.armed, store.calls = False, 0
+    assert fresh_engine.ingest(kb).processed == 1
+    assert any("9000" in c.text for c in store.all_chunks())
+
+
+def test_replace_document_raises_vector_store_error(fresh_engine, tmp_path):
+    store = FailingStore(fresh_engine.cfg.settings.vector_store, fresh_engine.cfg.index_dir)
+    store.armed, store.fail_on_call = True, 1
+    fresh_engine.services.store = store
+    write(tmp_path / "kb", "b.md", DOC_B)
+    with pytest.raises(VectorStoreError):
+        from ragstream.ingest.ingestor import embed_chunks
+        from ragstream.ingest.chunker import parse_document
+
+        parsed = parse_document(DOC_B, "kb/b.md", fresh_engine.cfg.settings.chunking, "2026-01-01")
+        store.replace_document("kb/b.md", embed_chunks(parsed.chunks, fresh_engine.services.embedder),
+                               "h", "now")
+    assert store.count_windows() == 0

@@ -1,0 +1,121 @@
+"""ReRanker, A3 and A4 on the bundled knowledge base."""
+
+import pytest
+
+from ragstream import controller
+from ragstream.backends.tokens import count_tokens
+from ragstream.stages.a4_condenser import EMPTY
+
+PROMPT = "How does the ReRanker choose its backend when no cross-encoder is available?"
+
+
+@pytest.fixture(scope="module")
+def sp_a4(kb_engine):
+    return kb_engine.run(PROMPT, until="A4_Condenser")
+
+
+def test_reranker_names_backend_and_caps_candidates(sp_a4, kb_engine):
+    rows = sp_a4.view("reranked")
+    assert 0 < len(rows) <= kb_engine.cfg.limits.N2_RERANK_TOP_K
+    info = sp_a4.extras["reranker"]
+    assert info["backend"] == "offline"  # no cross-encoder can be loaded on this machine
+    assert "not available offline" in info["reason"]
+    assert all(r.reason == "scored by the offline backend" for r in rows)
+    scores = [r.score for r in rows]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    retrieval_ids = sp_a4.kept_ids("retrieval")[: len(rows)]
+    assert {r.chunk_id for r in rows} == set(retrieval_ids)
+
+
+def test_reranker_really_rescores(sp_a4):
+    rows = sp_a4.view("reranked")
+    # it is not a pass-through: the order differs from retrieval's
+    assert [r.chunk_id for r in rows] != sp_a4.kept_ids("retrieval")[: len(rows)]
+    assert any(r.scores["rank_change"] != 0 for r in rows)
+    top = sp_a4.chunk_map()[rows[0].chunk_id]
+    assert top.source == "kb/reranking.md"
+
+
+def test_offline_reranker_prefers_the_answering_passage(kb_engine):
+    choice = kb_engine.services.reranker
+    scores = choice.reranker.score(
+        "What colour are ripe bananas?",
+        ["Ripe bananas are yellow, sometimes with brown spots.",
+         "Bananas are grown in many tropical countries and exported worldwide."])
+    assert scores[0] > scores[1]
+
+
+def test_a3_keeps_and_drops_with_reasons(sp_a4, kb_engine):
+    rows = sp_a4.view("a3")
+    assert len(rows) == len(sp_a4.view("reranked"))
+    kept = [r for r in rows if r.status == "kept"]
+    dropped = [r for r in rows if r.status == "dropped"]
+    assert kept and dropped
+    assert all(r.reason for r in dropped) and not any(r.reason for r in kept)
+    acfg = kb_engine.cfg.agents.A3_NLI_Gate
+    best = max(r.score for r in rows)
+    for r in kept:
+        assert r.score >= acfg.min_relevance and r.score >= acfg.relative_min * best
+    assert sp_a4.extras["agent_modes"]["A3_NLI_Gate"]["mode"] == "deterministic"
+
+
+def test_a3_drops_near_duplicates(kb_engine):
+    from ragstream.stages import a3_nli_gate
+    from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+
+    text = "The offline backend combines query similarity, sentence similarity and term coverage."
+    chunks = [Chunk(id=f"d#{i}", doc_id="d", source="d.md", text=t, word_count=len(t.split()))
+              for i, t in enumerate([text, text + " Indeed.", "Something else entirely about BM25 scoring here."])]
+    sp = SuperPrompt(stage="reranked", base_context_chunks=chunks, views_by_stage={"reranked": [
+        ViewRow(chunk_id="d#0", rank=1, score=0.9), ViewRow(chunk_id="d#1", rank=2, score=0.85),
+        ViewRow(chunk_id="d#2", rank=3, score=0.2)]})
+    out = a3_nli_gate.run(sp, kb_engine.cfg, kb_engine.services)
+    status = {r.chunk_id: (r.status, r.reason) for r in out.view("a3")}
+    assert status["d#0"] == ("kept", "")
+    assert status["d#1"][0] == "dropped" and "duplicate of d#0" in status["d#1"][1]
+    assert status["d#2"][0] == "dropped" and "off-topic" in status["d#2"][1]
+    assert out.final_selection_ids == ["d#0"]
+
+
+def test_a4_condenses_within_budget_with_citations(sp_a4, kb_engine):
+    acfg = kb_engine.cfg.agents.A4_Condenser
+    ids = sp_a4.final_selection_ids
+    assert 0 < len(ids) <= kb_engine.cfg.limits.N3_FINAL_SELECTION_MAX
+    assert set(ids) <= set(sp_a4.kept_ids("a3"))
+    ctx = sp_a4.S_CTX_MD
+    assert count_tokens(ctx) <= acfg.budget_tokens
+    assert ctx.startswith("## Condensed context")
+    chunks = sp_a4.chunk_map()
+    bullets = [ln for ln in ctx.splitlines() if ln.startswith("- ") and "[" in ln]
+    assert bullets
+    for line in bullets:
+        if "do not mention" in line:
+            continue
+        n = int(line.rsplit("[", 1)[1].rstrip("]"))
+        sentence = line[2:].rsplit(" [", 1)[0]
+        source = chunks[ids[n - 1]]
+        # extractive: every statement's words come from the cited chunk
+        assert set(sentence.replace("`", "").split()) <= set(source.text.replace("`", "").replace("*", "").split()) | {"-"}, line
+    assert sp_a4.view("a4")
+    assert [r.chunk_id for r in sp_a4.view("a4") if r.status == "kept"] == ids
+
+
+def test_a4_small_budget_and_n3(kb_engine):
+    cfg = kb_engine.cfg.with_limits(N3_FINAL_SELECTION_MAX=2)
+    agents = cfg.agents.model_copy(update={"A4_Condenser": cfg.agents.A4_Condenser.model_copy(
+        update={"budget_tokens": 120})})
+    cfg = cfg.model_copy(update={"agents": agents})
+    sp = controller.run_all(controller.new_prompt(PROMPT), cfg, kb_engine.services, until="A4_Condenser")
+    assert len(sp.final_selection_ids) <= 2
+    assert count_tokens(sp.S_CTX_MD) <= 120
+    dropped = [r for r in sp.view("a4") if r.status == "dropped"]
+    assert dropped and all(r.reason for r in dropped)
+
+
+def test_a4_with_nothing_selected_says_so(kb_engine):
+    from ragstream.stages import a4_condenser
+    from ragstream.super_prompt import SuperPrompt
+
+    out = a4_condenser.run(SuperPrompt(stage="a3"), kb_engine.cfg, kb_engine.services)
+    assert out.S_CTX_MD == EMPTY and out.final_selection_ids == []
