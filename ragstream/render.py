@@ -22,7 +22,8 @@ def render_system_md(body: dict[str, str], hard_rules: Iterable[str] = ()) -> st
     lines = ["## System"]
     role = body.get("system", "").strip()
     if role:
-        lines.append(role if role.lower().startswith("you ") else f"You are a {role}.")
+        article = "an" if role[:1].lower() in "aeiou" else "a"
+        lines.append(role if role.lower().startswith("you ") else f"You are {article} {role}.")
     style = [f"{label}: {body[key].strip()}" for key, label in
              (("tone", "Tone"), ("depth", "Depth"), ("audience", "Audience"))
              if body.get(key, "").strip()]

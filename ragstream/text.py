@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
+from typing import Sequence
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
 # unless the dot belongs to a common abbreviation, an initial or a number like 3.5.
@@ -76,3 +78,32 @@ def jaccard(a: set, b: set) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+@lru_cache(maxsize=1024)
+def _keyword_regex(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One alternation over ``keywords``, longest first, for ``fold``-ed text.
+
+    Group ``k<i>`` is keyword ``i``. Longest first makes matches non-overlapping and
+    greedy: "code block" counts once, not also as "code".
+    """
+    parts = []
+    order = sorted(range(len(keywords)),
+                   key=lambda i: (-len(fold(keywords[i]).rstrip("*")), i))
+    for i in order:
+        kw = fold(keywords[i])
+        core = re.escape(kw.rstrip("*").strip())
+        if core:
+            parts.append(rf"(?P<k{i}>{core}" + (r"\w*" if kw.endswith("*") else r"(?!\w)") + ")")
+    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + ")") if parts else None
+
+
+def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, keyword)`` for every match of ``keywords`` in ``folded_text`` (text that
+    went through ``fold``), left to right, non-overlapping. A keyword is folded like the
+    text, matches whole words only, and may end in ``*`` to match any word starting with it."""
+    pattern = _keyword_regex(tuple(keywords))
+    if pattern is None:
+        return []
+    return [(m.start(), m.end(), keywords[int(m.lastgroup[1:])])
+            for m in pattern.finditer(folded_text)]

@@ -27,7 +27,6 @@ through :func:`clamp`, so everything after the decision is shared.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,7 +36,7 @@ from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.config import A2Config, A2Field, AppConfig
 from ragstream.services import Services
 from ragstream.super_prompt import SuperPrompt
-from ragstream.text import fold
+from ragstream.text import fold, keyword_matches
 
 AGENT_NAME = "A2_PromptShaper"
 
@@ -71,35 +70,6 @@ class A2Output(BaseModel):
 
 
 # --------------------------------------------------------------------------- keyword matching
-
-
-@lru_cache(maxsize=1024)
-def _keyword_regex(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One alternation over ``keywords``, longest first, for ``fold``-ed text.
-
-    Group ``k<i>`` is keyword ``i``. Longest first makes matches non-overlapping and
-    greedy: "code block" counts once, not also as "code".
-    """
-    parts = []
-    order = sorted(range(len(keywords)),
-                   key=lambda i: (-len(fold(keywords[i]).rstrip("*")), i))
-    for i in order:
-        kw = fold(keywords[i])
-        core = re.escape(kw.rstrip("*").strip())
-        if core:
-            parts.append(rf"(?P<k{i}>{core}" + (r"\w*" if kw.endswith("*") else r"(?!\w)") + ")")
-    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + ")") if parts else None
-
-
-def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, keyword)`` for every match of ``keywords`` in ``folded_text`` (text that
-    went through ``fold``), left to right, non-overlapping. See the module docstring for the
-    keyword grammar."""
-    pattern = _keyword_regex(tuple(keywords))
-    if pattern is None:
-        return []
-    return [(m.start(), m.end(), keywords[int(m.lastgroup[1:])])
-            for m in pattern.finditer(folded_text)]
 
 
 def score_values(field: A2Field, folded_text: str) -> dict[str, tuple[int, list[str]]]:

@@ -44,9 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.config import A5Config, AppConfig
 from ragstream.services import Services
-from ragstream.stages.a2_prompt_shaper import keyword_matches
 from ragstream.super_prompt import SuperPrompt
-from ragstream.text import fold, sentences
+from ragstream.text import fold, sentences, keyword_matches
 
 AGENT_NAME = "A5_Format_Enforcer"
 

@@ -1,0 +1,55 @@
+"""The CLI as a user runs it: a subprocess, a temp index, the bundled KB."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, index_dir: Path, kb: Path | None = None, check=True):
+    env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(index_dir)}
+    if kb:
+        env["RAGSTREAM_KB_DIR"] = str(kb)
+    return subprocess.run([sys.executable, "-m", "ragstream", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=check)
+
+
+@pytest.fixture(scope="module")
+def small_kb(tmp_path_factory):
+    kb = tmp_path_factory.mktemp("cli") / "kb"
+    kb.mkdir()
+    for name in ("reranking.md", "hybrid-retrieval.md"):
+        (kb / name).write_text((ROOT / "data" / "kb" / name).read_text())
+    return kb
+
+
+def test_ingest_run_json_and_until(tmp_path, small_kb):
+    idx = tmp_path / "idx"
+    out = cli("ingest", str(small_kb), "--json", index_dir=idx)
+    report = json.loads(out.stdout)
+    assert report["processed"] == 2 and report["failed"] == 0
+
+    out = cli("run", "What does RRF fuse?", "--json", index_dir=idx, kb=small_kb)
+    sp = json.loads(out.stdout)
+    assert sp["stage"] == "a5" and sp["final_selection_ids"]
+    assert all(c["source"].startswith("kb/") for c in sp["base_context_chunks"])
+
+    out = cli("run", "What does RRF fuse?", "--until", "Retrieval", index_dir=idx, kb=small_kb)
+    assert out.stdout.startswith("## System") and "## Sources" not in out.stdout
+
+    out = cli("status", index_dir=idx)
+    assert json.loads(out.stdout)["documents"] == 2
+
+
+def test_errors_are_clear_and_exit_non_zero(tmp_path, small_kb):
+    idx = tmp_path / "idx"
+    out = cli("run", "   ", index_dir=idx, kb=small_kb, check=False)
+    assert out.returncode == 2
+    assert "Error (empty prompt)" in out.stderr and "Traceback" not in out.stderr
+    out = cli("run", "x", "--until", "Nowhere", index_dir=idx, check=False)
+    assert out.returncode == 2 and "A0_PreProcessing" in out.stderr
