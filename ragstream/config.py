@@ -60,6 +60,7 @@ class PathsSettings(_Strict):
     kb_dir: str = "data/kb"
     index_dir: str = "data/index"
     cache_dir: str = "data/cache"
+    uploads_dir: str = Field("data/uploads", description="where files uploaded in the page are kept")
 
 
 class VectorStoreSettings(_Strict):
@@ -374,11 +375,36 @@ class AppConfig(_Strict):
     def cache_dir(self) -> Path:
         return self.path(self.settings.paths.cache_dir)
 
+    @property
+    def uploads_dir(self) -> Path:
+        return self.path(self.settings.paths.uploads_dir)
+
     def with_limits(self, **changes: Any) -> "AppConfig":
         """A copy with some N-constants changed, validated like the file."""
-        merged = {**self.limits.model_dump(), **changes}
-        limits = _validate(PipelineLimits, merged, "pipeline limits")
-        return self.model_copy(update={"limits": limits})
+        return self.with_overrides({f"limits.{k}": v for k, v in changes.items()})
+
+    def with_overrides(self, values: dict[str, Any]) -> "AppConfig":
+        """A copy with dotted keys changed (``"limits.N3_FINAL_SELECTION_MAX"``,
+        ``"settings.retrieval.tau"``, ``"agents.A3_NLI_Gate.min_relevance"``), validated by the
+        same rules as the files; a bad key or value raises ``ConfigError`` naming it."""
+        data = self.model_dump()
+        for dotted, value in values.items():
+            node = data
+            *parents, leaf = dotted.split(".")
+            for part in parents:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(f"Unknown setting {dotted!r}.")
+                node = node[part]
+            if leaf not in node:
+                raise ConfigError(f"Unknown setting {dotted!r}; allowed here: {', '.join(sorted(node))}.")
+            node[leaf] = value
+        return _validate(AppConfig, data, "the session settings")
+
+    def get(self, dotted: str) -> Any:
+        node: Any = self
+        for part in dotted.split("."):
+            node = node[part] if isinstance(node, dict) else getattr(node, part)
+        return node
 
 
 #: environment variable -> (settings section, key)
@@ -386,6 +412,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "RAGSTREAM_KB_DIR": ("paths", "kb_dir"),
     "RAGSTREAM_INDEX_DIR": ("paths", "index_dir"),
     "RAGSTREAM_CACHE_DIR": ("paths", "cache_dir"),
+    "RAGSTREAM_UPLOADS_DIR": ("paths", "uploads_dir"),
     "RAGSTREAM_CHROMA_URL": ("vector_store", "url"),
     "RAGSTREAM_COLLECTION": ("vector_store", "collection"),
     "RAGSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
@@ -405,7 +432,7 @@ AGENT_FILES = {
 
 
 def _format_validation(err: ValidationError, where: str, model: type[BaseModel]) -> str:
-    lines = [f"{where} is not valid:"]
+    lines = [f"Invalid configuration in {where}:"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"]
@@ -414,8 +441,9 @@ def _format_validation(err: ValidationError, where: str, model: type[BaseModel])
             msg = f"unknown key; allowed keys here: {', '.join(allowed)}"
         elif e["type"] == "missing":
             msg = "required key is missing"
-        lines.append(f"  - {loc}: {msg} (got {e.get('input')!r})" if e["type"] != "missing"
-                     else f"  - {loc}: {msg}")
+        got = e.get("input")
+        shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
+        lines.append(f"  - {loc}: {msg}{shown}")
     return "\n".join(lines)
 
 

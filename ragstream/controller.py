@@ -39,14 +39,14 @@ class StageSpec:
 
 
 STAGES: list[StageSpec] = [
-    StageSpec("A0_PreProcessing", "preprocessed", "a0_preprocessing", "A0 Pre-processing"),
-    StageSpec("A2_PromptShaper", "a2", "a2_prompt_shaper", "A2 Prompt shaper"),
-    StageSpec("Retrieval", "retrieval", "retrieval", "Retrieval"),
-    StageSpec("ReRanker", "reranked", "reranker", "ReRanker"),
-    StageSpec("A3_NLI_Gate", "a3", "a3_nli_gate", "A3 NLI gate"),
-    StageSpec("A4_Condenser", "a4", "a4_condenser", "A4 Condenser"),
-    StageSpec("A5_Format_Enforcer", "a5", "a5_format_enforcer", "A5 Format enforcer"),
-    StageSpec("Prompt_Builder", "a5", "prompt_builder", "Prompt Builder"),
+    StageSpec("A0_PreProcessing", "preprocessed", "a0_preprocessing", "A0 Prep"),
+    StageSpec("A2_PromptShaper", "a2", "a2_prompt_shaper", "A2 Shape"),
+    StageSpec("Retrieval", "retrieval", "retrieval", "Retrieve"),
+    StageSpec("ReRanker", "reranked", "reranker", "Rerank"),
+    StageSpec("A3_NLI_Gate", "a3", "a3_nli_gate", "A3 Gate"),
+    StageSpec("A4_Condenser", "a4", "a4_condenser", "A4 Condense"),
+    StageSpec("A5_Format_Enforcer", "a5", "a5_format_enforcer", "A5 Format"),
+    StageSpec("Prompt_Builder", "a5", "prompt_builder", "Build"),
 ]
 STAGE_NAMES = [s.name for s in STAGES]
 _BY_NAME = {s.name: s for s in STAGES}

@@ -1,0 +1,90 @@
+"""Ranking metrics used by the benchmarks, in the form BEIR reports them (pytrec_eval).
+
+* nDCG@k: gain = the qrels grade (linear, as trec_eval's ``ndcg_cut``), discount
+  ``1 / log2(rank + 1)``; the ideal DCG uses *all* judged relevant documents of the query,
+  whether or not the system retrieved them.
+* Recall@k: relevant documents in the top k / all relevant documents of the query.
+* MRR@k: 1 / rank of the first relevant document in the top k (0 when there is none).
+
+A document is relevant when its grade is > 0. ``Qrels`` maps document id -> grade for one
+query; a ranking is a list of document ids, best first, without duplicates.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import fmean
+from typing import Mapping, Sequence
+
+Qrels = Mapping[str, int]
+
+#: the cut-offs reported for SciFact; nDCG@10 is BEIR's headline metric
+NDCG_K = 10
+RECALL_KS = (10, 100)
+MRR_K = 10
+
+
+def _check(ranking: Sequence[str], k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if len(set(ranking)) != len(ranking):
+        raise ValueError("the ranking lists a document twice; metrics would count it twice")
+
+
+def relevant(qrels: Qrels) -> set[str]:
+    return {doc for doc, grade in qrels.items() if grade > 0}
+
+
+def dcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    _check(ranking, k)
+    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 2)
+               for rank, doc in enumerate(ranking[:k], start=1))
+
+
+def ndcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    ideal_grades = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal_grades, start=1))
+    if idcg == 0:
+        return 0.0
+    return dcg_at_k(ranking, qrels, k) / idcg
+
+
+def recall_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    _check(ranking, k)
+    rel = relevant(qrels)
+    if not rel:
+        return 0.0
+    return len(rel.intersection(ranking[:k])) / len(rel)
+
+
+def mrr_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    _check(ranking, k)
+    rel = relevant(qrels)
+    for rank, doc in enumerate(ranking[:k], start=1):
+        if doc in rel:
+            return 1.0 / rank
+    return 0.0
+
+
+def query_metrics(ranking: Sequence[str], qrels: Qrels) -> dict[str, float]:
+    """All reported metrics of one query's ranking."""
+    out = {f"nDCG@{NDCG_K}": ndcg_at_k(ranking, qrels, NDCG_K)}
+    out.update({f"Recall@{k}": recall_at_k(ranking, qrels, k) for k in RECALL_KS})
+    out[f"MRR@{MRR_K}"] = mrr_at_k(ranking, qrels, MRR_K)
+    return out
+
+
+def mean_metrics(per_query: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Macro average over queries (each query weighs the same, as in BEIR)."""
+    if not per_query:
+        return {}
+    return {name: fmean(m[name] for m in per_query) for name in per_query[0]}
+
+
+def evaluate(rankings: Mapping[str, Sequence[str]],
+             qrels: Mapping[str, Qrels]) -> dict[str, float]:
+    """Mean metrics over the queries in ``rankings`` (every one must have qrels)."""
+    missing = [q for q in rankings if q not in qrels]
+    if missing:
+        raise KeyError(f"no qrels for queries {missing[:5]}")
+    return mean_metrics([query_metrics(rankings[q], qrels[q]) for q in rankings])

@@ -1,0 +1,137 @@
+"""What the page's buttons do. Each action takes the session state, changes it, and turns a
+``RagstreamError`` into a message under ``ERROR`` — the SuperPrompt then stays as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, MutableMapping
+
+from ragstream import controller
+from ragstream.config import AppConfig
+from ragstream.engine import Engine
+from ragstream.errors import IngestError, RagstreamError
+from ragstream.ui import state as S
+
+#: settings a person may change for the session: dotted key -> label
+EDITABLE_SETTINGS: dict[str, str] = {
+    "limits.N0_QUERY_PIECES": "N0 query pieces",
+    "limits.N1_RETR_MAX_CANDIDATES": "N1 retrieval candidates",
+    "limits.N2_RERANK_TOP_K": "N2 rerank top-k",
+    "limits.N3_FINAL_SELECTION_MAX": "N3 final selection",
+    "limits.N4_RECENT_CONV_MAX_PAIRS": "N4 conversation pairs",
+    "settings.retrieval.tau": "τ (LogAvgExp)",
+    "settings.retrieval.rrf_k": "RRF k",
+    "agents.A3_NLI_Gate.min_relevance": "A3 min relevance",
+    "agents.A3_NLI_Gate.relative_min": "A3 relative floor",
+    "agents.A3_NLI_Gate.duplicate_jaccard": "A3 duplicate Jaccard",
+    "agents.A4_Condenser.budget_tokens": "A4 token budget",
+}
+
+
+def session_config(engine: Engine, st_state: MutableMapping[str, Any]) -> AppConfig:
+    overrides = st_state.get(S.OVERRIDES) or {}
+    return engine.cfg.with_overrides(overrides) if overrides else engine.cfg
+
+
+def _fail(st_state, err: RagstreamError) -> None:
+    st_state[S.ERROR] = (err.kind, str(err))
+
+
+def _fresh_if_prompt_changed(st_state) -> None:
+    """A new prompt text starts a new SuperPrompt (the conversation is kept)."""
+    sp = st_state[S.SP]
+    text = st_state[S.PROMPT]
+    if text != sp.user_text:
+        st_state[S.SP] = controller.new_prompt(text, list(sp.recent_conversation))
+
+
+def run_stage(engine: Engine, st_state, name: str) -> bool:
+    st_state[S.ERROR] = None
+    try:
+        if name == controller.STAGE_NAMES[0]:
+            _fresh_if_prompt_changed(st_state)
+        cfg = session_config(engine, st_state)
+        st_state[S.SP] = controller.run_stage(st_state[S.SP], name, cfg, engine.services)
+        return True
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+
+
+def run_remaining(engine: Engine, st_state,
+                  on_stage: Callable[[int, int, str], None] | None = None) -> bool:
+    """Auto mode: every remaining stage (from A0 again when the prompt text changed)."""
+    st_state[S.ERROR] = None
+    try:
+        _fresh_if_prompt_changed(st_state)
+        cfg = session_config(engine, st_state)
+        sp = st_state[S.SP]
+        if controller.next_stage(sp) is None:  # finished: run the whole chain again
+            sp = controller.new_prompt(sp.user_text, list(sp.recent_conversation))
+        total = len(controller.STAGES) - (controller.position(sp) + 1)
+        done = 0
+        while (nxt := controller.next_stage(sp)) is not None:
+            if on_stage:
+                on_stage(done, total, nxt)
+            sp = controller.run_stage(sp, nxt, cfg, engine.services)
+            st_state[S.SP] = sp  # each finished stage is kept, even if a later one fails
+            done += 1
+        if on_stage:
+            on_stage(total, total, "")
+        return True
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+
+
+def apply_settings(engine: Engine, st_state, values: dict[str, Any]) -> bool:
+    """Validate ``values`` (dotted key -> value) with the config rules; keep them if valid."""
+    st_state[S.ERROR] = None
+    changed = {k: v for k, v in values.items() if engine.cfg.get(k) != v}
+    try:
+        engine.cfg.with_overrides(changed)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+    st_state[S.OVERRIDES] = changed
+    st_state[S.NOTICE] = (f"Session settings applied ({len(changed)} changed)." if changed
+                          else "Settings match the configuration files.")
+    return True
+
+
+def reset_settings(st_state) -> None:
+    st_state[S.OVERRIDES] = {}
+    st_state[S.ERROR] = None
+    st_state[S.NOTICE] = "Settings reset to the configuration files."
+
+
+def ingest_uploads(engine: Engine, st_state, files: list[tuple[str, bytes]],
+                   progress: Callable[[int, int, str], None] | None = None) -> bool:
+    """Save uploaded (name, bytes) pairs under ``data/uploads/`` and ingest them."""
+    st_state[S.ERROR] = None
+    if not files:
+        _fail(st_state, IngestError("No files were uploaded. Choose .md or .txt files first."))
+        return False
+    folder = engine.cfg.uploads_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    allowed = {e.lower() for e in engine.cfg.settings.chunking.extensions}
+    for name, data in files:
+        safe = Path(name).name
+        if Path(safe).suffix.lower() not in allowed:
+            _fail(st_state, IngestError(f"{safe} is not one of the ingestible types "
+                                        f"({', '.join(sorted(allowed))})."))
+            return False
+        (folder / safe).write_bytes(data)
+    return ingest_folder(engine, st_state, folder, prune=False, progress=progress)
+
+
+def ingest_folder(engine: Engine, st_state, folder: str | Path, prune: bool | None = None,
+                  progress: Callable[[int, int, str], None] | None = None) -> bool:
+    st_state[S.ERROR] = None
+    try:
+        report = engine.ingest(folder, prune=prune, progress=progress)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+    st_state[S.INGEST_REPORT] = report.model_dump()
+    return True

@@ -1,0 +1,125 @@
+"""Pure functions from a SuperPrompt to what the page shows: table rows, journeys, buttons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ragstream import controller
+from ragstream.super_prompt import SuperPrompt
+
+#: stages that write a chunk view: (views_by_stage key, title)
+VIEW_STAGES: list[tuple[str, str]] = [
+    ("retrieval", "Retrieval"),
+    ("reranked", "ReRanker"),
+    ("a3", "A3 NLI gate"),
+    ("a4", "A4 condenser"),
+]
+
+
+@dataclass(frozen=True)
+class ButtonState:
+    name: str
+    label: str
+    enabled: bool
+    help: str
+    done: bool
+
+
+def button_states(sp: SuperPrompt) -> list[ButtonState]:
+    pos = controller.position(sp)
+    out = []
+    for i, st in enumerate(controller.STAGES):
+        required = controller.blocked_by(sp, st.name)
+        done = i <= pos
+        if required:
+            help_text = f"Run {required} first."
+        elif done:
+            help_text = f"Run {st.name} again (discards the results of the later stages)."
+        else:
+            help_text = f"Run {st.name} now."
+        out.append(ButtonState(st.name, st.label, required is None, help_text, done))
+    return out
+
+
+def _preview(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def view_rows(sp: SuperPrompt, stage: str, snippet_chars: int = 240) -> list[dict[str, Any]]:
+    chunks = sp.chunk_map()
+    rows = []
+    for r in sp.view(stage):
+        c = chunks.get(r.chunk_id)
+        row: dict[str, Any] = {
+            "rank": r.rank,
+            "chunk id": r.chunk_id,
+            "source": c.source if c else "",
+            "section": " > ".join(c.heading_path) if c else "",
+            "score": r.score,
+        }
+        for key, value in r.scores.items():
+            row[key] = int(value) if key.endswith(("_rank", "rank_change", "sentences", "citation")) else value
+        row["status"] = r.status
+        row["reason"] = r.reason
+        row["preview"] = _preview(c.text, snippet_chars) if c else ""
+        rows.append(row)
+    return rows
+
+
+def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
+    """Where one chunk stood at every stage that has a view."""
+    out = []
+    for stage, title in VIEW_STAGES:
+        if stage not in sp.views_by_stage:
+            out.append({"stage": title, "rank": None, "score": None, "status": "stage not run",
+                        "reason": ""})
+            continue
+        row = next((r for r in sp.view(stage) if r.chunk_id == chunk_id), None)
+        if row is None:
+            out.append({"stage": title, "rank": None, "score": None, "status": "not present",
+                        "reason": _absent_reason(sp, stage)})
+        else:
+            out.append({"stage": title, "rank": row.rank, "score": row.score,
+                        "status": row.status, "reason": row.reason})
+    return out
+
+
+def _absent_reason(sp: SuperPrompt, stage: str) -> str:
+    if stage == "reranked":
+        return "below the N2 cut: only the top retrieval candidates are reranked"
+    if stage in ("a3", "a4"):
+        return "did not reach this stage"
+    return ""
+
+
+def history_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
+    return [{"#": i, "stage": r.stage, "wall ms": r.wall_ms, "mode": r.mode}
+            for i, r in enumerate(sp.stage_runs, start=1)]
+
+
+def mode_rows(sp: SuperPrompt) -> list[dict[str, str]]:
+    rows = [{"component": agent, "ran as": info.get("mode", ""), "why": info.get("reason", "")}
+            for agent, info in sp.extras.get("agent_modes", {}).items()]
+    rr = sp.extras.get("reranker")
+    if rr:
+        rows.append({"component": "ReRanker backend", "ran as": rr["backend"], "why": rr["reason"]})
+    return rows
+
+
+def score_points(sp: SuperPrompt) -> list[dict[str, Any]]:
+    """Long-format (stage, score, status) points for the score-distribution chart."""
+    return [{"stage": title, "score": r.score, "status": r.status}
+            for stage, title in VIEW_STAGES for r in sp.view(stage)]
+
+
+def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:
+    chunk = sp.chunk_map()[chunk_id]
+    meta = chunk.model_dump(exclude={"text"})
+    meta["heading_path"] = list(chunk.heading_path)
+    return chunk.text, meta
+
+
+def chunk_choices(sp: SuperPrompt) -> list[str]:
+    return [c.id for c in sp.base_context_chunks]

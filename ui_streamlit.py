@@ -1,0 +1,218 @@
+"""RAGstream workbench — the Streamlit page. It draws and dispatches; the logic lives in
+``ragstream`` (``ragstream.ui`` for state, tables and actions).
+
+Run: ``bash scripts/run_app.sh`` (or ``.venv/bin/python -m streamlit run ui_streamlit.py``).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from ragstream import controller
+from ragstream.engine import Engine
+from ragstream.errors import RagstreamError
+from ragstream.ui import actions
+from ragstream.ui import state as S
+from ragstream.ui import views
+
+st.set_page_config(page_title="RAGstream workbench", page_icon="🔎", layout="wide")
+
+
+@st.cache_resource(show_spinner=False)
+def get_engine() -> Engine:
+    engine = Engine()
+    engine.ensure_knowledge_base()
+    return engine
+
+
+def table(rows: list[dict], key: str, height: int | None = None) -> None:
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
+                     height=height or "auto")
+    else:
+        st.caption("Nothing to show yet.")
+
+
+# --------------------------------------------------------------------------- start
+try:
+    with st.spinner("Loading models and bringing the knowledge base up to date…"):
+        engine = get_engine()
+except RagstreamError as err:
+    st.error(f"**{err.kind}** — {err}")
+    st.stop()
+
+S.init_state(st.session_state)
+state = st.session_state
+sp = state[S.SP]
+
+# --------------------------------------------------------------------------- sidebar
+with st.sidebar:
+    st.header("Knowledge base")
+    info = engine.status()
+    c1, c2 = st.columns(2)
+    c1.metric("Documents", info["documents"])
+    c2.metric("Chunks", info["chunks"])
+    st.caption(f"Collection `{info['collection']}` at `{info['location']}`  \n"
+               f"Last ingest: {info['last_ingest'] or 'never'}")
+    with st.expander("Documents", expanded=False):
+        table(info["document_list"], key="kb_docs")
+
+    uploads = st.file_uploader("Add .md / .txt files", type=["md", "markdown", "txt"],
+                               accept_multiple_files=True, key=f"uploader_{state[S.UPLOAD_NONCE]}")
+    folder = st.text_input("…or a folder on this machine", key="ingest_folder",
+                           placeholder="/path/to/your/docs")
+    if st.button("Ingest", key="ingest", width="stretch"):
+        bar = st.progress(0.0, text="Ingesting…")
+
+        def on_progress(done: int, total: int, name: str) -> None:
+            bar.progress(done / max(total, 1), text=f"{done}/{total} {name}")
+
+        if folder.strip() and not uploads:
+            ok = actions.ingest_folder(engine, state, folder.strip(), progress=on_progress)
+        else:
+            ok = actions.ingest_uploads(engine, state, [(f.name, f.getvalue()) for f in uploads or []],
+                                        on_progress)
+        if ok:
+            state[S.UPLOAD_NONCE] += 1
+        st.rerun()
+    report = state[S.INGEST_REPORT]
+    if report:
+        st.success(f"Ingested: {report['processed']} processed, {report['skipped']} skipped, "
+                   f"{report['failed']} failed, {report['deleted']} deleted, "
+                   f"{report['chunks_written']} chunks.", icon="📥")
+        for line in report["errors"]:
+            st.error(line)
+        if report["warnings"]:
+            with st.expander(f"{len(report['warnings'])} warnings"):
+                for line in report["warnings"]:
+                    st.caption(line)
+
+    st.header("Settings")
+    st.caption("For this session only; validated like the configuration files.")
+    with st.form("settings"):
+        values = {}
+        for key, label in actions.EDITABLE_SETTINGS.items():
+            current = actions.session_config(engine, state).get(key)
+            if isinstance(current, int):
+                values[key] = st.number_input(label, value=current, step=1, key=f"set_{key}")
+            else:
+                values[key] = st.number_input(label, value=float(current), step=0.05,
+                                              format="%.2f", key=f"set_{key}")
+        applied = st.form_submit_button("Apply", width="stretch")
+    if applied:
+        actions.apply_settings(engine, state, values)
+        st.rerun()
+    if st.button("Reset to file values", key="reset_settings", width="stretch"):
+        actions.reset_settings(state)
+        for key in actions.EDITABLE_SETTINGS:
+            state.pop(f"set_{key}", None)
+        st.rerun()
+
+# --------------------------------------------------------------------------- prompt + buttons
+st.title("RAGstream workbench")
+st.text_area("Prompt", key=S.PROMPT, height=130,
+             help="Plain text becomes the task. Headers such as Task:, Context:, Purpose:, "
+                  "Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped.")
+left, right = st.columns([1, 3])
+left.toggle("Auto-run", key=S.AUTO, help="On: one click runs every remaining stage.")
+next_name = controller.next_stage(sp)
+run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
+if right.button(run_label, key="run", type="primary"):
+    if state[S.AUTO]:
+        bar = st.progress(0.0, text="Starting…")
+
+        def on_stage(done: int, total: int, name: str) -> None:
+            bar.progress(done / max(total, 1),
+                         text=f"Running {name} ({done + 1}/{total})…" if name else "Done.")
+
+        actions.run_remaining(engine, state, on_stage)
+    else:
+        actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0])
+    st.rerun()
+
+cols = st.columns(len(controller.STAGES))
+for col, b in zip(cols, views.button_states(sp)):
+    label = f"✓ {b.label}" if b.done else b.label
+    if col.button(label, key=f"stage_{b.name}", disabled=not b.enabled, help=b.help,
+                  width="stretch"):
+        with st.spinner(f"Running {b.name}…"):
+            actions.run_stage(engine, state, b.name)
+        st.rerun()
+
+if state[S.ERROR]:
+    kind, message = state[S.ERROR]
+    st.error(f"**{kind}** — {message}", icon="⚠️")
+if state[S.NOTICE]:
+    st.info(state[S.NOTICE])
+    state[S.NOTICE] = None
+if state[S.PROMPT] != sp.user_text and sp.stage != "raw":
+    st.warning("The prompt text changed since A0 ran: run A0 (or auto-run) to use it.")
+
+stage_line = f"Stage: **{sp.stage}**"
+stage_line += f" · next: **{next_name}**" if next_name else " · pipeline complete"
+if state[S.OVERRIDES]:
+    stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
+st.markdown(stage_line)
+
+# --------------------------------------------------------------------------- results
+prompt_col, views_col = st.columns([2, 3])
+with prompt_col:
+    st.subheader("prompt_ready")
+    if sp.prompt_ready:
+        st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=640)
+    else:
+        st.caption("Run A0 to see the prompt take shape.")
+
+with views_col:
+    tab_views, tab_journey, tab_history, tab_chart, tab_export = st.tabs(
+        ["Chunk views", "Chunk journey", "History & modes", "Scores", "Export"])
+    with tab_views:
+        shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
+        if not shown:
+            st.caption("Chunk tables appear after Retrieval.")
+        for key, title in shown:
+            rows = views.view_rows(sp, key, engine.cfg.settings.prompt.snippet_chars)
+            kept = sum(r["status"] == "kept" for r in rows)
+            with st.expander(f"{title} — {len(rows)} rows, {kept} kept", expanded=key == shown[-1][0]):
+                table(rows, key=f"view_{key}", height=320)
+        choices = views.chunk_choices(sp)
+        if choices:
+            picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
+            text, meta = views.chunk_detail(sp, picked)
+            st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
+            st.text(text)
+            st.json(meta, expanded=False)
+    with tab_journey:
+        choices = views.chunk_choices(sp)
+        if choices:
+            picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK)
+            table(views.journey_rows(sp, picked), key="journey")
+        else:
+            st.caption("Run Retrieval to follow a chunk through the stages.")
+    with tab_history:
+        table(views.history_rows(sp), key="history")
+        st.markdown("**Modes**")
+        table(views.mode_rows(sp), key="modes")
+    with tab_chart:
+        points = views.score_points(sp)
+        if points:
+            st.caption("Score distribution per stage (Retrieval: fused RRF score; ReRanker and "
+                       "A3: rerank score; A4: best sentence similarity).")
+            chart = alt.Chart(pd.DataFrame(points)).mark_bar().encode(
+                x=alt.X("score:Q", bin=alt.Bin(maxbins=30), title="score"),
+                y=alt.Y("count():Q", title="chunks"),
+                color=alt.Color("status:N", scale=alt.Scale(domain=["kept", "dropped"],
+                                                             range=["#2e7d32", "#c62828"])),
+                row=alt.Row("stage:N", sort=[t for _, t in views.VIEW_STAGES], title=None),
+            ).resolve_scale(x="independent").properties(height=90)
+            st.altair_chart(chart, width="stretch")
+        else:
+            st.caption("The chart appears after Retrieval.")
+    with tab_export:
+        st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
+                           mime="application/json", key="export_json")
+        st.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
+                           file_name="prompt_ready.md", mime="text/markdown", key="export_md",
+                           disabled=not sp.prompt_ready)
