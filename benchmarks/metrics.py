@@ -37,13 +37,13 @@ def relevant(qrels: Qrels) -> set[str]:
 
 def dcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
     _check(ranking, k)
-    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 2)
+    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1)
                for rank, doc in enumerate(ranking[:k], start=1))
 
 
 def ndcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
     ideal_grades = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal_grades, start=1))
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal_grades, start=1))
     if idcg == 0:
         return 0.0
     return dcg_at_k(ranking, qrels, k) / idcg

@@ -35,6 +35,9 @@ def test_ndcg_cutoff_and_edge_cases():
     assert ndcg_at_k(late, {"rel": 1}, 11) == pytest.approx(1 / math.log2(12))
     assert ndcg_at_k(["a"], {"a": 0}, 10) == 0.0      # grade 0 is not relevant
     assert ndcg_at_k([], {"a": 1}, 10) == 0.0
+    # more relevant docs than k: the ideal ranking is cut at k too, so a perfect top 10 is 1.0
+    many = {f"r{i:02d}": 1 for i in range(12)}
+    assert ndcg_at_k(sorted(many), many, 10) == pytest.approx(1.0)
 
 
 def test_recall():

@@ -37,21 +37,22 @@ def _fail(st_state, err: RagstreamError) -> None:
     st_state[S.ERROR] = (err.kind, str(err))
 
 
-def _fresh_if_prompt_changed(st_state) -> None:
-    """A new prompt text starts a new SuperPrompt (the conversation is kept)."""
+def _start_state(st_state):
+    """The state to run from: a new SuperPrompt when the prompt text changed (the
+    conversation is kept). The session's state is replaced only when a stage succeeds."""
     sp = st_state[S.SP]
     text = st_state[S.PROMPT]
     if text != sp.user_text:
-        st_state[S.SP] = controller.new_prompt(text, list(sp.recent_conversation))
+        return controller.new_prompt(text, list(sp.recent_conversation))
+    return sp
 
 
 def run_stage(engine: Engine, st_state, name: str) -> bool:
     st_state[S.ERROR] = None
     try:
-        if name == controller.STAGE_NAMES[0]:
-            _fresh_if_prompt_changed(st_state)
+        sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
         cfg = session_config(engine, st_state)
-        st_state[S.SP] = controller.run_stage(st_state[S.SP], name, cfg, engine.services)
+        st_state[S.SP] = controller.run_stage(sp, name, cfg, engine.services)
         return True
     except RagstreamError as err:
         _fail(st_state, err)
@@ -63,9 +64,8 @@ def run_remaining(engine: Engine, st_state,
     """Auto mode: every remaining stage (from A0 again when the prompt text changed)."""
     st_state[S.ERROR] = None
     try:
-        _fresh_if_prompt_changed(st_state)
         cfg = session_config(engine, st_state)
-        sp = st_state[S.SP]
+        sp = _start_state(st_state)
         if controller.next_stage(sp) is None:  # finished: run the whole chain again
             sp = controller.new_prompt(sp.user_text, list(sp.recent_conversation))
         total = len(controller.STAGES) - (controller.position(sp) + 1)
