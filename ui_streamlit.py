@@ -24,6 +24,7 @@ st.set_page_config(page_title="RAGstream workbench", page_icon="🔎", layout="w
 def get_engine() -> Engine:
     engine = Engine()
     engine.ensure_knowledge_base()
+    engine.warm_up()
     return engine
 
 
@@ -200,14 +201,18 @@ with views_col:
         if points:
             st.caption("Score distribution per stage (Retrieval: fused RRF score; ReRanker and "
                        "A3: rerank score; A4: best sentence similarity).")
-            chart = alt.Chart(pd.DataFrame(points)).mark_bar().encode(
-                x=alt.X("score:Q", bin=alt.Bin(maxbins=30), title="score"),
-                y=alt.Y("count():Q", title="chunks"),
-                color=alt.Color("status:N", scale=alt.Scale(domain=["kept", "dropped"],
-                                                             range=["#2e7d32", "#c62828"])),
-                row=alt.Row("stage:N", sort=[t for _, t in views.VIEW_STAGES], title=None),
-            ).resolve_scale(x="independent").properties(height=90)
-            st.altair_chart(chart, width="stretch")
+            frame = pd.DataFrame(points)
+            for _, title in views.VIEW_STAGES:
+                part = frame[frame["stage"] == title]
+                if part.empty:
+                    continue
+                chart = alt.Chart(part, title=title).mark_bar().encode(
+                    x=alt.X("score:Q", bin=alt.Bin(maxbins=30), title="score"),
+                    y=alt.Y("count():Q", title="chunks"),
+                    color=alt.Color("status:N", scale=alt.Scale(domain=["kept", "dropped"],
+                                                                 range=["#2e7d32", "#c62828"])),
+                ).properties(height=130)
+                st.altair_chart(chart, width="stretch", key=f"chart_{title}")
         else:
             st.caption("The chart appears after Retrieval.")
     with tab_export:

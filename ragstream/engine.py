@@ -36,6 +36,13 @@ class Engine:
         """Bring the bundled/configured knowledge base folder up to date (cheap when unchanged)."""
         return self.ingest(self.cfg.kb_dir, prune=True, progress=progress)
 
+    def warm_up(self) -> None:
+        """Load the embedding model, the keyword index and the reranker now, so that the
+        first stage a person runs is not the one that pays for loading them."""
+        self.services.embedder.embed(["warm up"])
+        self.services.keyword()
+        _ = self.services.reranker
+
     def status(self) -> dict:
         store = self.services.store
         docs = store.documents()
