@@ -55,9 +55,9 @@ class StageError(RagstreamError):
 class EmptyPromptError(RagstreamError):
     kind = "empty prompt"
 
-    def __init__(self) -> None:
+    def __init__(self, problem: str = "The prompt is empty.") -> None:
         super().__init__(
-            "The prompt is empty. Type a question or task, for example "
+            f"{problem} Type a question or task, for example "
             "'How does the ReRanker choose its backend?'."
         )
 

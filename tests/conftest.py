@@ -15,7 +15,10 @@ KB = ROOT / "data" / "kb"
 
 
 def make_config(index_dir: Path, **env: str):
-    return load_config(env={"RAGSTREAM_INDEX_DIR": str(index_dir), **env})
+    """The shipped config with every writable path in a temp folder."""
+    return load_config(env={"RAGSTREAM_INDEX_DIR": str(index_dir),
+                            "RAGSTREAM_UPLOADS_DIR": str(Path(index_dir).parent / "uploads"),
+                            **env})
 
 
 @pytest.fixture(scope="session")

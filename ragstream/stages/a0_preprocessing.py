@@ -486,7 +486,8 @@ def enforce_task(draft: BodyDraft) -> None:
         return
     context = draft.values.get(CONTEXT_KEY, "")
     if not context:
-        raise EmptyPromptError()
+        raise EmptyPromptError("The prompt has no task: no Task header, no text outside "
+                               "headers and no Context to take a question from.")
     split = split_last_question(context)
     if split:
         question, rest = split

@@ -18,7 +18,7 @@ def app_env(tmp_path_factory, kb_engine):
     """Point the page at the session's already-ingested temp index (shared with kb_engine)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
-    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("uploads")))
+    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("page") / "uploads"))
     import streamlit as st
 
     st.cache_resource.clear()
@@ -122,10 +122,25 @@ def test_settings_validation_and_reset():
     assert at.number_input(key="set_limits.N2_RERANK_TOP_K").value == 50
 
 
-def test_upload_ingests_and_the_new_text_is_retrievable(tmp_path):
+def test_upload_ingests_and_the_new_text_is_retrievable():
     at = fresh()
-    # AppTest cannot drive st.file_uploader; the page's Ingest button calls the same action,
-    # which we exercise with the folder field (same code path after the files are saved).
+    at.file_uploader[0].set_value([
+        ("okapi.md", b"# Okapi\n\nThe okapi is a giraffid native to the Congo. It has striped legs.\n",
+         "text/markdown")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.error, [e.value for e in at.error]
+    report = at.session_state[S.INGEST_REPORT]
+    assert report["processed"] == 1 and report["failed"] == 0
+    assert any("1 processed" in s.value for s in at.success)
+    assert at.file_uploader[0].value in (None, [])  # cleared for the next upload
+    at.text_area(key=S.PROMPT).set_value("Where is the okapi native to?").run()
+    at.button(key="run").click().run()
+    assert sp(at).final_selection_ids[0] == "uploads/okapi.md#0"
+
+
+def test_folder_ingest_and_the_new_text_is_retrievable(tmp_path):
+    at = fresh()
     docs = tmp_path / "notes"
     docs.mkdir()
     (docs / "zebra.md").write_text("# Zebras\n\nThe quagga was a subspecies of plains zebra "

@@ -31,7 +31,7 @@ def app_url(kb_engine, tmp_path_factory):
                     "(the README's test command does it).")
     port = free_port()
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(kb_engine.cfg.index_dir),
-           "RAGSTREAM_UPLOADS_DIR": str(tmp_path_factory.mktemp("uploads"))}
+           "RAGSTREAM_UPLOADS_DIR": str(tmp_path_factory.mktemp("browser") / "uploads")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "ui_streamlit.py"),
          "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
