@@ -90,6 +90,14 @@ with st.sidebar:
                 for line in report["warnings"]:
                     st.caption(line)
 
+    st.header("LLM")
+    if engine.services.llm is None:
+        st.caption("No endpoint configured: every agent runs its deterministic mode and "
+                   "answers are extractive. See the README to connect one.")
+    else:
+        st.caption(f"Endpoint `{engine.cfg.settings.llm.base_url}`, model "
+                   f"`{engine.cfg.settings.llm.model}`.")
+
     st.header("Settings")
     st.caption("For this session only; validated like the configuration files.")
     with st.form("settings"):
@@ -112,12 +120,26 @@ with st.sidebar:
         st.rerun()
 
 # --------------------------------------------------------------------------- prompt + buttons
+def stream_answer() -> None:
+    """Answer the finished super-prompt, showing the text as it streams in."""
+    st.markdown("#### Answer")
+    slot = st.empty()
+    shown: list[str] = []
+
+    def on_token(piece: str) -> None:
+        shown.append(piece)
+        slot.markdown("".join(shown) + " ▌")
+
+    actions.answer(engine, state, on_token)
+
+
 st.title("RAGstream workbench")
 st.text_area("Prompt", key=S.PROMPT, height=130,
              help="Plain text becomes the task. Headers such as Task:, Context:, Purpose:, "
                   "Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped.")
-left, right = st.columns([1, 3])
-left.toggle("Auto-run", key=S.AUTO, help="On: one click runs every remaining stage.")
+left, right, answer_col = st.columns([1, 2, 1])
+left.toggle("Auto-run", key=S.AUTO,
+            help="On: one click runs every remaining stage and then answers.")
 next_name = controller.next_stage(sp)
 run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
 if right.button(run_label, key="run", type="primary"):
@@ -128,9 +150,16 @@ if right.button(run_label, key="run", type="primary"):
             bar.progress(done / max(total, 1),
                          text=f"Running {name} ({done + 1}/{total})…" if name else "Done.")
 
-        actions.run_remaining(engine, state, on_stage)
+        if actions.run_remaining(engine, state, on_stage):
+            stream_answer()
     else:
         actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0])
+    st.rerun()
+
+if answer_col.button("💬 Answer", key="answer", disabled=next_name is not None,
+                     help="Answer the finished super-prompt (runs after Prompt Builder)."
+                     if next_name is None else f"Run every stage first (next: {next_name})."):
+    stream_answer()
     st.rerun()
 
 cols = st.columns(len(controller.STAGES))
@@ -157,6 +186,35 @@ if state[S.OVERRIDES]:
     stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
 st.markdown(stage_line)
 
+# --------------------------------------------------------------------------- answer
+if sp.answer is not None:
+    ans = sp.answer
+    badge = {"High": "🟢", "Medium": "🟡", "Low": "🔴"}.get(ans.confidence, "")
+    st.markdown(f"#### Answer · {badge} {ans.confidence} confidence")
+    st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
+               + (f" · model: {ans.model}" if ans.model else "")
+               + (f" · {ans.error}" if ans.error else ""))
+    st.markdown(ans.text)
+    valid = ans.sources
+    if valid:
+        st.markdown("**Sources**")
+        chunks = sp.chunk_map()
+        for c in valid:
+            with st.expander(f"[{c.n}] {c.source} § {c.section}"):
+                st.text(chunks[c.chunk_id].text if c.chunk_id in chunks else "")
+                if st.button("Follow this chunk through the stages", key=f"cite_{c.n}"):
+                    state[S.JOURNEY_CHUNK] = c.chunk_id
+                    st.rerun()
+    for n in ans.invalid_citations:
+        st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
+if state[S.CONVERSATION]:
+    c1, c2 = st.columns([4, 1])
+    c1.caption(f"Conversation: {len(state[S.CONVERSATION])} earlier turn(s) go into the next "
+               f"prompt's Recent conversation block.")
+    if c2.button("Clear conversation", key="clear_conversation"):
+        actions.clear_conversation(state)
+        st.rerun()
+
 # --------------------------------------------------------------------------- results
 prompt_col, views_col = st.columns([2, 3])
 with prompt_col:
@@ -167,8 +225,8 @@ with prompt_col:
         st.caption("Run A0 to see the prompt take shape.")
 
 with views_col:
-    tab_views, tab_journey, tab_history, tab_chart, tab_export = st.tabs(
-        ["Chunk views", "Chunk journey", "History & modes", "Scores", "Export"])
+    tab_views, tab_journey, tab_history, tab_chart, tab_log, tab_export = st.tabs(
+        ["Chunk views", "Chunk journey", "History & modes", "Scores", "Q&A log", "Export"])
     with tab_views:
         shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
         if not shown:
@@ -215,6 +273,10 @@ with views_col:
                 st.altair_chart(chart, width="stretch", key=f"chart_{title}")
         else:
             st.caption("The chart appears after Retrieval.")
+    with tab_log:
+        log = engine.qa_log()
+        st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
+        table(views.log_rows(log.recent(50)), key="qa_log")
     with tab_export:
         st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
                            mime="application/json", key="export_json")

@@ -56,15 +56,43 @@ def ingest(path: str, prune: bool | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole SuperPrompt as JSON.")
 @click.option("--no-sync", is_flag=True,
               help="Do not bring the configured knowledge-base folder up to date first.")
-def run(prompt: str, until: str | None, as_json: bool, no_sync: bool) -> None:
+@click.option("--answer", "with_answer", is_flag=True,
+              help="After the eight stages, answer (streamed), then list sources and confidence.")
+def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool) -> None:
+    if with_answer and until:
+        raise click.UsageError("--answer needs every stage to run; drop --until.")
     try:
         engine = _engine()
         if not no_sync:
             engine.ensure_knowledge_base()
         sp = engine.run(prompt, until=until)
+        if with_answer:
+            from ragstream.answer import answer_and_log
+
+            stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
+            sp, ans = answer_and_log(engine.cfg, engine.services, sp, on_token=stream)
     except RagstreamError as err:
         _fail(err)
-    click.echo(sp.to_json() if as_json else sp.prompt_ready)
+    if as_json:
+        click.echo(sp.to_json())
+    elif with_answer:
+        _print_answer_footer(ans)
+    else:
+        click.echo(sp.prompt_ready)
+
+
+def _print_answer_footer(ans) -> None:
+    """After the streamed text: sources, invalid citations, confidence, mode."""
+    click.echo("" if ans.text.endswith("\n") else "\n")
+    sources = ans.sources
+    click.echo("Sources:" if sources else "Sources: none cited")
+    for c in sources:
+        click.echo(f"  [{c.n}] {c.source} § {c.section}" if c.section else f"  [{c.n}] {c.source}")
+    if ans.invalid_citations:
+        nums = ", ".join(f"[{n}]" for n in ans.invalid_citations)
+        click.echo(f"Invalid citations (no source has this number): {nums}")
+    click.echo(f"Confidence: {ans.confidence} — {ans.confidence_reason}")
+    click.echo(f"Mode: {ans.mode} — {ans.mode_reason}")
 
 
 @main.command(help="Show the knowledge base: collection, documents, chunks, last ingest.")

@@ -136,10 +136,59 @@ class PromptSettings(_Strict):
 
 class LLMSettings(_Strict):
     base_url: str = Field("", description="OpenAI-compatible endpoint; empty = deterministic mode")
-    model: str = ""
+    model: str = Field("", description="default model for every agent and the answer")
+    answer_model: str = Field("", description="model for the final answer; empty = model")
     api_key_env: str = Field("OPENAI_API_KEY", description="name of the variable holding the key")
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    max_retries: int = Field(3, ge=0, le=10)
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="per request")
+    max_attempts: int = Field(3, ge=1, le=10, description="tries on 429, 5xx and network errors")
+    backoff_base_s: float = Field(0.5, gt=0, le=60, description="first retry waits up to this")
+    backoff_max_s: float = Field(8.0, gt=0, le=600, description="longest wait between tries")
+
+    @model_validator(mode="after")
+    def _model_with_url(self) -> "LLMSettings":
+        if self.base_url and not self.model:
+            raise ValueError("llm.model is required when llm.base_url is set "
+                             "(or set RAGSTREAM_LLM_MODEL)")
+        return self
+
+
+class AnswerSettings(_Strict):
+    """The final answer (auto mode): when to refuse, how to call the LLM, how to rate it.
+
+    Scores are the retrieval stage's dense cosine (LogAvgExp over query pieces) and the
+    ReRanker's score, both in [0, 1]. On the bundled knowledge base off-topic questions reach
+    a best dense score of about 0.13–0.25 and on-topic ones 0.35–0.75.
+    """
+
+    min_dense_score: float = Field(
+        0.3, ge=0, le=1,
+        description="below this best dense score the answer is 'no-results' and no LLM is called")
+    max_tokens: int = Field(1500, ge=16, le=100_000, description="LLM answer length, at most")
+    temperature: float = Field(0.0, ge=0, le=2)
+    high_min_dense: float = Field(0.5, ge=0, le=1, description="High: best dense score at least")
+    high_min_rerank: float = Field(0.5, ge=0, le=1, description="High: best rerank score at least")
+    high_min_cited_share: float = Field(
+        0.8, ge=0, le=1, description="High: share of answer sentences citing a valid source")
+    medium_min_dense: float = Field(0.3, ge=0, le=1)
+    medium_min_rerank: float = Field(0.3, ge=0, le=1)
+    medium_min_cited_share: float = Field(0.5, ge=0, le=1)
+    min_sentence_words: int = Field(
+        3, ge=1, le=50, description="shorter sentences do not count for the cited share")
+    max_citation_range: int = Field(
+        50, ge=1, le=10_000, description="a range [a-b] wider than this is not expanded")
+    no_results_max_titles: int = Field(
+        20, ge=1, le=1000, description="document titles named by the no-results answer")
+    log_file: str = Field("qa_log.sqlite3", min_length=1,
+                          description="interaction log, a file name inside paths.index_dir")
+
+    @model_validator(mode="after")
+    def _high_above_medium(self) -> "AnswerSettings":
+        for key in ("dense", "rerank", "cited_share"):
+            hi, med = getattr(self, f"high_min_{key}"), getattr(self, f"medium_min_{key}")
+            if med > hi:
+                raise ValueError(f"answer.medium_min_{key} ({med:g}) must not exceed "
+                                 f"answer.high_min_{key} ({hi:g})")
+        return self
 
 
 class Settings(_Strict):
@@ -151,6 +200,7 @@ class Settings(_Strict):
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
 
 
 # --------------------------------------------------------------------------- agents
@@ -167,11 +217,19 @@ class AgentCommon(_Strict):
     model: str = ""
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(800, ge=1, le=32_000)
-    system_prompt: str = ""
+    #: heading -> text, composed in file order into the LLM's system message
+    prompt_sections: dict[str, str] = Field(default_factory=dict)
 
 
 class A0Config(AgentCommon):
-    semantic_min_confidence: float = Field(0.7, ge=0, le=1)
+    """A0's optional semantic header fallback (``prompt_schema.modes.semantic_enabled``)."""
+
+    semantic_min_confidence: float = Field(
+        0.7, ge=0, le=1, description="an LLM mapping below this confidence stays unknown")
+    semantic_max_labels: int = Field(
+        20, ge=1, le=200, description="unknown labels sent to the LLM in its one call, at most")
+    semantic_preview_chars: int = Field(
+        120, ge=0, le=2000, description="characters of each label's value shown to the LLM")
 
 
 class A2Field(_Strict):
@@ -192,11 +250,21 @@ class A2Field(_Strict):
 
 class A2Config(AgentCommon):
     fields: dict[Literal["system", "audience", "tone", "depth"], A2Field]
-    confidence_values: list[str] = Field(default_factory=lambda: ["low", "medium", "high"])
+    confidence_values: list[str] = Field(default_factory=lambda: ["low", "medium", "high"],
+                                         min_length=1)
     #: rules matched (over the four fields) needed for each confidence level
     confidence_thresholds: dict[str, int] = Field(
         default_factory=lambda: {"high": 3, "medium": 1, "low": 0}
     )
+    confidence_default: str = Field(
+        "low", description="what an out-of-enum confidence from the LLM is clamped to")
+
+    @model_validator(mode="after")
+    def _confidence_consistent(self) -> "A2Config":
+        if self.confidence_default not in self.confidence_values:
+            raise ValueError(f"confidence_default {self.confidence_default!r} is not one of "
+                             f"confidence_values {self.confidence_values}")
+        return self
 
 
 class A3Config(AgentCommon):
@@ -209,6 +277,8 @@ class A3Config(AgentCommon):
     duplicate_jaccard: float = Field(
         0.8, ge=0, le=1, description="word 3-shingle Jaccard at or above which a chunk duplicates"
     )
+    default_decision: Literal["keep", "drop"] = Field(
+        "keep", description="what an out-of-enum LLM decision is clamped to")
 
 
 class A4Config(AgentCommon):

@@ -89,6 +89,8 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
     """Remove the results of stage ``idx`` and all later stages (in place)."""
     names = STAGE_NAMES[idx:]
     ex = sp.extras
+    sp.answer = None  # an answer belongs to one finished pass
+    ex.pop("qa_log", None)
     if "A0_PreProcessing" in names:
         sp.body, sp.extras, sp.prompt_ready = {}, {}, ""
     elif "A2_PromptShaper" in names:

@@ -67,6 +67,29 @@ class Engine:
     def run_stage(self, sp: SuperPrompt, name: str) -> SuperPrompt:
         return controller.run_stage(sp, name, self.cfg, self.services)
 
+    @property
+    def qa_log_path(self) -> Path:
+        return self.cfg.index_dir / self.cfg.settings.answer.log_file
+
+    def qa_log(self):
+        from ragstream.qa_log import QALog
+
+        return QALog(self.qa_log_path)
+
+    def answer(self, sp: SuperPrompt, on_token: Callable[[str], None] | None = None,
+               cfg: AppConfig | None = None):
+        """Answer a finished super-prompt (LLM, extractive, or the no-results answer), log the
+        interaction, and return ``(sp with .answer, answer)``."""
+        from ragstream.answer import answer_and_log
+
+        return answer_and_log(cfg or self.cfg, self.services, sp, on_token=on_token,
+                              log_path=self.qa_log_path)
+
+    def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
+        from ragstream.answer import conversation_after
+
+        return conversation_after(sp, answer, (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS)
+
     def run(self, prompt: str | SuperPrompt, until: str | None = None,
             on_stage: Callable[[str, SuperPrompt], None] | None = None) -> SuperPrompt:
         sp = self.new(prompt) if isinstance(prompt, str) else prompt

@@ -66,7 +66,11 @@ class PromptSchema(BaseModel):
     keyword_cues: dict[str, list[str]] = Field(default_factory=dict)
     #: a header label has at most this many words
     max_label_words: int = Field(4, ge=1, le=12)
+    #: ``semantic_enabled``: let an LLM map the labels the ladder leaves unknown (A0's
+    #: optional semantic fallback; off by default, the offline mode)
     modes: dict[str, bool] = Field(default_factory=lambda: {"semantic_enabled": False})
+    #: key -> one line on what it holds; shown to the LLM by the semantic fallback
+    key_descriptions: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> "PromptSchema":
@@ -86,6 +90,10 @@ class PromptSchema(BaseModel):
         _only_canonical("aliases", self.aliases, keys)
         _only_canonical("templates", self.templates, keys)
         _only_canonical("keyword_cues", self.keyword_cues, keys)
+        _only_canonical("key_descriptions", self.key_descriptions, keys)
+        unknown_modes = sorted(set(self.modes) - {"semantic_enabled"})
+        if unknown_modes:
+            raise ValueError(f"modes names {unknown_modes}; the only mode is 'semantic_enabled'")
         for lang, table in self.bilingual.items():
             _only_canonical(f"bilingual.{lang}", table, keys)
         missing = [k for k in self.must_keys

@@ -47,6 +47,7 @@ class Services:
 
 def build_services(cfg: AppConfig) -> Services:
     from ragstream.backends.embedder import SentenceTransformerEmbedder
+    from ragstream.backends.llm import build_llm
     from ragstream.backends.keyword_index import KeywordIndex
     from ragstream.backends.vector_store import ChromaStore
 
@@ -59,5 +60,5 @@ def build_services(cfg: AppConfig) -> Services:
         store=store,
         keyword_index=KeywordIndex(bm25_dir, s.retrieval.stemmer, s.retrieval.stopwords),
         reranker_settings=s.reranker,
-        llm=None,
+        llm=build_llm(s.llm),
     )

@@ -83,6 +83,57 @@ class StageRun(BaseModel):
     mode: str = ""
 
 
+class Citation(BaseModel):
+    """One ``[n]`` the answer uses. ``valid`` is False when n names no selected source; such a
+    number is never shown as a source (``Answer.sources`` holds the valid ones only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    valid: bool = True
+    chunk_id: str = ""
+    source: str = ""
+    section: str = Field("", description="the chunk's heading path, 'A > B'")
+    title: str = ""
+    label: str = Field("", description="the chunk's citation label, 'file.md § A > B'")
+
+
+class AnswerUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+AnswerMode = Literal["llm", "extractive", "no-results"]
+ConfidenceLevel = Literal["High", "Medium", "Low"]
+
+
+class Answer(BaseModel):
+    """The final answer of auto mode (``ragstream.answer``), with its grounding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    mode: AnswerMode = "extractive"
+    mode_reason: str = Field("", description="why this mode ran (no endpoint, LLM failed, ...)")
+    citations: list[Citation] = Field(default_factory=list,
+                                      description="every cited number, by n; invalid ones too")
+    invalid_citations: list[int] = Field(default_factory=list)
+    confidence: ConfidenceLevel = "Low"
+    confidence_reason: str = ""
+    model: str = ""
+    usage: AnswerUsage = Field(default_factory=AnswerUsage)
+    latency_ms: float = 0.0
+    first_token_ms: float | None = None
+    error: str = Field("", description="the LLM error an extractive fallback replaced")
+
+    @property
+    def sources(self) -> list[Citation]:
+        """The valid citations: what a reader may be shown as sources."""
+        return [c for c in self.citations if c.valid]
+
+
 class SuperPrompt(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
@@ -101,6 +152,7 @@ class SuperPrompt(BaseModel):
     Attachments_MD: str = ""
     prompt_ready: str = ""
     stage_runs: list[StageRun] = Field(default_factory=list)
+    answer: Answer | None = Field(None, description="the final answer (auto mode), once given")
 
     @model_validator(mode="after")
     def _unique_chunks(self) -> "SuperPrompt":

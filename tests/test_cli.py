@@ -53,3 +53,26 @@ def test_errors_are_clear_and_exit_non_zero(tmp_path, small_kb):
     assert "Error (empty prompt)" in out.stderr and "Traceback" not in out.stderr
     out = cli("run", "x", "--until", "Nowhere", index_dir=idx, check=False)
     assert out.returncode == 2 and "A0_PreProcessing" in out.stderr
+
+
+def test_run_answer_streams_text_sources_and_confidence(tmp_path, small_kb):
+    from ragstream.qa_log import QALog
+
+    idx = tmp_path / "idx"
+    out = cli("run", "What does RRF fuse?", "--answer", index_dir=idx, kb=small_kb)
+    text, _, footer = out.stdout.partition("\nSources:")
+    assert text.startswith("**What the knowledge base says**") and "[1]" in text
+    lines = footer.splitlines()
+    assert lines[1].startswith("  [1] kb/") and " § " in lines[1]
+    assert any(ln.startswith("Confidence: ") and " — best retrieval similarity" in ln
+               for ln in lines)
+    assert any(ln.startswith("Mode: extractive") for ln in lines)
+
+    out = cli("run", "How do I cook pasta?", "--answer", "--json", index_dir=idx, kb=small_kb)
+    ans = json.loads(out.stdout)["answer"]
+    assert ans["mode"] == "no-results" and ans["confidence"] == "Low"
+    assert ans["text"].startswith("I couldn't find this in the knowledge base. It covers:")
+    assert QALog(idx / "qa_log.sqlite3").count() == 2
+
+    out = cli("run", "x", "--answer", "--until", "Retrieval", index_dir=idx, check=False)
+    assert out.returncode == 2 and "--answer needs every stage" in out.stderr

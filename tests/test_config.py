@@ -83,6 +83,7 @@ def test_environment_overrides_paths_store_and_llm(tmp_path):
         "RAGSTREAM_KB_DIR": str(tmp_path / "kb"),
         "RAGSTREAM_CHROMA_URL": "http://127.0.0.1:8123",
         "RAGSTREAM_LLM_BASE_URL": "http://127.0.0.1:9999/v1",
+        "RAGSTREAM_LLM_MODEL": "qwen2.5-0.5b",
         "RAGSTREAM_RERANKER_BACKEND": "offline",
     })
     assert cfg.index_dir == tmp_path / "idx"
@@ -90,6 +91,7 @@ def test_environment_overrides_paths_store_and_llm(tmp_path):
     assert cfg.settings.vector_store.mode == "http"
     assert cfg.settings.vector_store.url == "http://127.0.0.1:8123"
     assert cfg.settings.llm.base_url == "http://127.0.0.1:9999/v1"
+    assert cfg.settings.llm.model == "qwen2.5-0.5b"
     assert cfg.settings.reranker.backend == "offline"
 
 
@@ -108,3 +110,8 @@ def test_with_limits_validates():
     assert cfg.with_limits(N3_FINAL_SELECTION_MAX=5).limits.N3_FINAL_SELECTION_MAX == 5
     with pytest.raises(ConfigError):
         cfg.with_limits(N3_FINAL_SELECTION_MAX=-1)
+
+
+def test_llm_url_without_model_is_an_error():
+    with pytest.raises(ConfigError, match="llm.model is required"):
+        load_config(env={"RAGSTREAM_LLM_BASE_URL": "http://127.0.0.1:9999/v1"})

@@ -1,7 +1,8 @@
 """A0_PreProcessing: turn the raw prompt into the canonical ``sp.body`` (seed 001 §5.1).
 
 Deterministic and memoryless: the same prompt and schema always give the same body, extras
-and ``prompt_ready``, byte for byte. The vocabulary — canonical keys, aliases, words in other
+and ``prompt_ready``, byte for byte (with the optional semantic fallback below: given the same
+answer from the LLM). The vocabulary — canonical keys, aliases, words in other
 languages, phrase templates, keyword cues, typo tolerance, MUST keys and their defaults — lives
 in ``config/prompt_schema.json`` (``ragstream.prompt_schema``); this module holds the algorithm.
 
@@ -73,18 +74,32 @@ snapshot of the body that A2 restores on a re-run). A0 never sets ``stage`` or
 
 Semantic fallback
 -----------------
-With ``prompt_schema.modes.semantic_enabled`` and an LLM, unknown labels may later be mapped by
-a small chooser agent. That fallback is not built yet: A0 runs deterministically, records its
-mode in ``sp.extras["agent_modes"]`` and sets ``sp.extras["semantic_used"] = False``.
+With ``prompt_schema.modes.semantic_enabled`` (off by default: the offline mode) and an LLM
+endpoint, the labels the ladder left **unknown** — and only those — are sent to a tiny
+*Chooser* agent in one call (``config/agents/A0_PreProcessing.json``). For each label it answers
+one canonical key or ``unknown`` with a confidence 0..1. A mapping is accepted only when the
+key is canonical and the confidence reaches ``semantic_min_confidence``; the prompt is then
+parsed again with the accepted mappings as an eighth rung, **semantic**, after the
+deterministic ones (so nothing the ladder maps can change). An accepted label is a real header:
+its value enters ``sp.body`` and leaves ``unknown_attributes``. Every label the LLM judged has
+a decision with rung ``semantic`` and its ``confidence`` (its key is None when rejected, with
+the reason in ``detail``), and ``sp.extras["semantic_used"]`` is True. With no unknown label
+the LLM is not called; if the call fails or its reply stays invalid, A0 keeps the
+deterministic result and ``agent_modes`` says why (``fallback``). Given the LLM's answer the
+result is deterministic: a fixed threshold and every decision logged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ragstream.agents.base import ModeDecision, record_mode, resolve_mode
+from pydantic import BaseModel, Field
+
+from ragstream.agents.base import ModeDecision
+from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyPromptError, PromptTooLongError
 from ragstream.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema, normalize_term
@@ -148,6 +163,9 @@ class Vocabulary:
     typo_chars_per_edit: int
     min_typo_label_chars: int
     max_label_words: int
+    #: the semantic rung: (normalised label, key or None, detail, confidence), filled only
+    #: from an LLM's answer by the semantic fallback
+    semantic: tuple[tuple[str, str | None, str, float], ...] = ()
 
     @classmethod
     def from_schema(cls, schema: PromptSchema) -> "Vocabulary":
@@ -190,6 +208,7 @@ class LabelMapping:
     key: str | None
     rung: str
     detail: str
+    confidence: float | None = None  # only for the semantic rung
 
 
 Hit = tuple[str, str]  # (key, detail)
@@ -268,13 +287,17 @@ LADDER: tuple[tuple[str, Callable[[str, Vocabulary], Hit | None]], ...] = (
 
 
 def map_label(label: str, vocab: Vocabulary) -> LabelMapping:
-    """Climb the ladder for one header label; the first rung that answers wins."""
+    """Climb the ladder for one header label; the first rung that answers wins. A label no
+    rung maps is looked up in the semantic rung (the LLM's accepted or rejected answers)."""
     norm = normalize_term(label)
     if norm:
         for rung, attempt in LADDER:
             hit = attempt(norm, vocab)
             if hit:
                 return LabelMapping(norm, hit[0], rung, hit[1])
+        for term, key, detail, confidence in vocab.semantic:
+            if term == norm:
+                return LabelMapping(norm, key, "semantic", detail, confidence)
     return LabelMapping(norm, None, "unknown", "no rung matched")
 
 
@@ -412,7 +435,7 @@ def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
             detail += "; a plain label that maps to no key is not a header, kept as text"
         else:
             detail += "; read as text because no header gives a task or context"
-    return {
+    decision = {
         "label": candidate.label,
         "normalized": mapping.normalized,
         "key": mapping.key,
@@ -422,6 +445,9 @@ def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
         "header": is_header,
         "line": line,
     }
+    if mapping.confidence is not None:
+        decision["confidence"] = mapping.confidence
+    return decision
 
 
 # --------------------------------------------------------------------------- the body
@@ -584,21 +610,156 @@ def checked_text(user_text: str, limit: int) -> str:
     return user_text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def decide_mode(cfg: AppConfig, services: Services | None) -> ModeDecision:
-    if not cfg.prompt_schema.modes.get("semantic_enabled", False):
-        return ModeDecision("deterministic", "prompt_schema.modes.semantic_enabled is false")
-    decision = resolve_mode(cfg.agents.A0_PreProcessing, cfg,
-                            llm_available=bool(services and services.llm_available))
-    if decision.mode == "llm":
-        return ModeDecision(
-            "deterministic",
-            f"{decision.reason}, but the semantic header fallback is not built yet: "
-            f"unknown labels stay unknown",
-        )
-    return decision
+def semantic_enabled(cfg: AppConfig) -> bool:
+    return bool(cfg.prompt_schema.modes.get("semantic_enabled", False))
 
 
-def write_extras(sp: SuperPrompt, result: Canonical, mode: ModeDecision) -> None:
+# --------------------------------------------------------------------------- semantic fallback
+
+
+# The LLM's answer for one label (key and confidence are checked by A0, not here). No
+# docstrings on the reply models: pydantic would put them into the schema the model is shown.
+class SemanticMapping(BaseModel):
+    n: int = Field(description="the label's number in the list")
+    key: str = Field(description="one of the canonical keys, or unknown")
+    confidence: float = Field(description="0 to 1: how sure the mapping is")
+
+
+class SemanticOutput(BaseModel):
+    mappings: list[SemanticMapping]
+
+
+@dataclass(frozen=True)
+class UnknownLabel:
+    """A label the ladder left unknown, as sent to the LLM (first occurrence)."""
+
+    n: int
+    label: str
+    normalized: str
+    style: str
+    header: bool
+    preview: str
+
+
+def unknown_labels(result: Canonical, text: str, cfg: AppConfig) -> list[UnknownLabel]:
+    """Labels no deterministic rung mapped (one per normalised form, in prompt order), up to
+    ``semantic_max_labels``."""
+    agent = cfg.agents.A0_PreProcessing
+    lines = text.split("\n")
+    starts = sorted({d["line"] for d in result.decisions})
+    seen: set[str] = set()
+    out: list[UnknownLabel] = []
+    for d in result.decisions:
+        if d["key"] is not None or d["rung"] != "unknown" or not d["normalized"]:
+            continue
+        if d["normalized"] in seen:
+            continue
+        seen.add(d["normalized"])
+        if len(out) >= agent.semantic_max_labels:
+            break
+        # the label's line and what follows it, up to the next candidate (3 lines at most)
+        stop = next((n for n in starts if n > d["line"]), len(lines) + 1)
+        stop = min(stop, d["line"] + 3)
+        following = " ".join(" ".join(lines[d["line"] - 1:stop - 1]).split())
+        out.append(UnknownLabel(n=len(out) + 1, label=d["label"], normalized=d["normalized"],
+                                style=d["style"], header=d["header"],
+                                preview=following[:agent.semantic_preview_chars]))
+    return out
+
+
+def semantic_payload(labels: list[UnknownLabel], schema: PromptSchema) -> dict[str, Any]:
+    return {
+        "canonical_keys": {k: schema.key_descriptions.get(k, "") for k in schema.canonical_keys},
+        "labels": [
+            {"n": u.n, "label": u.label,
+             "kind": ("a plain 'Label:' line; it may be ordinary text" if u.style == STYLE_PLAIN
+                      else f"a {u.style} header"),
+             "line": u.preview}
+            for u in labels
+        ],
+    }
+
+
+def judge_semantic(answer: SemanticOutput, labels: list[UnknownLabel], schema: PromptSchema,
+                   min_confidence: float) -> tuple[tuple[str, str | None, str, float], ...]:
+    """The semantic rung from the LLM's answer: accepted and rejected labels, each with its
+    reason. A label the LLM did not answer stays unknown (with that reason)."""
+    keys = set(schema.canonical_keys)
+    by_n = {u.n: u for u in labels}
+    answered: dict[int, SemanticMapping] = {}
+    for m in answer.mappings:
+        if m.n in by_n:
+            answered.setdefault(m.n, m)  # the first answer for a number counts
+    rung = []
+    for u in labels:
+        m = answered.get(u.n)
+        if m is None:
+            rung.append((u.normalized, None, "semantic: the LLM gave no answer for this label; "
+                                             "kept unknown", 0.0))
+            continue
+        raw_key = " ".join(m.key.split())
+        key = raw_key.lower()
+        confidence = m.confidence
+        if not 0.0 <= confidence <= 1.0 or confidence != confidence:  # NaN too
+            rung.append((u.normalized, None, f"semantic: the LLM's confidence {m.confidence!r} is "
+                                             f"outside 0..1; kept unknown", 0.0))
+            continue
+        confidence = round(confidence, 4)
+        if key == "unknown" or not key:
+            rung.append((u.normalized, None, "semantic: the LLM answered unknown "
+                                             f"(confidence {confidence:.2f})", confidence))
+        elif key not in keys:
+            rung.append((u.normalized, None, f"semantic: the LLM answered {raw_key[:40]!r}, "
+                                             f"which is not a canonical key; kept unknown",
+                         confidence))
+        elif confidence < min_confidence:
+            rung.append((u.normalized, None, f"semantic: the LLM proposed '{key}' with confidence "
+                                             f"{confidence:.2f} < semantic_min_confidence "
+                                             f"{min_confidence:.2f}; kept unknown", confidence))
+        else:
+            rung.append((u.normalized, key, f"semantic: the LLM mapped it to '{key}' with "
+                                            f"confidence {confidence:.2f} ≥ "
+                                            f"semantic_min_confidence {min_confidence:.2f}",
+                         confidence))
+    return tuple(rung)
+
+
+def _semantic(agent: Agent, text: str, vocab: Vocabulary, labels: list[UnknownLabel],
+              cfg: AppConfig) -> Canonical:
+    schema = cfg.prompt_schema
+    answer: SemanticOutput = agent.ask(semantic_payload(labels, schema)).value  # type: ignore[assignment]
+    rung = judge_semantic(answer, labels, schema,
+                          cfg.agents.A0_PreProcessing.semantic_min_confidence)
+    return canonicalize(text, dataclasses.replace(vocab, semantic=rung), schema)
+
+
+def resolve_canonical(sp: SuperPrompt, text: str, vocab: Vocabulary, cfg: AppConfig,
+                      services: Services | None) -> tuple[Canonical, dict[str, Any], bool]:
+    """The body (with the semantic fallback when it applies), A0's ``agent_modes`` entry and
+    whether the LLM's answer was used."""
+    ladder = canonicalize(text, vocab, cfg.prompt_schema)
+    if not semantic_enabled(cfg):
+        reason = "prompt_schema.modes.semantic_enabled is false"
+        return ladder, {"mode": "deterministic", "reason": reason}, False
+    labels = unknown_labels(ladder, text, cfg)
+    if not labels:
+        reason = "no unknown headers: the deterministic ladder mapped every label"
+        return ladder, {"mode": "deterministic", "reason": reason}, False
+    used: list[bool] = []
+
+    def llm_path(agent: Agent) -> Canonical:
+        out = _semantic(agent, text, vocab, labels, cfg)
+        used.append(True)
+        return out
+
+    result = run_agent(sp, AGENT_NAME, cfg, services, llm_path=llm_path,
+                       deterministic_path=lambda: ladder, output=SemanticOutput)
+    entry = dict(sp.extras.get("agent_modes", {}).get(AGENT_NAME, {}))
+    return result, entry, bool(used)
+
+
+def write_extras(sp: SuperPrompt, result: Canonical, mode: ModeDecision | dict[str, Any],
+                 semantic_used: bool = False) -> None:
     """Replace A0's extras, in a fixed order whether or not A0 ran before on this prompt."""
     modes = sp.extras.pop("agent_modes", {})
     modes.pop(AGENT_NAME, None)
@@ -613,9 +774,11 @@ def write_extras(sp: SuperPrompt, result: Canonical, mode: ModeDecision) -> None
     sp.extras["unknown_attributes"] = result.unknown
     sp.extras["a0_rules"] = result.rules
     sp.extras["body_sources"] = result.sources
-    sp.extras["semantic_used"] = False
+    sp.extras["semantic_used"] = semantic_used
+    if isinstance(mode, ModeDecision):
+        mode = {"mode": mode.mode, "reason": mode.reason}
+    modes[AGENT_NAME] = dict(mode)
     sp.extras["agent_modes"] = modes
-    record_mode(sp, AGENT_NAME, mode)
     sp.extras["a0_body"] = dict(result.body)
 
 
@@ -625,13 +788,16 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     Raises ``EmptyPromptError`` or ``PromptTooLongError`` before changing anything. Leaves
     ``stage``, ``history_of_stages`` and the retrieval fields alone.
     """
-    schema = cfg.prompt_schema
     text = checked_text(sp.user_text, cfg.settings.prompt.max_prompt_chars)
-    vocab = Vocabulary.from_schema(schema)
-    result = canonicalize(text, vocab, schema)
-    mode = decide_mode(cfg, services)
+    vocab = Vocabulary.from_schema(cfg.prompt_schema)
+    usage = sp.extras.get("llm_usage")
+    if isinstance(usage, dict):  # a usage entry from an earlier run is not this run's
+        usage.pop(AGENT_NAME, None)
+        if not usage:
+            sp.extras.pop("llm_usage")
+    result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
 
     sp.body = result.body
-    write_extras(sp, result, mode)
+    write_extras(sp, result, mode, semantic_used)
     sp.prompt_ready = compose_prompt_ready(result.body)
     return sp

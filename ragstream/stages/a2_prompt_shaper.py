@@ -20,8 +20,19 @@ Keyword grammar (config): a keyword is folded like the text (case, accents, ``ß
 whole words only, and may end in ``*`` to match any word that starts with it
 (``"erklär*"`` matches "erkläre", "erklären", "Erklärung").
 
-The LLM mode (a later issue) will return the same :class:`A2Output` after passing every value
-through :func:`clamp`, so everything after the decision is shared.
+LLM mode (an endpoint is configured; a *Chooser*, one call through ``run_agent``):
+
+* The payload holds the task, context, purpose and format the rules would read (not A0's
+  defaults), the raw prompt, and the allowed values of every field and of the confidence.
+* The reply (:class:`A2LLMOutput`, plain strings so that any value reaches A2) is passed
+  through :func:`clamp`: an out-of-enum value becomes the field's ``default`` (for the
+  confidence, ``confidence_default``) and its decision says ``clamped: true`` with the
+  ``original`` value. Chosen fields have ``source: "llm"``; the confidence gets a decision too.
+* Fields the user wrote are kept verbatim, exactly as in deterministic mode.
+* If the endpoint fails or the reply stays invalid after one repair, the deterministic mode
+  runs and ``agent_modes`` records the fallback and why.
+
+Both modes return an :class:`A2Output`, so everything after the decision is shared.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from typing import Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream import render
-from ragstream.agents.base import record_mode, resolve_mode
+from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A2Config, A2Field, AppConfig
 from ragstream.services import Services
 from ragstream.super_prompt import SuperPrompt
@@ -57,6 +68,19 @@ class A2Decision(BaseModel):
     matched: list[str] = Field(default_factory=list, description="keywords that chose the value")
     clamped: bool = False
     in_enum: bool = True
+    #: what the LLM answered, when it was clamped (left out of the log otherwise)
+    original: str | None = None
+
+
+# The reply A2 asks the LLM for. Plain strings: enum checks happen in clamp(), so an
+# out-of-enum value is clamped and logged rather than failing validation. (No docstring:
+# pydantic would put it into the schema the model is shown.)
+class A2LLMOutput(BaseModel):
+    system: str = Field(description="the role the answering model should take")
+    audience: str = Field(description="who will read the answer")
+    tone: str = Field(description="the tone of the answer")
+    depth: str = Field(description="how detailed the answer should be")
+    confidence: str = Field(description="how sure you are of these choices")
 
 
 class A2Output(BaseModel):
@@ -136,7 +160,7 @@ def _source_of(key: str, body: dict[str, str], sources: dict[str, str]) -> str:
 
 
 def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str]) -> A2Output:
-    read = [k for k in SOURCE_KEYS if body.get(k, "").strip() and sources.get(k) != "default"]
+    read = _read_keys(body, sources)
     folded = fold("\n".join(body[k] for k in read))
     values: dict[str, str] = {}
     decisions: list[A2Decision] = []
@@ -156,19 +180,72 @@ def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str
     return A2Output(values=values, confidence=confidence_level(agent, decided), decisions=decisions)
 
 
+def _read_keys(body: dict[str, str], sources: dict[str, str]) -> list[str]:
+    """The source fields the user gave or A0 derived (not A0's defaults)."""
+    return [k for k in SOURCE_KEYS if body.get(k, "").strip() and sources.get(k) != "default"]
+
+
+def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],
+                prompt: str) -> dict:
+    """What the LLM sees: the prompt's fields, the raw prompt and every closed list."""
+    payload: dict = {k: body[k] for k in _read_keys(body, sources)}
+    payload["prompt"] = prompt
+    payload["allowed_values"] = {name: list(field.values) for name, field in agent.fields.items()}
+    payload["allowed_values"]["confidence"] = list(agent.confidence_values)
+    given = {name: body[name] for name in agent.fields
+             if body.get(name, "").strip() and _source_of(name, body, sources) == "user"}
+    if given:
+        payload["set_by_user"] = given
+    return payload
+
+
+def from_llm(agent: A2Config, answer: A2LLMOutput, body: dict[str, str],
+             sources: dict[str, str]) -> A2Output:
+    """The LLM's choices, each clamped to its enum; the user's own fields kept verbatim."""
+    values: dict[str, str] = {}
+    decisions: list[A2Decision] = []
+    for name, field in agent.fields.items():
+        given = body.get(name, "").strip()
+        if given and _source_of(name, body, sources) == "user":
+            _, outside = clamp(field, given)
+            values[name] = body[name]
+            decisions.append(A2Decision(field=name, value=body[name], source="user",
+                                        in_enum=not outside))
+            continue
+        raw = getattr(answer, name)
+        value, clamped = clamp(field, raw)
+        values[name] = value
+        decisions.append(A2Decision(field=name, value=value, source="llm", clamped=clamped,
+                                    original=raw if clamped else None))
+    levels = A2Field(values=list(agent.confidence_values), default=agent.confidence_default)
+    confidence, clamped = clamp(levels, answer.confidence)
+    decisions.append(A2Decision(field="confidence", value=confidence, source="llm",
+                                clamped=clamped,
+                                original=answer.confidence if clamped else None))
+    return A2Output(values=values, confidence=confidence, decisions=decisions)
+
+
+def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[str, str],
+         prompt: str) -> A2Output:
+    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt)).value  # type: ignore[assignment]
+    return from_llm(agent, answer, body, sources)
+
+
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
     """Fill the meta-fields of ``sp.body`` and log each decision in ``sp.extras``."""
     agent = cfg.agents.A2_PromptShaper
-    decision = resolve_mode(agent, cfg, llm_available=bool(services and services.llm_available))
-    record_mode(sp, AGENT_NAME, decision)
-
     body = dict(sp.extras.get("a0_body", sp.body))
     sources = dict(sp.extras.get("body_sources", {}))
-    # The LLM mode is not implemented yet (services.llm is always None); when it is, it
-    # returns an A2Output built from clamped values and this function stays as it is.
-    output = _deterministic(agent, body, sources)
+    output = run_agent(
+        sp, AGENT_NAME, cfg, services,
+        llm_path=lambda llm_agent: _llm(llm_agent, agent, body, sources, sp.user_text),
+        deterministic_path=lambda: _deterministic(agent, body, sources),
+        output=A2LLMOutput,
+    )
 
     for d in output.decisions:
+        if d.field not in output.values:  # the confidence's own decision (LLM mode)
+            continue
         body[d.field] = output.values[d.field]
         if d.source != "user":
             sources[d.field] = "a2"
@@ -177,6 +254,6 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
 
     sp.body = body
     sp.extras["body_sources"] = sources
-    sp.extras["a2_decisions"] = [d.model_dump() for d in output.decisions]
+    sp.extras["a2_decisions"] = [d.model_dump(exclude_none=True) for d in output.decisions]
     sp.prompt_ready = render.compose_prompt_ready(sp.body)
     return sp

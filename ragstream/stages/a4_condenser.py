@@ -22,10 +22,13 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 from ragstream.agents.base import record_mode, resolve_mode
+from ragstream.agents.factory import Agent, run_agent
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
 from ragstream.render import rerank_query
@@ -40,6 +43,28 @@ HEADER = "## Condensed context\n"
 EMPTY = HEADER + "\n_No retrieved chunk passed the A3 gate, so no context can ground the answer._\n"
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)  # code is quoted, not condensed
+
+
+@dataclass
+class Condensation:
+    """What either mode produces: the context block, the surviving ids and the view rows."""
+
+    s_ctx_md: str
+    selected: list[str]
+    rows: list[ViewRow]
+    info: dict = field(default_factory=dict)
+
+
+class A4Statement(BaseModel):
+    text: str = Field(description="one statement taken from the sources, no new facts")
+    sources: list[int] = Field(description="numbers of the sources that support it")
+
+
+class A4Output(BaseModel):
+    facts: list[A4Statement] = Field(default_factory=list)
+    constraints: list[A4Statement] = Field(default_factory=list)
+    open_issues: list[str] = Field(default_factory=list,
+                                   description="what the prompt asks that the sources do not answer")
 
 
 def _clean(sentence: str) -> str:
@@ -67,16 +92,33 @@ def _is_constraint(sentence: str, cues: list[str]) -> bool:
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
-    decision = resolve_mode(acfg, cfg, llm_available=bool(services and services.llm_available))
-    record_mode(sp, NAME, decision)
     candidates = list(sp.final_selection_ids)
     if not candidates:
+        llm = getattr(services, "llm", None)
+        record_mode(sp, NAME, resolve_mode(acfg, cfg, llm_available=llm is not None))
         sp.S_CTX_MD = EMPTY
         sp.views_by_stage[NAME_VIEW] = []
         sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
-                           "used_tokens": count_tokens(EMPTY, enc), "sentences": 0}
+                           "used_tokens": count_tokens(EMPTY, enc), "statements": 0}
         return sp
+    result = run_agent(
+        sp, NAME, cfg, services,
+        llm_path=lambda agent: _llm_condense(agent, sp, candidates, cfg, services),
+        deterministic_path=lambda: _extractive(sp, candidates, cfg, services),
+        output=A4Output,
+    )
+    sp.S_CTX_MD = result.s_ctx_md
+    sp.views_by_stage[NAME_VIEW] = result.rows
+    sp.final_selection_ids = result.selected
+    sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
+                       "used_tokens": count_tokens(result.s_ctx_md, enc), **result.info}
+    return sp
 
+
+def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> Condensation:
+    """Deterministic mode: budgeted, best-first extraction of cited sentences."""
+    acfg = cfg.agents.A4_Condenser
+    enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
     query = rerank_query(sp.body, sp.extras.get("body_sources"))
     units = {cid: _units(chunks[cid].text, acfg.min_sentence_words) for cid in candidates}
@@ -114,8 +156,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     while True:
         selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
         missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services)
-        sp.S_CTX_MD = _render(taken, flat, candidates, selected, missing, acfg, enc)
-        if count_tokens(sp.S_CTX_MD, enc) <= acfg.budget_tokens or not taken:
+        s_ctx_md = _render(taken, flat, candidates, selected, missing, acfg, enc)
+        if count_tokens(s_ctx_md, enc) <= acfg.budget_tokens or not taken:
             break
         # token counts of parts and of the whole can differ by a few: drop the weakest sentence
         weakest = min(taken, key=lambda i: (round(float(sims[i]), DIGITS), -i))
@@ -152,15 +194,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
             row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(top, DIGITS),
                           scores={"best_sentence": round(top, DIGITS)}, status="dropped", reason=reason)
         rows.append(row)
-    sp.views_by_stage[NAME_VIEW] = rows
-    sp.final_selection_ids = selected
-    sp.extras["a4"] = {
-        "budget_tokens": acfg.budget_tokens,
-        "used_tokens": count_tokens(sp.S_CTX_MD, enc),
-        "sentences": len(taken),
-        "uncovered_terms": missing,
-    }
-    return sp
+    return Condensation(s_ctx_md, selected, rows,
+                        {"statements": len(taken), "uncovered_terms": missing})
 
 
 def _uncovered_terms(query: str, texts: list[str], services) -> list[str]:
@@ -197,3 +232,94 @@ def _render(taken, flat, candidates, selected, missing, acfg, enc) -> str:
         if count_tokens(body + "\n" + issues, enc) <= acfg.budget_tokens:
             body += "\n" + issues
     return body
+
+
+# --------------------------------------------------------------------------- LLM mode
+
+
+def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: AppConfig,
+                  services) -> Condensation:
+    """LLM mode: the model writes facts, constraints and open issues citing numbered sources.
+
+    Held to the contract afterwards: a statement must cite at least one source that was sent
+    (others are dropped and logged), at most N3 sources survive, and statements are removed
+    from the end (open issues, then constraints, then facts) until ``S_CTX_MD`` fits the
+    token budget. Sources are renumbered in A3 order.
+    """
+    acfg = cfg.agents.A4_Condenser
+    enc = cfg.settings.chunking.encoding
+    n3 = cfg.limits.N3_FINAL_SELECTION_MAX
+    chunks = sp.chunk_map()
+    sent = candidates[:n3]
+    payload = {
+        "prompt": rerank_query(sp.body, sp.extras.get("body_sources")),
+        "budget_tokens": acfg.budget_tokens,
+        "sources": [{"n": n, "source": chunks[c].citation_label, "text": chunks[c].text}
+                    for n, c in enumerate(sent, start=1)],
+    }
+    out: A4Output = agent.ask(payload).value  # type: ignore[assignment]
+    invalid: list[int] = []
+    uncited: list[str] = []
+
+    def keep(items: list[A4Statement]) -> list[tuple[str, list[str]]]:
+        kept = []
+        for item in items:
+            ids = []
+            for n in item.sources:
+                if 1 <= n <= len(sent):
+                    if sent[n - 1] not in ids:
+                        ids.append(sent[n - 1])
+                else:
+                    invalid.append(n)
+            text = " ".join(item.text.split())
+            if ids and text:
+                kept.append((text, ids))
+            elif text:
+                uncited.append(text)
+        return kept
+
+    facts, constraints = keep(out.facts), keep(out.constraints)
+    issues = [" ".join(t.split()) for t in out.open_issues if t.strip()]
+    trimmed = 0
+    while True:
+        selected = [c for c in candidates if any(c in ids for _, ids in facts + constraints)]
+        md = _render_statements(facts, constraints, issues, selected)
+        if count_tokens(md, enc) <= acfg.budget_tokens or not (facts or constraints or issues):
+            break
+        trimmed += 1
+        (issues if issues else constraints if constraints else facts).pop()
+
+    number = {c: n for n, c in enumerate(selected, start=1)}
+    rows = []
+    for c in candidates:
+        cites = sum(c in ids for _, ids in facts + constraints)
+        if c in number:
+            rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=float(cites),
+                                scores={"citations": float(cites), "citation": float(number[c])}))
+        else:
+            reason = ("not sent to the condenser: beyond N3_FINAL_SELECTION_MAX="
+                      f"{n3}" if c not in sent else "not cited by the condenser")
+            rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=0.0,
+                                scores={"citations": 0.0}, status="dropped", reason=reason))
+    return Condensation(md if (facts or constraints) else EMPTY, selected, rows, {
+        "statements": len(facts) + len(constraints),
+        "invalid_citations": sorted(set(invalid)),
+        "uncited_dropped": uncited,
+        "trimmed_for_budget": trimmed,
+    })
+
+
+def _render_statements(facts, constraints, issues, selected) -> str:
+    number = {c: n for n, c in enumerate(selected, start=1)}
+
+    def line(text: str, ids: list[str]) -> str:
+        return f"- {text} " + "".join(f"[{number[i]}]" for i in ids if i in number)
+
+    parts = [HEADER]
+    if facts:
+        parts.append("### Facts\n" + "\n".join(line(t, ids) for t, ids in facts) + "\n")
+    if constraints:
+        parts.append("### Constraints\n" + "\n".join(line(t, ids) for t, ids in constraints) + "\n")
+    if issues:
+        parts.append("### Open issues\n" + "\n".join(f"- {t}" for t in issues) + "\n")
+    return "\n".join(parts)

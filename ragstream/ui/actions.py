@@ -43,7 +43,7 @@ def _start_state(st_state):
     sp = st_state[S.SP]
     text = st_state[S.PROMPT]
     if text != sp.user_text:
-        return controller.new_prompt(text, list(sp.recent_conversation))
+        return controller.new_prompt(text, list(st_state.get(S.CONVERSATION) or []))
     return sp
 
 
@@ -67,7 +67,7 @@ def run_remaining(engine: Engine, st_state,
         cfg = session_config(engine, st_state)
         sp = _start_state(st_state)
         if controller.next_stage(sp) is None:  # finished: run the whole chain again
-            sp = controller.new_prompt(sp.user_text, list(sp.recent_conversation))
+            sp = controller.new_prompt(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
         total = len(controller.STAGES) - (controller.position(sp) + 1)
         done = 0
         while (nxt := controller.next_stage(sp)) is not None:
@@ -82,6 +82,26 @@ def run_remaining(engine: Engine, st_state,
     except RagstreamError as err:
         _fail(st_state, err)
         return False
+
+
+def answer(engine: Engine, st_state, on_token: Callable[[str], None] | None = None) -> bool:
+    """Answer the finished super-prompt (streamed through ``on_token``), log it, and carry the
+    turn into the conversation the next prompt will see."""
+    st_state[S.ERROR] = None
+    try:
+        cfg = session_config(engine, st_state)
+        sp, ans = engine.answer(st_state[S.SP], on_token=on_token, cfg=cfg)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+    st_state[S.SP] = sp
+    st_state[S.CONVERSATION] = engine.conversation_after(sp, ans, cfg)
+    return True
+
+
+def clear_conversation(st_state) -> None:
+    st_state[S.CONVERSATION] = []
+    st_state[S.NOTICE] = "Conversation cleared: the next prompt starts without earlier turns."
 
 
 def apply_settings(engine: Engine, st_state, values: dict[str, Any]) -> bool:

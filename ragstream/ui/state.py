@@ -18,6 +18,7 @@ OVERRIDES = "settings_overrides"  # dotted config key -> value for this session
 INGEST_REPORT = "ingest_report"   # the last IngestReport as a dict, or None
 JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
+CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
 
 EXAMPLE_PROMPT = (
     "Task: Explain how the ReRanker chooses its backend when no cross-encoder is installed.\n"
@@ -37,6 +38,7 @@ def init_state(state: MutableMapping[str, Any]) -> None:
         INGEST_REPORT: None,
         JOURNEY_CHUNK: None,
         UPLOAD_NONCE: 0,
+        CONVERSATION: [],
     }
     for key, value in defaults.items():
         if key not in state:

@@ -123,3 +123,17 @@ def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:
 
 def chunk_choices(sp: SuperPrompt) -> list[str]:
     return [c.id for c in sp.base_context_chunks]
+
+
+def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Q&A log as a table: newest first, the long fields shortened."""
+    return [{
+        "time": r.get("ts", ""),
+        "question": _preview(r.get("question", ""), 80),
+        "answer": _preview(r.get("answer", ""), 120),
+        "mode": r.get("mode", ""),
+        "confidence": r.get("confidence", ""),
+        "model": r.get("model", ""),
+        "tokens": (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0),
+        "latency ms": r.get("latency_ms"),
+    } for r in records]

@@ -330,20 +330,26 @@ def test_snapshot_mode_and_semantic_flag(cfg):
     }
 
 
-def test_semantic_mode_is_recorded_but_not_used_yet(cfg):
+def test_semantic_mode_without_an_llm_or_unknown_labels_stays_deterministic(cfg):
+    # The LLM path itself is tested against a real HTTP server in
+    # tests/stages/test_agents_llm_a0_a2_a5.py.
     schema = cfg.prompt_schema.model_copy(update={"modes": {"semantic_enabled": True}})
     semantic_cfg = cfg.model_copy(update={"prompt_schema": schema})
     offline = a0.run(SuperPrompt(user_text="## Remarks\nx\nTask: y"), semantic_cfg, None)
     assert offline.extras["agent_modes"]["A0_PreProcessing"] == {
         "mode": "deterministic", "reason": "no LLM endpoint configured",
     }
-    with_llm = a0.run(SuperPrompt(user_text="## Remarks\nx\nTask: y"), semantic_cfg,
-                      Services(llm=object()))
-    mode = with_llm.extras["agent_modes"]["A0_PreProcessing"]
+    assert offline.extras["semantic_used"] is False
+    assert offline.extras["unknown_attributes"] == [{"label": "Remarks", "value": "x"}]
+    # every label mapped by the ladder: the LLM is not asked (this client would crash if it were)
+    known = a0.run(SuperPrompt(user_text="Task: y\nTone: calm"), semantic_cfg,
+                   Services(llm=object()))
+    mode = known.extras["agent_modes"]["A0_PreProcessing"]
     assert mode["mode"] == "deterministic"
-    assert "not built yet" in mode["reason"]
-    assert with_llm.extras["semantic_used"] is False
-    assert with_llm.extras["unknown_attributes"] == [{"label": "Remarks", "value": "x"}]
+    assert mode["reason"].startswith("no unknown headers")
+    assert known.extras["semantic_used"] is False
+    assert "llm_usage" not in known.extras
+    assert known.body == run_a0(cfg, "Task: y\nTone: calm").body
 
 
 def test_deterministic_and_rerun_identical(cfg):

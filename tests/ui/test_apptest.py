@@ -160,3 +160,47 @@ def test_ingest_without_files_says_what_to_do():
     at = fresh()
     at.button(key="ingest").click().run()
     assert any("No files were uploaded" in e.value for e in at.error)
+
+
+def test_auto_run_answers_with_citations_and_logs_it():
+    at = fresh()
+    at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
+    at.button(key="run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    ans = sp(at).answer
+    assert ans is not None and ans.mode == "extractive"
+    assert ans.sources and all(c.chunk_id in sp(at).final_selection_ids for c in ans.sources)
+    assert any(m.value.startswith("#### Answer") for m in at.markdown)
+    assert any(f"[{ans.sources[0].n}] " in e.label for e in at.expander)
+    # the turn is carried into the next prompt's Recent conversation block
+    assert len(at.session_state[S.CONVERSATION]) == 1
+    at.text_area(key=S.PROMPT).set_value("And how do I stop it?").run()
+    at.button(key="run").click().run()
+    assert "## Recent conversation" in sp(at).prompt_ready
+    assert "How do I start a Chroma server?" in sp(at).prompt_ready
+    # both interactions are in the Q&A log table
+    log_df = [d for d in at.dataframe if "question" in d.value.columns]
+    assert log_df and len(log_df[0].value) >= 2
+
+
+def test_off_topic_prompt_gets_the_no_results_answer():
+    at = fresh()
+    at.text_area(key=S.PROMPT).set_value("How do I cook pasta?").run()
+    at.button(key="run").click().run()
+    ans = sp(at).answer
+    assert ans.mode == "no-results" and ans.confidence == "Low"
+    assert "couldn't find" in ans.text and "Getting started with RAGstream" in ans.text
+
+
+def test_answer_button_waits_for_the_pipeline():
+    at = fresh()
+    at.toggle(key=S.AUTO).set_value(False).run()
+    assert at.button(key="answer").disabled
+    for name in controller.STAGE_NAMES:
+        at.button(key=f"stage_{name}").click().run()
+    assert not at.button(key="answer").disabled
+    at.button(key="answer").click().run()
+    assert sp(at).answer is not None
+    # re-running a stage discards the answer
+    at.button(key="stage_A4_Condenser").click().run()
+    assert sp(at).answer is None

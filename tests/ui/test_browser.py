@@ -76,6 +76,9 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         page.get_by_role("button", name="Run all remaining stages").click()
         expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
 
+        # auto-run also answered, with its confidence and numbered sources
+        expect(page.get_by_text("confidence", exact=False).first).to_be_visible()
+        expect(page.get_by_text("Sources", exact=True)).to_be_visible()
         # every stage ran: every button carries its check mark
         expect(page.get_by_role("button", name="✓ Build")).to_be_visible()
         # prompt_ready on the page, with its blocks

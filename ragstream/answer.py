@@ -1,0 +1,436 @@
+"""The final answer of auto mode: the step after Prompt_Builder (seeds 002, 003, 004).
+
+``answer(sp, cfg, services, on_token)`` needs the whole pipeline to have run and gives an
+``Answer`` in one of three modes:
+
+* ``no-results`` — nothing in the knowledge base is close enough: no chunk passed the A3 gate,
+  or the best dense similarity of the retrieval stage is below ``answer.min_dense_score``.
+  The LLM is not called; the answer says so plainly and names what the knowledge base does
+  cover (document titles, sorted). Confidence is Low.
+* ``llm`` — an endpoint is configured: System_MD is the system message, the rest of
+  ``prompt_ready`` (Prompt_MD, S_CTX_MD, Attachments_MD, recent conversation) the user
+  message. The answer streams; ``on_token`` gets each piece. If the endpoint fails, the
+  extractive answer is given instead and the error is kept in ``Answer.error``.
+* ``extractive`` — no endpoint: A4's condensed statements (facts, then constraints), each with
+  its ``[n]``, as Markdown. Deterministic. ``on_token`` gets it line by line.
+
+Citations ``[n]`` (also ``[1, 2]``, ``[1][2]``, ``[1-3]``) are parsed from the text and mapped to
+``final_selection_ids[n-1]`` — the numbering of the Sources block. A number naming no source
+is an invalid citation: listed (``valid=False``, ``invalid_citations``), never shown as a
+source, and it lowers the confidence.
+
+Confidence (High / Medium / Low, with its reason) comes from the best dense and rerank scores
+and the share of the answer's sentences that cite a valid source; thresholds are in
+``answer`` of ``config/settings.json``.
+
+``answer_and_log`` is what the engine and the GUI call: answer, store it on a copy of the
+``SuperPrompt`` and record the interaction in the QA log.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from ragstream import controller
+from ragstream.config import AnswerSettings, AppConfig
+from ragstream.errors import StageOrderError
+from ragstream.super_prompt import (Answer, AnswerUsage, Chunk, Citation, ConversationTurn,
+                                    SuperPrompt)
+from ragstream.text import split_sentences
+
+NAME = "Answer"
+TokenCallback = Callable[[str], None]
+
+NO_RESULTS_LEAD = "I couldn't find this in the knowledge base."
+EMPTY_KB = ("The knowledge base is empty: ingest documents first "
+            "(python -m ragstream ingest data/kb).")
+NO_STATEMENTS = ("The selected sources did not yield a statement that answers this; "
+                 "see the Sources block of the super-prompt.")
+FALLBACK_NOTICE = ("_The answer stream broke off; below is an extractive answer from the "
+                   "sources instead._")
+_LEVELS = ("Low", "Medium", "High")
+
+# [3]  [1, 2]  [1-3]  [1–3]  [Citation 2]  — not arr[0] (after a word character), not [1](url)
+_CITE = re.compile(
+    r"(?<!\w)\[\s*(?:(?:citation|source|doc(?:ument)?)\s*)?"
+    r"(\d+(?:\s*(?:[-–—]|,|;)\s*\d+)*)\s*\](?!\()",
+    re.IGNORECASE)
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}")
+_BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*:?\s*$")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_LEADING_CITES = re.compile(r"^(?:\s*" + _CITE.pattern + r")+", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- citations
+
+
+def strip_code(text: str) -> str:
+    """The text without fenced code blocks and inline code (no citations live there)."""
+    return _INLINE_CODE.sub(" ", _FENCE.sub("\n\n", text))
+
+
+def citation_numbers(text: str, max_range: int) -> list[int]:
+    """Every citation number in ``text``, in order of first appearance.
+
+    ``[a-b]`` expands to a..b when it spans at most ``max_range`` numbers, else to a and b."""
+    out: list[int] = []
+    for m in _CITE.finditer(strip_code(text)):
+        for part in re.split(r"\s*[,;]\s*", m.group(1).strip()):
+            bounds = [int(x) for x in re.split(r"\s*[-–—]\s*", part) if x]
+            if len(bounds) == 2:
+                lo, hi = min(bounds), max(bounds)
+                nums = range(lo, hi + 1) if hi - lo < max_range else (lo, hi)
+            else:
+                nums = bounds
+            for n in nums:
+                if n not in out:
+                    out.append(n)
+    return out
+
+
+def map_citations(numbers: list[int], sp: SuperPrompt) -> tuple[list[Citation], list[int]]:
+    """``[n]`` → ``final_selection_ids[n-1]`` → its chunk. Returns (citations by n, invalid)."""
+    chunks = sp.chunk_map()
+    ids = sp.final_selection_ids
+    cites: list[Citation] = []
+    for n in sorted(set(numbers)):
+        chunk: Chunk | None = chunks.get(ids[n - 1]) if 1 <= n <= len(ids) else None
+        if chunk is None:
+            cites.append(Citation(n=n, valid=False))
+        else:
+            cites.append(Citation(
+                n=n, chunk_id=chunk.id, source=chunk.source,
+                section=" > ".join(chunk.heading_path) or chunk.section, title=chunk.title,
+                label=chunk.citation_label))
+    return cites, [c.n for c in cites if not c.valid]
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def answer_sentences(text: str, min_words: int) -> list[str]:
+    """The sentences of an answer that count for the cited share.
+
+    Code, headings, table separator and header rows, and labels (a bold-only line or a line
+    ending in ':') do not count; nor do sentences of fewer than ``min_words`` words. A citation
+    that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it.
+    """
+    blocks: list[str] = []
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            blocks.append(" ".join(para))
+            para.clear()
+
+    lines = _FENCE.sub("\n\n", text).splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if not s or s.startswith("#"):
+            flush()
+        elif s.startswith("|"):
+            flush()
+            if not _TABLE_SEP.match(s) and not _TABLE_SEP.match(nxt.strip()):
+                blocks.append(" ".join(c.strip() for c in s.strip("|").split("|")))
+        elif _LIST_ITEM.match(line):
+            flush()
+            para.append(_LIST_ITEM.sub("", line).strip())
+        else:
+            para.append(s)
+    flush()
+
+    out: list[str] = []
+    for block in blocks:
+        for a, b in split_sentences(block):
+            sent = block[a:b].strip()
+            lead = _LEADING_CITES.match(sent)
+            if lead and out:
+                out[-1] += " " + lead.group(0).strip()
+                sent = sent[lead.end():].strip()
+            if not sent:
+                continue
+            out.append(sent)
+    return [s for s in out
+            if not _BOLD_LINE.match(s) and not _CITE.sub("", s).rstrip().endswith(":")
+            and len(_WORD.findall(_CITE.sub(" ", strip_code(s)))) >= min_words]
+
+
+def cited_share(text: str, valid: set[int], acfg: AnswerSettings) -> tuple[int, int]:
+    """(sentences citing at least one valid source, sentences counted)."""
+    sents = answer_sentences(text, acfg.min_sentence_words)
+    cited = sum(1 for s in sents
+                if any(n in valid for n in citation_numbers(s, acfg.max_citation_range)))
+    return cited, len(sents)
+
+
+# --------------------------------------------------------------------------- confidence
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What retrieval says about how well the knowledge base covers the prompt."""
+
+    best_dense: float | None
+    best_rerank: float | None
+
+
+def retrieval_signals(sp: SuperPrompt) -> Signals:
+    dense = [r.scores["dense"] for r in sp.view("retrieval") if "dense" in r.scores]
+    rerank = [r.scores.get("rerank", r.score) for r in sp.view("reranked")]
+    return Signals(max(dense) if dense else None, max(rerank) if rerank else None)
+
+
+def rate(signals: Signals, cited: int, total: int, invalid: list[int],
+         acfg: AnswerSettings) -> tuple[str, str]:
+    """High / Medium / Low and the reason, e.g. 'best retrieval similarity 0.71; best rerank
+    score 0.69; 5 of 6 sentences cite a source'."""
+    share = cited / total if total else 0.0
+    dense = signals.best_dense if signals.best_dense is not None else 0.0
+
+    def unmet(level: str) -> list[str]:
+        lv = level.lower()
+        need_dense = getattr(acfg, f"{lv}_min_dense")
+        need_rerank = getattr(acfg, f"{lv}_min_rerank")
+        need_share = getattr(acfg, f"{lv}_min_cited_share")
+        miss = []
+        if dense < need_dense:
+            miss.append(f"similarity below {need_dense:g}")
+        if signals.best_rerank is not None and signals.best_rerank < need_rerank:
+            miss.append(f"rerank score below {need_rerank:g}")
+        if share < need_share:
+            miss.append(f"cited share {share:.0%} below {need_share:.0%}")
+        return miss
+
+    level = "High" if not unmet("High") else "Medium" if not unmet("Medium") else "Low"
+    parts = [f"best retrieval similarity {dense:.2f}"]
+    if signals.best_rerank is not None:
+        parts.append(f"best rerank score {signals.best_rerank:.2f}")
+    parts.append(f"{cited} of {total} sentence{'s' if total != 1 else ''} "
+                 f"cite{'s' if total == 1 else ''} a source")
+    if level != "High":
+        up = _LEVELS[_LEVELS.index(level) + 1]
+        parts.append(f"not {up}: {', '.join(unmet(up))}")
+    if invalid:
+        level = _LEVELS[max(0, _LEVELS.index(level) - 1)]
+        nums = ", ".join(f"[{n}]" for n in invalid)
+        parts.append(f"{len(invalid)} citation{'s' if len(invalid) != 1 else ''} ({nums}) "
+                     f"match{'es' if len(invalid) == 1 else ''} no source, so confidence is "
+                     f"lowered to {level}")
+    return level, "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def no_results_reason(sp: SuperPrompt, signals: Signals, acfg: AnswerSettings) -> str:
+    """Why the knowledge base has nothing to answer with, or '' when it has."""
+    if signals.best_dense is None:
+        return "the retrieval stage found no candidate"
+    if not sp.final_selection_ids:
+        return ("no retrieved chunk passed the A3 gate (final_selection_ids is empty); "
+                f"best retrieval similarity {signals.best_dense:.2f}")
+    if signals.best_dense < acfg.min_dense_score:
+        return (f"best retrieval similarity {signals.best_dense:.2f} is below "
+                f"answer.min_dense_score {acfg.min_dense_score:g}")
+    return ""
+
+
+def kb_titles(store, limit: int) -> tuple[list[str], int]:
+    """Up to ``limit`` document titles, sorted, and how many documents there are in all.
+
+    With more documents than ``limit``, the largest ones (most chunks, ties by id) are named.
+    A title is that of the document's first chunk, else its file name."""
+    docs = store.documents()
+    picked = sorted(docs.values(), key=lambda d: (-d.chunks, d.doc_id))[:limit]
+    first = store.get_chunks(f"{d.doc_id}#0" for d in picked)
+    titles: dict[str, str] = {}
+    for d in picked:
+        chunk = first.get(f"{d.doc_id}#0")
+        title = (chunk.title if chunk and chunk.title else PurePosixPath(d.doc_id).stem).strip()
+        titles.setdefault(title.casefold(), title)
+    return sorted(titles.values(), key=lambda t: (t.casefold(), t)), len(docs)
+
+
+def no_results_text(store, acfg: AnswerSettings) -> str:
+    titles, total = kb_titles(store, acfg.no_results_max_titles)
+    if not titles:
+        return f"{NO_RESULTS_LEAD} {EMPTY_KB}"
+    more = total - len(titles) if total > len(titles) else 0
+    lines = [f"- {t}" for t in titles]
+    if more:
+        lines.append(f"- … and {more} more document{'s' if more != 1 else ''}")
+    return f"{NO_RESULTS_LEAD} It covers:\n\n" + "\n".join(lines) + "\n"
+
+
+def parse_condensed(s_ctx_md: str) -> dict[str, list[str]]:
+    """A4's ``S_CTX_MD`` as {section: [statement, ...]} (facts, constraints, open issues)."""
+    out: dict[str, list[str]] = {}
+    section = ""
+    for line in s_ctx_md.splitlines():
+        if line.startswith("### "):
+            section = line[4:].strip().casefold()
+        elif section and _LIST_ITEM.match(line):
+            item = _LIST_ITEM.sub("", line).strip()
+            if item:
+                out.setdefault(section, []).append(item)
+    return out
+
+
+def extractive_pieces(sp: SuperPrompt) -> list[str]:
+    """The extractive answer, as the pieces it is streamed in (lines)."""
+    parts = parse_condensed(sp.S_CTX_MD)
+    facts, constraints = parts.get("facts", []), parts.get("constraints", [])
+    issues = parts.get("open issues", [])
+    if not facts and not constraints:
+        return [NO_STATEMENTS]
+    pieces: list[str] = []
+    if facts:
+        pieces += ["**What the knowledge base says**\n\n"] + [f"- {s}\n" for s in facts]
+    if constraints:
+        pieces += (["\n"] if pieces else []) + ["**Constraints**\n\n"]
+        pieces += [f"- {s}\n" for s in constraints]
+    if issues:
+        pieces += ["\n"] + [f"_{s}_\n" for s in issues]
+    return pieces
+
+
+def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, str]]:
+    """System: System_MD. User: the rest of ``prompt_ready`` — Prompt_MD, S_CTX_MD,
+    Attachments_MD and the recent conversation, exactly as Prompt_Builder composed them."""
+    system = sp.System_MD.rstrip() + "\n"
+    if sp.System_MD.strip() and sp.prompt_ready.startswith(system):
+        user = sp.prompt_ready[len(system):].lstrip("\n")
+    else:
+        from ragstream.stages.prompt_builder import render_conversation
+
+        blocks = [sp.Prompt_MD, sp.S_CTX_MD, sp.Attachments_MD,
+                  render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
+        user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+class _Emitter:
+    """Passes pieces to ``on_token`` and notes when the first one went out."""
+
+    def __init__(self, on_token: TokenCallback | None, started: float):
+        self.on_token = on_token
+        self.started = started
+        self.first_ms: float | None = None
+        self.count = 0
+
+    def __call__(self, piece: str) -> None:
+        if not piece:
+            return
+        if self.first_ms is None:
+            self.first_ms = (time.perf_counter() - self.started) * 1000.0
+        self.count += 1
+        if self.on_token is not None:
+            self.on_token(piece)
+
+
+def answer(sp: SuperPrompt, cfg: AppConfig, services,
+           on_token: TokenCallback | None = None) -> Answer:
+    """Answer ``sp`` (whose eight stages have all run); see the module docstring."""
+    nxt = controller.next_stage(sp)
+    if nxt is not None:
+        raise StageOrderError(NAME, nxt)
+    from ragstream.backends.llm import LLMError, StreamResult
+
+    acfg = cfg.settings.answer
+    started = time.perf_counter()
+    emit = _Emitter(on_token, started)
+    signals = retrieval_signals(sp)
+    model, usage, error = "", AnswerUsage(), ""
+    first_ms: float | None = None
+
+    empty = no_results_reason(sp, signals, acfg)
+    llm = getattr(services, "llm", None)
+    if empty:
+        text = no_results_text(services.store, acfg)
+        emit(text)
+        done = Answer(text=text, mode="no-results", mode_reason=empty, confidence="Low",
+                      confidence_reason=f"nothing to answer from: {empty}")
+        done.first_token_ms = emit.first_ms
+        done.latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
+        return done
+
+    mode, mode_reason, text = "extractive", "no LLM endpoint is configured", ""
+    if llm is not None:
+        result = StreamResult()
+        try:
+            for piece in llm.stream_chat(answer_messages(sp, cfg), result,
+                                         temperature=acfg.temperature,
+                                         max_tokens=acfg.max_tokens):
+                emit(piece)
+            if not result.text.strip():
+                raise LLMError(f"{llm.describe()} returned an empty answer")
+            mode, mode_reason, text = "llm", f"answered by {result.model}", result.text
+            first_ms = result.first_token_ms
+        except LLMError as err:
+            error = str(err)
+            mode_reason = f"the LLM failed, so the answer is extractive: {error}"
+            if emit.count:
+                emit("\n\n" + FALLBACK_NOTICE + "\n\n")
+        model = result.model
+        usage = AnswerUsage(prompt_tokens=result.usage.prompt_tokens,
+                            completion_tokens=result.usage.completion_tokens)
+    if mode == "extractive":
+        pieces = extractive_pieces(sp)
+        for piece in pieces:
+            emit(piece)
+        text = "".join(pieces).strip() + "\n"
+        first_ms = emit.first_ms if first_ms is None else first_ms
+
+    cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
+    cited, total = cited_share(text, {c.n for c in cites if c.valid}, acfg)
+    level, reason = rate(signals, cited, total, invalid, acfg)
+    return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
+                  invalid_citations=invalid, confidence=level, confidence_reason=reason,
+                  model=model, usage=usage, first_token_ms=first_ms, error=error,
+                  latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
+
+
+# --------------------------------------------------------------------------- after the answer
+
+
+def conversation_after(sp: SuperPrompt, ans: Answer, max_pairs: int) -> list[ConversationTurn]:
+    """The recent conversation including this turn, the last ``max_pairs`` pairs (N4)."""
+    turns = list(sp.recent_conversation) + [ConversationTurn(user=sp.user_text,
+                                                             assistant=ans.text)]
+    return [t.model_copy() for t in turns[-max_pairs:]] if max_pairs > 0 else []
+
+
+def default_log_path(cfg: AppConfig) -> Path:
+    return cfg.index_dir / cfg.settings.answer.log_file
+
+
+def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
+                   on_token: TokenCallback | None = None,
+                   log_path: str | Path | None = None) -> tuple[SuperPrompt, Answer]:
+    """Answer ``sp``, return a copy of it holding the answer (``sp.answer``) and the answer,
+    and record the interaction in the QA log (``<index_dir>/qa_log.sqlite3`` by default).
+
+    A log that cannot be written does not cost the answer: the problem is noted in
+    ``extras["qa_log"]["error"]`` instead of the row id."""
+    from ragstream.qa_log import QALog
+
+    ans = answer(sp, engine_cfg, services, on_token)
+    out = sp.model_copy(deep=True)
+    out.answer = ans
+    path = Path(log_path) if log_path else default_log_path(engine_cfg)
+    try:
+        row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
+        out.extras["qa_log"] = {"path": str(path), "id": row}
+    except (sqlite3.Error, OSError) as err:
+        out.extras["qa_log"] = {"path": str(path),
+                                "error": f"the interaction could not be logged: {err}"}
+    return out, ans

@@ -1,0 +1,156 @@
+"""The interaction log: one SQLite row per answered prompt (seed 002 §8).
+
+    log = QALog(cfg.index_dir / "qa_log.sqlite3")
+    row_id = log.record(sp, answer)
+    log.recent(10)   # newest first, JSON columns parsed
+    log.count()
+
+Table ``interactions``: ``ts`` (ISO 8601, UTC), question, answer, mode, citations (JSON),
+invalid_citations (JSON), confidence and its reason, ``stage_latency_ms`` (JSON ``{stage:
+wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' tokens
+(``sp.extras["llm_usage"]``, summed) and the answer's latency. The schema is created when
+missing, and columns added by later versions are added to an older file.
+
+Only fields of the ``SuperPrompt`` and the ``Answer`` are written. As a safeguard, the value of
+every environment variable whose name looks like a secret (``*KEY*``, ``*TOKEN*``,
+``*SECRET*``, ``*PASSWORD*``, and the configured ``llm.api_key_env``) is replaced by ``***``
+wherever it would appear in a stored text. Each call opens its own connection, so one
+``QALog`` may be shared across threads (Streamlit reruns).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ragstream.super_prompt import Answer, SuperPrompt
+
+TABLE = "interactions"
+#: column -> SQL type, in table order (id comes first)
+COLUMNS: dict[str, str] = {
+    "ts": "TEXT",
+    "question": "TEXT",
+    "answer": "TEXT",
+    "mode": "TEXT",
+    "mode_reason": "TEXT",
+    "citations": "TEXT",
+    "invalid_citations": "TEXT",
+    "confidence": "TEXT",
+    "confidence_reason": "TEXT",
+    "stage_latency_ms": "TEXT",
+    "model": "TEXT",
+    "prompt_tokens": "INTEGER",
+    "completion_tokens": "INTEGER",
+    "agent_prompt_tokens": "INTEGER",
+    "agent_completion_tokens": "INTEGER",
+    "latency_ms": "REAL",
+    "first_token_ms": "REAL",
+    "error": "TEXT",
+}
+JSON_COLUMNS = ("citations", "invalid_citations", "stage_latency_ms")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+#: shorter values are not treated as secrets (they would blank out ordinary words)
+MIN_SECRET_CHARS = 8
+BUSY_TIMEOUT_S = 10.0
+MASK = "***"
+
+
+def _secrets(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
+    wanted = {n for n in names if n}
+    values = {v for k, v in environ.items()
+              if (k in wanted or _SECRET_NAME.search(k)) and len(v or "") >= MIN_SECRET_CHARS}
+    return sorted(values, key=len, reverse=True)
+
+
+class QALog:
+    def __init__(self, path: str | Path, environ: Mapping[str, str] | None = None,
+                 secret_env: Iterable[str] = ()):
+        self.path = Path(path)
+        self._secrets = _secrets(os.environ if environ is None else environ, secret_env)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+        conn.row_factory = sqlite3.Row
+        cols = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, {cols})")
+        have = {r["name"] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+        for name, kind in COLUMNS.items():
+            if name not in have:
+                conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
+        conn.commit()
+        return conn
+
+    def _scrub(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in self._secrets:
+                value = value.replace(secret, MASK)
+        return value
+
+    # -- public -------------------------------------------------------------------------
+
+    def row(self, sp: SuperPrompt, answer: Answer) -> dict[str, Any]:
+        """The values ``record`` writes (without ``id``)."""
+        latencies: dict[str, float] = {}
+        for run in sp.stage_runs:
+            latencies[run.stage] = run.wall_ms
+        agents = (sp.extras.get("llm_usage") or {}).values()
+        return {
+            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+                  .replace("+00:00", "Z"),
+            "question": sp.user_text,
+            "answer": answer.text,
+            "mode": answer.mode,
+            "mode_reason": answer.mode_reason,
+            "citations": json.dumps([c.model_dump() for c in answer.citations],
+                                    ensure_ascii=False),
+            "invalid_citations": json.dumps(answer.invalid_citations),
+            "confidence": answer.confidence,
+            "confidence_reason": answer.confidence_reason,
+            "stage_latency_ms": json.dumps(latencies, ensure_ascii=False),
+            "model": answer.model,
+            "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens,
+            "agent_prompt_tokens": sum(int(u.get("prompt_tokens", 0) or 0) for u in agents),
+            "agent_completion_tokens": sum(int(u.get("completion_tokens", 0) or 0)
+                                           for u in agents),
+            "latency_ms": answer.latency_ms,
+            "first_token_ms": answer.first_token_ms,
+            "error": answer.error,
+        }
+
+    def record(self, sp: SuperPrompt, answer: Answer) -> int:
+        """Append one interaction; returns its row id."""
+        values = {k: self._scrub(v) for k, v in self.row(sp, answer).items()}
+        names = list(values)
+        sql = (f"INSERT INTO {TABLE} ({', '.join(names)}) "
+               f"VALUES ({', '.join('?' for _ in names)})")
+        with closing(self._connect()) as conn, conn:
+            cur = conn.execute(sql, [values[n] for n in names])
+            return int(cur.lastrowid)
+
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The last ``limit`` interactions, newest first, JSON columns parsed."""
+        with closing(self._connect()) as conn:
+            rows = conn.execute(f"SELECT * FROM {TABLE} ORDER BY id DESC LIMIT ?",
+                                (int(limit),)).fetchall()
+        out = []
+        for r in rows:
+            item = dict(r)
+            for col in JSON_COLUMNS:
+                empty: Any = {} if col == "stage_latency_ms" else []
+                item[col] = json.loads(item[col]) if item.get(col) else empty
+            out.append(item)
+        return out
+
+    def count(self) -> int:
+        with closing(self._connect()) as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])

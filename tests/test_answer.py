@@ -1,0 +1,287 @@
+"""The final answer: extractive, no-results and LLM modes, citations, confidence, logging.
+
+Real components throughout: the session's engine over the bundled knowledge base, and for
+LLM mode the real ``LLMClient`` talking to ``FakeOpenAI`` on loopback.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ragstream import answer as answer_mod
+from ragstream.answer import (Signals, answer, answer_and_log, answer_sentences,
+                              citation_numbers, conversation_after, extractive_pieces,
+                              kb_titles, rate)
+from ragstream.backends.llm import LLMClient
+from ragstream.errors import StageOrderError
+from ragstream.qa_log import QALog
+from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
+from tests.fake_openai import FakeOpenAI, Reply
+
+ON_TOPIC = "How do I start a Chroma server?"
+OFF_TOPIC = "How do I cook pasta?"
+
+
+@pytest.fixture(scope="module")
+def on_topic(kb_engine) -> SuperPrompt:
+    return kb_engine.run(ON_TOPIC)
+
+
+@pytest.fixture(scope="module")
+def off_topic(kb_engine) -> SuperPrompt:
+    return kb_engine.run(OFF_TOPIC)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(models=["test-model"]) as srv:
+        yield srv
+
+
+@pytest.fixture
+def llm_env(kb_engine, server):
+    """(cfg, services) whose LLM is the real client pointed at the fake server."""
+    cfg = kb_engine.cfg.with_overrides({
+        "settings.llm.base_url": server.base_url, "settings.llm.model": "test-model",
+        "settings.llm.timeout_s": 2, "settings.llm.backoff_base_s": 0.01,
+        "settings.llm.backoff_max_s": 0.05})
+    services = copy.copy(kb_engine.services)
+    services.llm = LLMClient(cfg.settings.llm, environ={})
+    return cfg, services
+
+
+# --------------------------------------------------------------------------- preconditions
+
+
+def test_answer_needs_the_whole_pipeline(kb_engine):
+    sp = kb_engine.run(ON_TOPIC, until="A4_Condenser")
+    with pytest.raises(StageOrderError) as err:
+        answer(sp, kb_engine.cfg, kb_engine.services)
+    assert err.value.required == "A5_Format_Enforcer" and "A5_Format_Enforcer" in str(err.value)
+
+
+# --------------------------------------------------------------------------- extractive
+
+
+def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_topic):
+    tokens: list[str] = []
+    ans = answer(on_topic, kb_engine.cfg, kb_engine.services, on_token=tokens.append)
+    assert ans.mode == "extractive" and "no LLM endpoint" in ans.mode_reason
+    assert len(tokens) > 1 and "".join(tokens) == ans.text
+    assert ans.model == "" and ans.usage.prompt_tokens == 0 and ans.error == ""
+    assert ans.first_token_ms is not None and ans.latency_ms >= 0
+
+    # facts first, then constraints, each statement with its [n], in S_CTX_MD's order
+    parsed = answer_mod.parse_condensed(on_topic.S_CTX_MD)
+    statements = parsed.get("facts", []) + parsed.get("constraints", [])
+    assert statements
+    positions = [ans.text.index(f"- {s}") for s in statements]
+    assert positions == sorted(positions)
+    if parsed.get("constraints"):
+        assert ans.text.index("**Constraints**") > positions[len(parsed.get("facts", [])) - 1]
+
+    # every citation is valid and names the chunk at that position of final_selection_ids
+    chunks = on_topic.chunk_map()
+    assert ans.citations and not ans.invalid_citations
+    for c in ans.citations:
+        assert c.valid
+        chunk = chunks[on_topic.final_selection_ids[c.n - 1]]
+        assert (c.chunk_id, c.source, c.label) == (chunk.id, chunk.source, chunk.citation_label)
+        assert c.section == " > ".join(chunk.heading_path)
+    assert ans.sources == ans.citations
+
+    assert ans.confidence == "High", ans.confidence_reason
+    assert "best retrieval similarity" in ans.confidence_reason
+    assert "sentences cite a source" in ans.confidence_reason
+
+    again = answer(on_topic, kb_engine.cfg, kb_engine.services)
+    assert (again.text, again.citations, again.confidence_reason) == \
+        (ans.text, ans.citations, ans.confidence_reason)
+
+
+def test_extractive_without_statements_says_so():
+    sp = SuperPrompt(S_CTX_MD="## Condensed context\n\n_nothing_\n")
+    assert extractive_pieces(sp) == [answer_mod.NO_STATEMENTS]
+
+
+# --------------------------------------------------------------------------- no results
+
+
+def test_off_topic_question_gets_no_results_and_the_kb_titles(kb_engine, off_topic, llm_env,
+                                                              server):
+    cfg, services = llm_env
+    tokens: list[str] = []
+    ans = answer(off_topic, cfg, services, on_token=tokens.append)
+    assert server.calls == 0  # the LLM is not asked
+    assert ans.mode == "no-results" and ans.confidence == "Low"
+    assert ans.text.startswith("I couldn't find this in the knowledge base. It covers:")
+    assert "".join(tokens) == ans.text
+    assert not ans.citations and not ans.invalid_citations
+    assert "nothing to answer from" in ans.confidence_reason
+
+    titles = sorted({c.title for c in kb_engine.services.store.all_chunks()}, key=str.casefold)
+    assert [ln[2:] for ln in ans.text.splitlines() if ln.startswith("- ")] == titles
+    assert "Getting started with RAGstream" in titles
+
+
+def test_low_similarity_is_no_results_even_with_a_selection(kb_engine, on_topic):
+    cfg = kb_engine.cfg.with_overrides({"settings.answer.min_dense_score": 0.99})
+    ans = answer(on_topic, cfg, kb_engine.services)
+    assert on_topic.final_selection_ids
+    assert ans.mode == "no-results"
+    assert "below answer.min_dense_score 0.99" in ans.mode_reason
+
+
+def test_threshold_separates_on_and_off_topic(kb_engine, on_topic, off_topic):
+    floor = kb_engine.cfg.settings.answer.min_dense_score
+    on = answer_mod.retrieval_signals(on_topic).best_dense
+    off = answer_mod.retrieval_signals(off_topic).best_dense
+    assert off < floor < on
+
+
+def test_kb_titles_limit_names_the_largest_documents(kb_engine):
+    store = kb_engine.services.store
+    titles, total = kb_titles(store, 3)
+    assert len(titles) == 3 and total == len(store.documents())
+    assert titles == sorted(titles, key=lambda t: (t.casefold(), t))
+    assert kb_titles(store, 3) == (titles, total)
+    cfg = kb_engine.cfg.with_overrides({"settings.answer.no_results_max_titles": 3})
+    text = answer_mod.no_results_text(store, cfg.settings.answer)
+    assert f"and {total - 3} more documents" in text
+
+
+# --------------------------------------------------------------------------- citations
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A [1]. B [2].", [1, 2]),
+    ("A [1, 3] and [2][4].", [1, 3, 2, 4]),
+    ("See [2-4] and [6–7].", [2, 3, 4, 6, 7]),
+    ("As [Citation 5] says; also [source 1].", [5, 1]),
+    ("Index `arr[0]`, a list x[3], a link [7](http://x) and [ 8 ].", [8]),
+    ("```\nfoo [9]\n```\nBar [1].", [1]),
+    ("Too wide [1-1000].", [1, 1000]),
+    ("Repeated [2] [2] [1].", [2, 1]),
+])
+def test_citation_numbers(text, expected):
+    assert citation_numbers(text, max_range=50) == expected
+
+
+def test_answer_sentences_attach_trailing_citations_and_skip_labels():
+    text = ("## Heading here\n\n**In short**\n\nChroma starts fast. [1] It listens on "
+            "loopback [2].\n\nSteps are:\n- run the server now [3]\n- check the heartbeat URL\n"
+            "\n| Step | Source |\n|---|---|\n| start the server | [1] |\n\nOk.")
+    sents = answer_sentences(text, min_words=3)
+    assert sents == ["Chroma starts fast. [1]", "It listens on loopback [2].",
+                     "run the server now [3]", "check the heartbeat URL",
+                     "start the server [1]"]
+
+
+def test_rate_levels_and_invalid_citations_lower_confidence(kb_engine):
+    acfg = kb_engine.cfg.settings.answer
+    strong = Signals(best_dense=0.71, best_rerank=0.69)
+    assert rate(strong, 5, 6, [], acfg) == (
+        "High", "best retrieval similarity 0.71; best rerank score 0.69; "
+                "5 of 6 sentences cite a source")
+    level, reason = rate(strong, 5, 6, [99], acfg)
+    assert level == "Medium" and "[99]" in reason and "lowered to Medium" in reason
+    level, reason = rate(Signals(0.39, 0.42), 4, 4, [], acfg)
+    assert level == "Medium" and "not High: similarity below 0.5" in reason
+    level, reason = rate(strong, 1, 4, [], acfg)
+    assert level == "Low" and "cited share 25% below 50%" in reason
+    assert rate(strong, 0, 0, [], acfg)[0] == "Low"
+
+
+# --------------------------------------------------------------------------- LLM mode
+
+
+def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_env, server):
+    cfg, services = llm_env
+    good = ("Start it with the chroma run command [1]. It listens on the loopback "
+            "interface [2]. Check the heartbeat before use [1][2].")
+    server.script(Reply.text(good), Reply.text(good.replace("[1][2]", "[1][99]")))
+    tokens: list[str] = []
+    ans = answer(on_topic, cfg, services, on_token=tokens.append)
+
+    assert server.calls == 1
+    req = server.requests[-1]
+    assert req.stream and req.model == "test-model"
+    system, user = req.messages
+    assert system["role"] == "system" and system["content"].strip() == on_topic.System_MD.strip()
+    assert user["role"] == "user"
+    for block in (on_topic.Prompt_MD, on_topic.S_CTX_MD, on_topic.Attachments_MD):
+        assert block.strip() in user["content"]
+    assert "### [1] " in user["content"]
+    assert system["content"] + "\n" + user["content"] == on_topic.prompt_ready
+
+    assert ans.mode == "llm" and ans.model == "test-model" and ans.error == ""
+    assert len(tokens) > 3 and "".join(tokens) == ans.text == good
+    assert ans.usage.prompt_tokens > 0 and ans.usage.completion_tokens > 0
+    assert ans.first_token_ms is not None
+    ids = on_topic.final_selection_ids
+    assert [(c.n, c.chunk_id, c.valid) for c in ans.citations] == [(1, ids[0], True),
+                                                                    (2, ids[1], True)]
+    assert ans.confidence == "High" and "3 of 3 sentences" in ans.confidence_reason
+
+    bad = answer(on_topic, cfg, services)
+    assert bad.invalid_citations == [99]
+    assert [c.n for c in bad.sources] == [1, 2]
+    assert Answer.model_validate(bad.model_dump()).citations[-1].valid is False
+    assert bad.confidence == "Medium" and "[99]" in bad.confidence_reason
+
+
+def test_llm_failure_falls_back_to_the_extractive_answer(kb_engine, on_topic, llm_env, server):
+    cfg, services = llm_env
+    server.script(*[Reply.error(500, "boom")] * cfg.settings.llm.max_attempts)
+    ans = answer(on_topic, cfg, services)
+    plain = answer(on_topic, kb_engine.cfg, kb_engine.services)
+    assert server.calls == cfg.settings.llm.max_attempts
+    assert ans.mode == "extractive" and "LLM failed" in ans.mode_reason
+    assert "500" in ans.error
+    assert ans.text == plain.text and ans.citations == plain.citations
+    assert ans.confidence == plain.confidence
+
+
+def test_stream_broken_midway_falls_back_with_a_notice(on_topic, llm_env, server):
+    cfg, services = llm_env
+    server.script(Reply.text("Start it with the chroma run command [1] and then", cut_after=3))
+    tokens: list[str] = []
+    ans = answer(on_topic, cfg, services, on_token=tokens.append)
+    assert ans.mode == "extractive" and ans.error
+    streamed = "".join(tokens)
+    assert answer_mod.FALLBACK_NOTICE in streamed and streamed.endswith(ans.text)
+
+
+# --------------------------------------------------------------------------- after the answer
+
+
+def test_conversation_after_caps_at_n4(kb_engine):
+    sp = SuperPrompt(user_text="q3", recent_conversation=[
+        ConversationTurn(user="q1", assistant="a1"), ConversationTurn(user="q2", assistant="a2")])
+    ans = Answer(text="a3")
+    assert [t.user for t in conversation_after(sp, ans, 10)] == ["q1", "q2", "q3"]
+    assert [(t.user, t.assistant) for t in conversation_after(sp, ans, 2)] == [("q2", "a2"),
+                                                                               ("q3", "a3")]
+    assert conversation_after(sp, ans, 0) == []
+    assert len(sp.recent_conversation) == 2
+
+
+def test_answer_and_log_stores_the_answer_on_a_copy_and_logs_it(kb_engine, on_topic, tmp_path):
+    path = tmp_path / "log.sqlite3"
+    out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, on_topic, log_path=path)
+    assert on_topic.answer is None
+    assert out.answer == ans and out.extras["qa_log"] == {"path": str(path), "id": 1}
+    assert SuperPrompt.from_json(out.to_json()).answer == ans
+    rows = QALog(path).recent()
+    assert len(rows) == 1 and rows[0]["answer"] == ans.text and rows[0]["question"] == ON_TOPIC
+
+
+def test_answer_and_log_keeps_the_answer_when_the_log_cannot_be_written(kb_engine, on_topic,
+                                                                       tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, on_topic,
+                              log_path=blocker / "log.sqlite3")
+    assert out.answer == ans and "could not be logged" in out.extras["qa_log"]["error"]

@@ -1,0 +1,79 @@
+"""The page with an LLM endpoint configured: the scripted OpenAI server on loopback."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ragstream.ui import state as S
+from tests.fake_openai import FakeOpenAI, Reply
+
+APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
+KEY = "sk-page-secret-987654321"
+
+
+def route(body):
+    system = body["messages"][0]["content"]
+    user = body["messages"][-1]["content"]
+    if body.get("stream"):
+        return Reply.text("Start it with chroma run [1]. Then point RAGstream at it [2]. "
+                          "See also [99].")
+    if "A2_PromptShaper" in system:
+        return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
+                           "depth": "overview", "confidence": "high"})
+    if "A3_NLI_Gate" in system:
+        cands = json.loads(user)["candidates"]
+        return Reply.json({"decisions": [{"n": c["n"], "decision": "keep" if c["n"] <= 4 else "drop",
+                                          "tag": "" if c["n"] <= 4 else "off-topic",
+                                          "reason": "test"} for c in cands]})
+    if "A4_Condenser" in system:
+        return Reply.json({"facts": [{"text": "chroma run starts a server.", "sources": [1]},
+                                     {"text": "Set RAGSTREAM_CHROMA_URL.", "sources": [2]}],
+                           "constraints": [], "open_issues": []})
+    if "A5_Format_Enforcer" in system:
+        return Reply.json({"kind": "markdown", "hard_rules": ["Be brief."]})
+    return Reply.error(400, "unexpected request")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAI(models=["test-model"], responder=route) as s:
+        yield s
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_env(kb_engine, server, tmp_path_factory):
+    import streamlit as st
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
+    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("llm-page") / "uploads"))
+    mp.setenv("RAGSTREAM_LLM_BASE_URL", server.base_url)
+    mp.setenv("RAGSTREAM_LLM_MODEL", "test-model")
+    mp.setenv("OPENAI_API_KEY", KEY)
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+    mp.undo()
+
+
+def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server):
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    sp = at.session_state[S.SP]
+    modes = sp.extras["agent_modes"]
+    for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser", "A5_Format_Enforcer"):
+        assert modes[agent]["mode"] == "llm", (agent, modes[agent])
+    assert sp.body["system"] == "assistant"  # "wizard" is out of enum: clamped to the default
+    ans = sp.answer
+    assert ans.mode == "llm" and ans.model == "test-model"
+    assert [c.n for c in ans.sources] == [1, 2] and ans.invalid_citations == [99]
+    assert any("[99] is an invalid citation" in w.value for w in at.warning)
+    assert any("Endpoint" in c.value and server.base_url in c.value for c in at.caption)
+    # the key went to the server, and nowhere into the state or the page
+    assert all(r.authorization == f"Bearer {KEY}" for r in server.chat_requests)
+    assert KEY not in sp.model_dump_json()
+    assert not any(KEY in str(m.value) for m in at.markdown)
