@@ -17,7 +17,7 @@ from ragstream.ui import actions
 from ragstream.ui import state as S
 from ragstream.ui import views
 
-st.set_page_config(page_title="RAGstream workbench", page_icon="🔎", layout="wide")
+st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
 
 
 @st.cache_resource(show_spinner=False)
@@ -82,7 +82,7 @@ with st.sidebar:
     if report:
         st.success(f"Ingested: {report['processed']} processed, {report['skipped']} skipped, "
                    f"{report['failed']} failed, {report['deleted']} deleted, "
-                   f"{report['chunks_written']} chunks.", icon="📥")
+                   f"{report['chunks_written']} chunks.", icon=":material/download_done:")
         for line in report["errors"]:
             st.error(line)
         if report["warnings"]:
@@ -156,7 +156,7 @@ if right.button(run_label, key="run", type="primary"):
         actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0])
     st.rerun()
 
-if answer_col.button("💬 Answer", key="answer", disabled=next_name is not None,
+if answer_col.button("Answer", key="answer", disabled=next_name is not None,
                      help="Answer the finished super-prompt (runs after Prompt Builder)."
                      if next_name is None else f"Run every stage first (next: {next_name})."):
     stream_answer()
@@ -173,7 +173,7 @@ for col, b in zip(cols, views.button_states(sp)):
 
 if state[S.ERROR]:
     kind, message = state[S.ERROR]
-    st.error(f"**{kind}** — {message}", icon="⚠️")
+    st.error(f"**{kind}** — {message}", icon=":material/error:")
 if state[S.NOTICE]:
     st.info(state[S.NOTICE])
     state[S.NOTICE] = None
@@ -189,22 +189,23 @@ st.markdown(stage_line)
 # --------------------------------------------------------------------------- answer
 if sp.answer is not None:
     ans = sp.answer
-    badge = {"High": "🟢", "Medium": "🟡", "Low": "🔴"}.get(ans.confidence, "")
-    st.markdown(f"#### Answer · {badge} {ans.confidence} confidence")
+    colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
+    st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
     st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
                + (f" · model: {ans.model}" if ans.model else "")
                + (f" · {ans.error}" if ans.error else ""))
     st.markdown(ans.text)
     valid = ans.sources
     if valid:
-        st.markdown("**Sources**")
-        chunks = sp.chunk_map()
-        for c in valid:
-            with st.expander(f"[{c.n}] {c.source} § {c.section}"):
-                st.text(chunks[c.chunk_id].text if c.chunk_id in chunks else "")
-                if st.button("Follow this chunk through the stages", key=f"cite_{c.n}"):
-                    state[S.JOURNEY_CHUNK] = c.chunk_id
-                    st.rerun()
+        with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
+            st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
+            by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
+            picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
+            cited = by_label[picked]
+            st.text(sp.chunk_map()[cited.chunk_id].text if cited.chunk_id in sp.chunk_map() else "")
+            if st.button("Follow this chunk through the stages", key="follow_cited"):
+                state[S.JOURNEY_CHUNK] = cited.chunk_id
+                st.rerun()
     for n in ans.invalid_citations:
         st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
 if state[S.CONVERSATION]:

@@ -287,6 +287,11 @@ class A4Config(AgentCommon):
     min_sentence_score: float = Field(0.15, ge=0, le=1)
     redundancy_jaccard: float = Field(0.6, ge=0, le=1)
     min_sentence_words: int = Field(4, ge=1, le=100)
+    #: prompt words never reported as "not mentioned" (question words, request verbs)
+    uncovered_ignore: list[str] = Field(default_factory=lambda: [
+        "what", "why", "how", "when", "where", "which", "who", "whom", "whose", "does", "do",
+        "did", "is", "are", "was", "were", "can", "could", "should", "would", "will", "explain",
+        "describe", "tell", "show", "give", "list", "please"])
     #: a selected sentence containing one of these (whole words) is listed as a constraint
     constraint_cues: list[str] = Field(default_factory=lambda: [
         "must", "must not", "should", "should not", "never", "always", "only", "required",

@@ -155,7 +155,8 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     missing: list[str] = []
     while True:
         selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
-        missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services)
+        missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services,
+                                   set(acfg.uncovered_ignore))
         s_ctx_md = _render(taken, flat, candidates, selected, missing, acfg, enc)
         if count_tokens(s_ctx_md, enc) <= acfg.budget_tokens or not taken:
             break
@@ -198,14 +199,17 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
                         {"statements": len(taken), "uncovered_terms": missing})
 
 
-def _uncovered_terms(query: str, texts: list[str], services) -> list[str]:
-    """Prompt words (as typed) whose stem appears in none of ``texts``."""
+def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -> list[str]:
+    """Prompt words (as typed) whose stem appears in none of ``texts`` (``ignore``d words and
+    stop words aside)."""
     kw = services.keyword_index
     covered = set().union(*(kw.terms(t) for t in texts)) if texts else set()
     out: list[str] = []
     seen: set[str] = set()
     for w in re.findall(r"\w[\w-]*", query):
         stems = kw.terms(w)
+        if w.lower() in ignore:
+            continue
         if stems and not (stems & covered) and w.lower() not in seen:
             seen.add(w.lower())
             out.append(w)

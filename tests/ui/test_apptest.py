@@ -171,7 +171,9 @@ def test_auto_run_answers_with_citations_and_logs_it():
     assert ans is not None and ans.mode == "extractive"
     assert ans.sources and all(c.chunk_id in sp(at).final_selection_ids for c in ans.sources)
     assert any(m.value.startswith("#### Answer") for m in at.markdown)
-    assert any(f"[{ans.sources[0].n}] " in e.label for e in at.expander)
+    assert any(e.label == f"Sources ({len(ans.sources)})" for e in at.expander)
+    at.button(key="follow_cited").click().run()
+    assert at.session_state[S.JOURNEY_CHUNK] == ans.sources[0].chunk_id
     # the turn is carried into the next prompt's Recent conversation block
     assert len(at.session_state[S.CONVERSATION]) == 1
     at.text_area(key=S.PROMPT).set_value("And how do I stop it?").run()
