@@ -16,6 +16,7 @@ download a model).
 from __future__ import annotations
 
 import json
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,8 @@ import numpy as np
 from ragstream.config import VectorStoreSettings
 from ragstream.errors import VectorStoreError
 from ragstream.super_prompt import Chunk
+
+GENERATION_KEY = "ragstream_generation"
 
 _CHUNK_FIELDS = [
     "doc_id", "source", "title", "section", "doc_type", "last_update_date", "chunk_index",
@@ -264,8 +267,13 @@ class ChromaStore:
                     documents=[r.chunk.text[r.start:r.end] for r in part],
                     metadatas=[_metadata(r, doc_hash, ingested_at, root) for r in part],
                 )
+            self._bump_generation()
         except Exception as err:
             self._rollback(new_ids, old)
+            try:
+                self._bump_generation()
+            except Exception:  # noqa: BLE001 - the write error below is the one to report
+                pass
             raise VectorStoreError(
                 f"Writing document {doc_id!r} failed and was rolled back (its previous version, "
                 f"if any, is intact): {err}"
@@ -287,10 +295,30 @@ class ChromaStore:
         ids = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
         if ids:
             self.collection.delete(ids=ids)
+            self._bump_generation()
         return len(ids)
 
+    def _bump_generation(self) -> None:
+        """Record that the collection changed (read by ``fingerprint``, also across processes)."""
+        self.collection.modify(metadata={GENERATION_KEY: uuid.uuid4().hex})
+
     def fingerprint(self) -> str:
-        """Changes whenever any document is added, replaced or removed."""
+        """Changes whenever any document is added, replaced or removed.
+
+        Cheap: a generation stamp kept in the collection's metadata and renewed by every write
+        of this class (re-read from the store, so writes by other processes count too). A
+        collection without the stamp is fingerprinted from all its documents' hashes."""
+        try:
+            fresh = self.client.get_collection(self.settings.collection)
+            generation = (fresh.metadata or {}).get(GENERATION_KEY)
+        except Exception as err:  # noqa: BLE001 - the store is unreachable: say so
+            raise VectorStoreError(f"Cannot read collection {self.settings.collection!r} at "
+                                   f"{self.location}: {err}") from err
+        if generation:
+            return str(generation)
+        return self._scan_fingerprint()
+
+    def _scan_fingerprint(self) -> str:
         import hashlib
 
         docs = self.documents()
