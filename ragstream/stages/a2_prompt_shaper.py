@@ -38,7 +38,7 @@ Both modes return an :class:`A2Output`, so everything after the decision is shar
 from __future__ import annotations
 
 import re
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -159,23 +159,33 @@ def _source_of(key: str, body: dict[str, str], sources: dict[str, str]) -> str:
     return "user" if body.get(key, "").strip() else "default"
 
 
-def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str]) -> A2Output:
-    read = _read_keys(body, sources)
-    folded = fold("\n".join(body[k] for k in read))
+def _decide(agent: A2Config, body: dict[str, str], sources: dict[str, str],
+            choose: Callable[[str, A2Field], A2Decision]) -> tuple[dict[str, str], list[A2Decision]]:
+    """One decision per field: the user's own value kept verbatim, the others by ``choose``."""
     values: dict[str, str] = {}
     decisions: list[A2Decision] = []
     for name, field in agent.fields.items():
         given = body.get(name, "").strip()
         if given and _source_of(name, body, sources) == "user":
             _, outside = clamp(field, given)
-            values[name] = body[name]
-            decisions.append(A2Decision(field=name, value=body[name], source="user",
-                                        in_enum=not outside))
-            continue
+            decision = A2Decision(field=name, value=body[name], source="user",
+                                  in_enum=not outside)
+        else:
+            decision = choose(name, field)
+        values[name] = decision.value
+        decisions.append(decision)
+    return values, decisions
+
+
+def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str]) -> A2Output:
+    folded = fold("\n".join(body[k] for k in _read_keys(body, sources)))
+
+    def by_rules(name: str, field: A2Field) -> A2Decision:
         value, matched = choose_by_rules(field, folded)
-        values[name] = value
-        decisions.append(A2Decision(field=name, value=value,
-                                    source="rule" if matched else "default", matched=matched))
+        return A2Decision(field=name, value=value, source="rule" if matched else "default",
+                          matched=matched)
+
+    values, decisions = _decide(agent, body, sources, by_rules)
     decided = sum(d.source in ("user", "rule") for d in decisions)
     return A2Output(values=values, confidence=confidence_level(agent, decided), decisions=decisions)
 
@@ -202,21 +212,14 @@ def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],
 def from_llm(agent: A2Config, answer: A2LLMOutput, body: dict[str, str],
              sources: dict[str, str]) -> A2Output:
     """The LLM's choices, each clamped to its enum; the user's own fields kept verbatim."""
-    values: dict[str, str] = {}
-    decisions: list[A2Decision] = []
-    for name, field in agent.fields.items():
-        given = body.get(name, "").strip()
-        if given and _source_of(name, body, sources) == "user":
-            _, outside = clamp(field, given)
-            values[name] = body[name]
-            decisions.append(A2Decision(field=name, value=body[name], source="user",
-                                        in_enum=not outside))
-            continue
+
+    def by_llm(name: str, field: A2Field) -> A2Decision:
         raw = getattr(answer, name)
         value, clamped = clamp(field, raw)
-        values[name] = value
-        decisions.append(A2Decision(field=name, value=value, source="llm", clamped=clamped,
-                                    original=raw if clamped else None))
+        return A2Decision(field=name, value=value, source="llm", clamped=clamped,
+                          original=raw if clamped else None)
+
+    values, decisions = _decide(agent, body, sources, by_llm)
     levels = A2Field(values=list(agent.confidence_values), default=agent.confidence_default)
     confidence, clamped = clamp(levels, answer.confidence)
     decisions.append(A2Decision(field="confidence", value=confidence, source="llm",
