@@ -52,7 +52,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ragstream
 
 import numpy as np
 
-from benchmarks.metrics import NDCG_K, Qrels, mean_metrics, query_metrics
+from benchmarks.metrics import NDCG_K, Qrels, mean_metrics, paired_comparison, query_metrics
 from ragstream import controller
 from ragstream.config import AppConfig, OfflineRerankWeights, load_config
 from ragstream.services import Services, build_services
@@ -64,6 +64,8 @@ COLLECTION = "scifact"
 MANIFEST = "scifact_manifest.json"
 SYSTEMS = ("dense", "keyword", "fused", "reranked")
 NDCG = f"nDCG@{NDCG_K}"
+TAIL_PERCENTILE = 95  # latency is reported as median and this percentile
+TOP_SETTINGS_SHOWN = 5  # best weight settings listed from the tuning grid
 
 #: published nDCG@10 on the SciFact *test* split (300 queries), for context only
 REFERENCES = [
@@ -246,7 +248,7 @@ def latency_summary(values: Sequence[float]) -> dict[str, float]:
     if not len(arr):
         return {}
     return {"n": int(len(arr)), "median_ms": round(float(np.median(arr)), 1),
-            "p95_ms": round(float(np.percentile(arr, 95)), 1),
+            f"p{TAIL_PERCENTILE}_ms": round(float(np.percentile(arr, TAIL_PERCENTILE)), 1),
             "mean_ms": round(float(arr.mean()), 1), "max_ms": round(float(arr.max()), 1)}
 
 
@@ -306,7 +308,8 @@ def weight_grid(step: float) -> list[tuple[float, ...]]:
 def with_offline_weights(cfg: AppConfig, weights: Sequence[float]) -> AppConfig:
     w = OfflineRerankWeights(**dict(zip(FEATURES, weights)))
     reranker = cfg.settings.reranker.model_copy(update={"offline_weights": w})
-    return cfg.model_copy(update={"settings": cfg.settings.model_copy(update={"reranker": reranker})})
+    settings = cfg.settings.model_copy(update={"reranker": reranker})
+    return cfg.model_copy(update={"settings": settings})
 
 
 def tune_weights(cases: list[RerankCase], qrels: dict[str, Qrels], cfg: AppConfig,
@@ -351,8 +354,8 @@ def tune_weights(cases: list[RerankCase], qrels: dict[str, Qrels], cfg: AppConfi
         "grid_size": len(grid), "rescore_mismatches_vs_stage": mismatches,
         "default_weights": dict(zip(FEATURES, default)),
         "best_weights_on_tune": dict(zip(FEATURES, best)),
-        "top5_on_tune": [{"weights": dict(zip(FEATURES, w)), NDCG: round(s, 4)}
-                         for s, w in scored[:5]],
+        "best_settings_on_tune": [{"weights": dict(zip(FEATURES, w)), NDCG: s}
+                                  for s, w in scored[:TOP_SETTINGS_SHOWN]],
         "tune_split": {"default": ndcg(tune, default), "best": scored[0][0],
                        "fused": mean_metrics([query_metrics(c.fused, qrels[c.query_id])
                                               for c in tune])[NDCG]},
@@ -425,16 +428,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="grid-search reranker.offline_weights: tune on even query ids, report "
                         "on odd ids of the reranked subset (config files are not changed)")
     p.add_argument("--tune-step", type=float, default=0.1, help="grid step for --tune-weights")
+    p.add_argument("--bootstrap-resamples", type=int, default=2000,
+                   help="resamples for the paired bootstrap interval of nDCG@10 differences")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of that bootstrap")
+    p.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (None = /tmp/ragstream-scifact-<timestamp>.json)")
     args = p.parse_args(argv)
     for name in ("limit_docs", "limit_queries", "rerank_queries", "n1", "embed_batch_docs",
-                 "progress_every"):
+                 "progress_every", "bootstrap_resamples"):
         value = getattr(args, name)
         if value is not None and value < (0 if name in ("limit_docs", "rerank_queries") else 1):
             p.error(f"--{name.replace('_', '-')} must be positive, got {value}")
     if not 0 < args.tune_step <= 0.5:
         p.error("--tune-step must lie in (0, 0.5]")
+    if not 0 < args.confidence < 1:
+        p.error("--confidence must lie in (0, 1)")
     return args
 
 
@@ -537,6 +546,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ratios["reranked_vs_fused_ndcg10"] = ratio(quality["reranked_subset"]["reranked"][NDCG],
                                                    quality["reranked_subset"]["fused"][NDCG])
 
+    # paired per-query differences of nDCG@10, with a bootstrap interval
+    def compare(subset: list[dict[str, Any]], base: str, other: str) -> dict[str, float]:
+        return paired_comparison([p["metrics"][base][NDCG] for p in subset],
+                                 [p["metrics"][other][NDCG] for p in subset],
+                                 args.bootstrap_resamples, args.bootstrap_seed, args.confidence)
+
+    comparisons = {"fused - dense": compare(per_query, "dense", "fused"),
+                   "fused - keyword": compare(per_query, "keyword", "fused")}
+    if reranked_subset:
+        comparisons["reranked - fused"] = compare(reranked_subset, "fused", "reranked")
+
     # ---------------------------------------------------------------- latency
     latency = {stage: latency_summary([p["stage_ms"][stage] for p in per_query
                                        if stage in p["stage_ms"]])
@@ -559,12 +579,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(format_table(table))
     print()
     print("ratios (nDCG@10): " + ", ".join(f"{k} = {v:.3f}" for k, v in ratios.items()))
+    print(f"per-query {NDCG} differences (mean, {args.confidence:.0%} paired bootstrap "
+          f"interval, queries better / equal / worse):")
+    for name, c in comparisons.items():
+        print(f"  {name:<18} {c['mean_diff']:+.4f}  [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]"
+              f"   {c['better']} / {c['equal']} / {c['worse']}  (n={c['queries']})")
     print()
     print("latency per query (controller stage wall time, after warm-up):")
     for stage, s in latency.items():
         if s:
-            print(f"  {stage:<22} median {s['median_ms']:8.1f} ms   p95 {s['p95_ms']:8.1f} ms"
-                  f"   (n={s['n']})")
+            tail = s[f"p{TAIL_PERCENTILE}_ms"]
+            print(f"  {stage:<22} median {s['median_ms']:8.1f} ms   "
+                  f"p{TAIL_PERCENTILE} {tail:8.1f} ms   (n={s['n']})")
     print()
     print("published nDCG@10 on the SciFact TEST split (300 queries) — context only; this run "
           "uses the TRAIN queries, the only ones shipped, so it is not a like-for-like comparison:")
@@ -584,7 +610,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     result = {
         "benchmark": "BEIR SciFact", "qrels_split": args.qrels, "date": stamp,
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m benchmarks.scifact",
+                             *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine_at_start,
         "config": {"limits": cfg.limits.model_dump(),
                    "retrieval": cfg.settings.retrieval.model_dump(),
@@ -593,7 +620,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "index": {k: v for k, v in index.items()},
         "documents": len(docs), "queries": len(selected), "reranked_queries": n_rerank,
         "reranker_backend": backend,
-        "quality": quality, "ratios": ratios, "latency": latency,
+        "quality": quality, "ratios": ratios, "comparisons_ndcg10": comparisons,
+        "latency": latency,
         "references_test_split": dict((label, v) for label, v in REFERENCES),
         "tuning": tuning,
         "loop_s": round(time.perf_counter() - loop_started, 1),

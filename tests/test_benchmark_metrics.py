@@ -106,3 +106,18 @@ def test_selection_keeps_judged_docs_and_query_order():
     docs = [Doc(f"d{i}", "", "") for i in range(10)]
     assert [d.id for d in select_docs(docs, chosen, qrels, 2)] == ["d0", "d1", "d9"]
     assert len(select_docs(docs, chosen, qrels, None)) == 10
+
+
+def test_paired_comparison_counts_and_interval():
+    from benchmarks.metrics import paired_comparison
+
+    c = paired_comparison([0.5, 0.5, 0.2, 1.0], [0.7, 0.5, 0.1, 1.0], 500, 0, 0.95)
+    assert c["mean_diff"] == pytest.approx((0.2 + 0.0 - 0.1 + 0.0) / 4)
+    assert (c["better"], c["equal"], c["worse"]) == (1, 2, 1)
+    assert -0.1 <= c["ci_low"] <= c["mean_diff"] <= c["ci_high"] <= 0.2
+    same = paired_comparison([0.3, 0.6], [0.3, 0.6], 100, 0, 0.95)
+    assert same["ci_low"] == same["ci_high"] == 0.0
+    assert paired_comparison([0.1, 0.9], [0.2, 0.4], 200, 7, 0.9) == \
+        paired_comparison([0.1, 0.9], [0.2, 0.4], 200, 7, 0.9)  # seeded: reproducible
+    with pytest.raises(ValueError):
+        paired_comparison([0.1], [0.1, 0.2], 10, 0, 0.95)

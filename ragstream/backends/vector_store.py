@@ -307,7 +307,8 @@ class ChromaStore:
 
         Cheap: a generation stamp kept in the collection's metadata and renewed by every write
         of this class (re-read from the store, so writes by other processes count too). A
-        collection without the stamp is fingerprinted from all its documents' hashes."""
+        collection without the stamp is fingerprinted once from all its documents' hashes,
+        and that fingerprint becomes its stamp."""
         try:
             fresh = self.client.get_collection(self.settings.collection)
             generation = (fresh.metadata or {}).get(GENERATION_KEY)
@@ -316,7 +317,10 @@ class ChromaStore:
                                    f"{self.location}: {err}") from err
         if generation:
             return str(generation)
-        return self._scan_fingerprint()
+        # a collection from before the stamp existed: fingerprint it once, then stamp it
+        scanned = self._scan_fingerprint()
+        self.collection.modify(metadata={GENERATION_KEY: scanned})
+        return scanned
 
     def _scan_fingerprint(self) -> str:
         import hashlib

@@ -163,3 +163,22 @@ def test_replace_document_raises_vector_store_error(fresh_engine, tmp_path):
         store.replace_document("kb/b.md", embed_chunks(parsed.chunks, fresh_engine.services.embedder),
                                "h", "now")
     assert store.count_windows() == 0
+
+
+def test_fingerprint_changes_with_every_write_and_is_stamped(fresh_engine, tmp_path):
+    from ragstream.backends.vector_store import GENERATION_KEY
+
+    store = fresh_engine.services.store
+    write(tmp_path / "kb", "a.md", DOC_B)
+    fresh_engine.ingest(tmp_path / "kb")
+    first = store.fingerprint()
+    assert store.fingerprint() == first  # stable without writes
+    write(tmp_path / "kb", "a.md", DOC_B + "\nMore about bananas here.\n")
+    fresh_engine.ingest(tmp_path / "kb")
+    second = store.fingerprint()
+    assert second != first
+    # a collection without a stamp (made before stamps existed) is scanned once, then stamped
+    store.collection.modify(metadata={GENERATION_KEY: ""})
+    scanned = store.fingerprint()
+    assert scanned == store._scan_fingerprint()
+    assert store.client.get_collection(store.settings.collection).metadata[GENERATION_KEY] == scanned
