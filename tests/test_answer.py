@@ -6,7 +6,6 @@ LLM mode the real ``LLMClient`` talking to ``FakeOpenAI`` on loopback.
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 
@@ -19,6 +18,7 @@ from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
+from tests.llm_support import llm_config, with_llm
 
 ON_TOPIC = "How do I start a Chroma server?"
 OFF_TOPIC = "How do I cook pasta?"
@@ -43,13 +43,8 @@ def server():
 @pytest.fixture
 def llm_env(kb_engine, server):
     """(cfg, services) whose LLM is the real client pointed at the fake server."""
-    cfg = kb_engine.cfg.with_overrides({
-        "settings.llm.base_url": server.base_url, "settings.llm.model": "test-model",
-        "settings.llm.timeout_s": 2, "settings.llm.backoff_base_s": 0.01,
-        "settings.llm.backoff_max_s": 0.05})
-    services = copy.copy(kb_engine.services)
-    services.llm = LLMClient(cfg.settings.llm, environ={})
-    return cfg, services
+    cfg = llm_config(kb_engine.cfg, server)
+    return cfg, with_llm(kb_engine.services, cfg)
 
 
 # --------------------------------------------------------------------------- preconditions
