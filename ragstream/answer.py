@@ -409,10 +409,6 @@ def conversation_after(sp: SuperPrompt, ans: Answer, max_pairs: int) -> list[Con
     return [t.model_copy() for t in turns[-max_pairs:]] if max_pairs > 0 else []
 
 
-def default_log_path(cfg: AppConfig) -> Path:
-    return cfg.index_dir / cfg.settings.answer.log_file
-
-
 def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
                    on_token: TokenCallback | None = None,
                    log_path: str | Path | None = None) -> tuple[SuperPrompt, Answer]:
@@ -426,7 +422,7 @@ def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
     ans = answer(sp, engine_cfg, services, on_token)
     out = sp.model_copy(deep=True)
     out.answer = ans
-    path = Path(log_path) if log_path else default_log_path(engine_cfg)
+    path = Path(log_path) if log_path else engine_cfg.qa_log_path
     try:
         row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
         out.extras["qa_log"] = {"path": str(path), "id": row}

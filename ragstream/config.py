@@ -454,6 +454,10 @@ class AppConfig(_Strict):
     def uploads_dir(self) -> Path:
         return self.path(self.settings.paths.uploads_dir)
 
+    @property
+    def qa_log_path(self) -> Path:
+        return self.index_dir / self.settings.answer.log_file
+
     def with_limits(self, **changes: Any) -> "AppConfig":
         """A copy with some N-constants changed, validated like the file."""
         return self.with_overrides({f"limits.{k}": v for k, v in changes.items()})

@@ -69,12 +69,12 @@ class Engine:
 
     @property
     def qa_log_path(self) -> Path:
-        return self.cfg.index_dir / self.cfg.settings.answer.log_file
+        return self.cfg.qa_log_path
 
     def qa_log(self):
         from ragstream.qa_log import QALog
 
-        return QALog(self.qa_log_path)
+        return QALog(self.qa_log_path, secret_env=[self.cfg.settings.llm.api_key_env])
 
     def answer(self, sp: SuperPrompt, on_token: Callable[[str], None] | None = None,
                cfg: AppConfig | None = None):
@@ -82,8 +82,7 @@ class Engine:
         interaction, and return ``(sp with .answer, answer)``."""
         from ragstream.answer import answer_and_log
 
-        return answer_and_log(cfg or self.cfg, self.services, sp, on_token=on_token,
-                              log_path=self.qa_log_path)
+        return answer_and_log(cfg or self.cfg, self.services, sp, on_token=on_token)
 
     def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
         from ragstream.answer import conversation_after

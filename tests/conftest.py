@@ -9,6 +9,7 @@ import pytest
 
 from ragstream.config import load_config
 from ragstream.engine import Engine
+from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "data" / "kb"
@@ -54,3 +55,10 @@ def kb_copy(tmp_path) -> Path:
     target = tmp_path / "kb"
     shutil.copytree(KB, target)
     return target
+
+
+@pytest.fixture
+def server():
+    """The scripted OpenAI-compatible server on 127.0.0.1 (script it per test)."""
+    with FakeOpenAI(models=["test-model"]) as s:
+        yield s

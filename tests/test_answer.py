@@ -35,12 +35,6 @@ def off_topic(kb_engine) -> SuperPrompt:
 
 
 @pytest.fixture
-def server():
-    with FakeOpenAI(models=["test-model"]) as srv:
-        yield srv
-
-
-@pytest.fixture
 def llm_env(kb_engine, server):
     """(cfg, services) whose LLM is the real client pointed at the fake server."""
     cfg = llm_config(kb_engine.cfg, server)

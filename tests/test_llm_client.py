@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from ragstream.backends.llm import AgentOutputError, LLMClient, LLMError, StreamResult
 from ragstream.config import load_config
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import Reply
 from tests.llm_support import llm_config
 
 KEY = "sk-secret-0123456789abcdef"
@@ -14,12 +14,6 @@ KEY = "sk-secret-0123456789abcdef"
 class Pick(BaseModel):
     colour: str
     n: int
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAI(models=["test-model"]) as s:
-        yield s
 
 
 def client(server, **settings) -> LLMClient:

@@ -209,17 +209,28 @@ class ChromaStore:
 
     def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
         """All window vectors of each chunk, as a (windows × dim) array."""
+        return self.chunks_with_vectors(chunk_ids, with_text=False)[1]
+
+    def chunks_with_vectors(self, chunk_ids: Iterable[str], with_text: bool = True
+                            ) -> tuple[dict[str, Chunk], dict[str, np.ndarray]]:
+        """The chunks and their window vectors, in one read of the store."""
         ids = sorted(set(chunk_ids))
         if not ids:
-            return {}
-        res = self._get_all(["metadatas", "embeddings"], {"chunk_id": {"$in": ids}})
+            return {}, {}
+        include = ["metadatas", "embeddings"] + (["documents"] if with_text else [])
+        res = self._get_all(include, {"chunk_id": {"$in": ids}})
+        docs = res["documents"] if with_text else [""] * len(res["ids"])
         grouped: dict[str, list] = defaultdict(list)
-        for meta, vec in zip(res["metadatas"], res["embeddings"]):
-            grouped[meta["chunk_id"]].append((meta["window"], vec))
-        return {
-            cid: np.asarray([v for _, v in sorted(rows, key=lambda r: r[0])], dtype=np.float32)
-            for cid, rows in grouped.items()
-        }
+        for meta, vec, doc in zip(res["metadatas"], res["embeddings"], docs):
+            grouped[meta["chunk_id"]].append((meta, doc, vec))
+        chunks: dict[str, Chunk] = {}
+        vectors: dict[str, np.ndarray] = {}
+        for cid, rows in grouped.items():
+            rows.sort(key=lambda r: r[0]["window"])
+            vectors[cid] = np.asarray([v for _, _, v in rows], dtype=np.float32)
+            if with_text:
+                chunks[cid] = _chunk_from([(m, d) for m, d, _ in rows])
+        return chunks, vectors
 
     def query(self, vectors: np.ndarray, n_chunks: int) -> list[list[str]]:
         """For each query vector, up to ``n_chunks`` chunk ids, nearest first (by best window)."""

@@ -125,8 +125,7 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
             mtime = dt.date.fromtimestamp(file.stat().st_mtime).isoformat()
             parsed = parse_document(text, doc_id, cfg.settings.chunking, mtime)
             report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings)
-            if not parsed.chunks:
-                report.warnings.append(f"{doc_id}: no text to index; the file is left out")
+            if not parsed.chunks:  # the chunker's warnings already say why
                 if doc_id in stored:
                     store.delete_document(doc_id)
                     report.deleted += 1

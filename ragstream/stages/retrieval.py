@@ -89,7 +89,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     kw_col = {cid: j for j, cid in enumerate(kw_ids)}
 
     ordered = sorted(candidates)
-    windows = store.window_vectors(ordered)
+    stored_chunks, windows = store.chunks_with_vectors(ordered)
     dense: dict[str, float] = {}
     keyword: dict[str, float] = {}
     for cid in ordered:
@@ -115,12 +115,11 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
             scores["keyword_rank"] = float(k_pos[cid])
         rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores))
 
-    chunks = store.get_chunks(top)
-    missing = [c for c in top if c not in chunks]
+    missing = [c for c in top if c not in stored_chunks]
     if missing:
         raise StageError(NAME, f"the vector store lost chunks while reading: {missing[:3]}; "
                                f"re-ingest the knowledge base.")
-    sp.base_context_chunks = [chunks[c] for c in top]
+    sp.base_context_chunks = [stored_chunks[c] for c in top]
     sp.views_by_stage[NAME_VIEW] = rows
     sp.extras["retrieval"] = {
         "query": query,

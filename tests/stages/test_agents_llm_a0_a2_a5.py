@@ -27,12 +27,6 @@ FORMAT_SPEC_KEYS = ["kind", "kind_source", "matched", "clamped", "code_language"
                     "length", "names", "hard_rules", "example_shape", "normalized_format_spec"]
 
 
-@pytest.fixture
-def server():
-    with FakeOpenAI(models=["test-model"]) as s:
-        yield s
-
-
 def llm_cfg(server, semantic: bool = False, **llm):
     """The shipped config pointed at ``server``: a small timeout and short backoff."""
     cfg = load_config(env={"RAGSTREAM_LLM_BASE_URL": server.base_url,

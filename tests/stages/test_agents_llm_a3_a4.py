@@ -6,7 +6,7 @@ import pytest
 
 from ragstream import controller
 from ragstream.backends.tokens import count_tokens
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 
 PROMPT = "How does the ReRanker choose its backend when no cross-encoder is available?"
@@ -15,12 +15,6 @@ PROMPT = "How does the ReRanker choose its backend when no cross-encoder is avai
 @pytest.fixture(scope="module")
 def sp_reranked(kb_engine):
     return kb_engine.run(PROMPT, until="ReRanker")
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAI(models=["test-model"]) as s:
-        yield s
 
 
 @pytest.fixture
