@@ -37,10 +37,10 @@ class Engine:
         return self.ingest(self.cfg.kb_dir, prune=True, progress=progress)
 
     def warm_up(self) -> None:
-        """Load the embedding model, the keyword index and the reranker now, so that the
+        """Load the embedding model, the in-memory index and the reranker now, so that the
         first stage a person runs is not the one that pays for loading them."""
         self.services.embedder.embed(["warm up"])
-        self.services.keyword()
+        self.services.index()
         _ = self.services.reranker
 
     def status(self) -> dict:

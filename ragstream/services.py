@@ -18,9 +18,10 @@ from ragstream.config import AppConfig
 class Services:
     embedder: Any = None
     store: Any = None
-    keyword_index: Any = None
+    keyword_index: Any = None  # a KeywordIndex used as the query tokenizer (terms, stems)
     reranker_settings: Any = None
     llm: Any = None  # an LLM client; None means every agent runs deterministically
+    index_cache: Any = None  # an IndexCache: the in-memory DocumentIndex of ``store``
     _reranker: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -28,10 +29,14 @@ class Services:
     def llm_available(self) -> bool:
         return self.llm is not None
 
+    def index(self):
+        """The ``DocumentIndex`` of the store as it is now (vectors, evidence, BM25), from
+        memory, from its copy on disk, or rebuilt from the store when the store changed."""
+        return self.index_cache.current(self.store)
+
     def keyword(self):
-        """The BM25 index, brought up to date with the vector store first."""
-        self.keyword_index.ensure(self.store.all_chunks, self.store.fingerprint())
-        return self.keyword_index
+        """The BM25 index of the store as it is now."""
+        return self.index().keyword
 
     @property
     def reranker(self):
@@ -40,25 +45,26 @@ class Services:
             if self._reranker is None:
                 from ragstream.backends.reranker import load_reranker
 
-                self._reranker = load_reranker(self.reranker_settings, self.embedder,
-                                               self.keyword_index.terms)
+                self._reranker = load_reranker(self.reranker_settings, self)
             return self._reranker
 
 
 def build_services(cfg: AppConfig) -> Services:
-    from ragstream.backends.embedder import SentenceTransformerEmbedder
-    from ragstream.backends.llm import build_llm
+    from ragstream.backends.doc_index import IndexCache
+    from ragstream.backends import embedder as _emb  # TEMP until make_embedder lands
     from ragstream.backends.keyword_index import KeywordIndex
+    from ragstream.backends.llm import build_llm
     from ragstream.backends.vector_store import ChromaStore
 
     s = cfg.settings
-    store = ChromaStore(s.vector_store, cfg.index_dir)
-    bm25_dir = cfg.index_dir / f"bm25-{s.vector_store.collection}"
+    index_dir = cfg.index_dir / f"docindex-{s.vector_store.collection}"
     return Services(
-        embedder=SentenceTransformerEmbedder(s.embedding.model, s.embedding.window_tokens,
-                                             s.embedding.batch_size),
-        store=store,
-        keyword_index=KeywordIndex(bm25_dir, s.retrieval.stemmer, s.retrieval.stopwords),
+        embedder=(_emb.make_embedder(s.embedding, cfg.cache_dir) if hasattr(_emb, "make_embedder")
+                  else _emb.SentenceTransformerEmbedder(s.embedding.model, s.embedding.window_tokens,
+                                                        s.embedding.batch_size)),
+        store=ChromaStore(s.vector_store, cfg.index_dir),
+        keyword_index=KeywordIndex(s.retrieval.stemmer, s.retrieval.stopwords),
         reranker_settings=s.reranker,
         llm=build_llm(s.llm),
+        index_cache=IndexCache(index_dir, s.retrieval.stemmer, s.retrieval.stopwords),
     )

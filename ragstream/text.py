@@ -107,3 +107,41 @@ def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int
         return []
     return [(m.start(), m.end(), keywords[int(m.lastgroup[1:])])
             for m in pattern.finditer(folded_text)]
+
+
+# --------------------------------------------------------------------------- evidence units
+
+_FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+def _blank(match: re.Match[str]) -> str:
+    """The same number of characters, all blank, newlines kept (offsets stay valid)."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def clean_sentence(sentence: str) -> str:
+    """One line of prose: list markers and Markdown emphasis removed, whitespace collapsed."""
+    lines = [_LIST_MARK.sub("", ln).strip() for ln in sentence.splitlines()]
+    return re.sub(r"\s+", " ", " ".join(ln for ln in lines if ln)).replace("**", "").strip()
+
+
+def evidence_units(text: str, min_words: int = 3) -> list[tuple[int, int, str]]:
+    """The prose sentences of a chunk that can serve as evidence: ``(start, end, clean text)``.
+
+    Code blocks, table rows, headings and fragments shorter than ``min_words`` words are
+    skipped; ``start:end`` is the sentence's span in ``text`` and the clean text is what is
+    embedded at ingestion and quoted by the condenser. The ReRanker's evidence signal and
+    A4 both read these units, so they are embedded once, when the document is ingested.
+    """
+    blanked = _FENCED.sub(_blank, text)
+    out: list[tuple[int, int, str]] = []
+    for s, e in split_sentences(blanked):
+        raw = blanked[s:e].strip()
+        if not raw or raw.startswith(("```", "~~~", "|", "#")) or "```" in raw:
+            continue
+        clean = clean_sentence(raw)
+        if len(clean.split()) >= min_words:
+            lead = len(blanked[s:e]) - len(blanked[s:e].lstrip())
+            out.append((s + lead, e, clean))
+    return out

@@ -1,16 +1,15 @@
-"""BM25 keyword search with bm25s (Snowball stemming via PyStemmer), persisted on disk.
+"""BM25 keyword search with bm25s (Snowball stemming via PyStemmer).
 
-The index is derived from the vector store: it is rebuilt from the store's chunks whenever
-the store's fingerprint changes, and saved under ``<index_dir>/bm25/`` with the chunk id
-order and the fingerprint it was built from. A chunk is indexed with its title and heading
-path, so words in headings count.
+The index covers the knowledge base's chunks in one fixed order (the ``DocumentIndex``'s,
+which builds, saves and loads it beside the vectors). A chunk is indexed with its title and
+heading path, so words in headings count. Besides BM25 scores it answers, from the same
+sparse term matrix, which of a query's terms each chunk contains (the ReRanker's term
+coverage), so no chunk text is tokenised at query time.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import threading
+import functools
 from pathlib import Path
 from typing import Sequence
 
@@ -23,92 +22,88 @@ def index_text(chunk: Chunk) -> str:
     return " ".join([chunk.title, *chunk.heading_path, chunk.text])
 
 
+@functools.lru_cache(maxsize=4)
+def _stemmer(name: str):
+    import Stemmer
+
+    return Stemmer.Stemmer(name)
+
+
 class KeywordIndex:
-    def __init__(self, folder: Path, stemmer: str = "english", stopwords: str = "en"):
-        self.folder = Path(folder)
+    def __init__(self, stemmer: str = "english", stopwords: str = "en"):
         self.stemmer_name = stemmer
         self.stopwords = stopwords
-        self._retriever = None
+        self._retriever = None  # bm25s.BM25, or None when no chunk is indexed
         self._ids: list[str] = []
-        self._fingerprint = ""
-        self._lock = threading.Lock()
 
-    @property
-    def stemmer(self):
-        import Stemmer
-
-        return Stemmer.Stemmer(self.stemmer_name)
+    # -- tokens -------------------------------------------------------------------------
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         import bm25s
 
-        return bm25s.tokenize(list(texts), stopwords=self.stopwords, stemmer=self.stemmer,
-                              return_ids=False, show_progress=False)
-
-    @property
-    def ids(self) -> list[str]:
-        return self._ids
-
-    @property
-    def fingerprint(self) -> str:
-        return self._fingerprint
-
-    def ensure(self, chunks_loader, fingerprint: str) -> None:
-        """Make the index match ``fingerprint``: load it from disk, or rebuild and save it."""
-        with self._lock:
-            if self._retriever is not None and self._fingerprint == fingerprint:
-                return
-            if self._load(fingerprint):
-                return
-            self._build(chunks_loader(), fingerprint)
-
-    def _load(self, fingerprint: str) -> bool:
-        meta_file = self.folder / "ragstream_meta.json"
-        if not meta_file.is_file():
-            return False
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if meta.get("fingerprint") != fingerprint:
-            return False
-        self._ids = meta["ids"]
-        self._fingerprint = fingerprint
-        if not self._ids:
-            self._retriever = "empty"
-            return True
-        import bm25s
-
-        self._retriever = bm25s.BM25.load(str(self.folder), show_progress=False)
-        return True
-
-    def _build(self, chunks: list[Chunk], fingerprint: str) -> None:
-        import bm25s
-
-        chunks = sorted(chunks, key=lambda c: c.id)
-        ids = [c.id for c in chunks]
-        tmp = self.folder.with_name(self.folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        retriever: object = "empty"
-        if chunks:
-            retriever = bm25s.BM25()
-            retriever.index(self._tokenize([index_text(c) for c in chunks]), show_progress=False)
-            retriever.save(str(tmp), show_progress=False)
-        (tmp / "ragstream_meta.json").write_text(
-            json.dumps({"fingerprint": fingerprint, "ids": ids}), encoding="utf-8")
-        shutil.rmtree(self.folder, ignore_errors=True)
-        tmp.replace(self.folder)
-        self._retriever, self._ids, self._fingerprint = retriever, ids, fingerprint
-
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every indexed chunk (aligned with ``ids``) for ``query``."""
-        n = len(self._ids)
-        tokens = self._tokenize([query])[0]
-        if not tokens or self._retriever in (None, "empty"):
-            return np.zeros(n, dtype=np.float32)
-        return np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        return bm25s.tokenize(list(texts), stopwords=self.stopwords,
+                              stemmer=_stemmer(self.stemmer_name), return_ids=False,
+                              show_progress=False)
 
     def query_terms(self, query: str) -> list[str]:
         """The stemmed, stop-word-free terms of ``query`` (as the index sees them)."""
         return self._tokenize([query])[0]
 
     def terms(self, text: str) -> set[str]:
-        return set(self._tokenize([text])[0])
+        return set(self.query_terms(text))
+
+    # -- building, saving, loading ------------------------------------------------------
+
+    @property
+    def ids(self) -> list[str]:
+        return self._ids
+
+    def build(self, ids: Sequence[str], texts: Sequence[str]) -> "KeywordIndex":
+        import bm25s
+
+        self._ids = list(ids)
+        self._retriever = None
+        if self._ids:
+            self._retriever = bm25s.BM25()
+            self._retriever.index(self._tokenize(texts), show_progress=False)
+        return self
+
+    def save(self, folder: Path) -> None:
+        if self._retriever is not None:
+            self._retriever.save(str(folder), show_progress=False)
+
+    def load(self, folder: Path, ids: Sequence[str]) -> "KeywordIndex":
+        import bm25s
+
+        self._ids = list(ids)
+        self._retriever = (bm25s.BM25.load(str(folder), show_progress=False)
+                           if self._ids else None)
+        return self
+
+    # -- scoring ------------------------------------------------------------------------
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every indexed chunk (aligned with ``ids``) for ``query``."""
+        return self.scores_for_terms(self.query_terms(query))
+
+    def scores_for_terms(self, terms: list[str]) -> np.ndarray:
+        n = len(self._ids)
+        if not terms or self._retriever is None:
+            return np.zeros(n, dtype=np.float32)
+        known = self._retriever.get_tokens_ids(terms)
+        if not known:
+            return np.zeros(n, dtype=np.float32)
+        return np.asarray(self._retriever.get_scores(known), dtype=np.float32)
+
+    def coverage(self, terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """For each chunk in ``rows`` (positions in ``ids``), the share of the distinct
+        ``terms`` it contains (0 when there are none)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        distinct = sorted(set(terms))
+        if not distinct or self._retriever is None:
+            return np.zeros(len(rows), dtype=np.float64)
+        hits = np.zeros(len(self._ids), dtype=np.int32)
+        indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]
+        for t in self._retriever.get_tokens_ids(distinct):
+            hits[indices[indptr[t]:indptr[t + 1]]] += 1
+        return hits[rows] / len(distinct)

@@ -1,17 +1,20 @@
-"""Rerankers: score (query, passage) pairs. Higher is more relevant; scores lie in [0, 1].
+"""Rerankers: score chunks against the whole query. Higher is more relevant; scores lie in [0, 1].
 
-* ``CrossEncoderReranker`` — sentence-transformers ``CrossEncoder`` (default
-  ``cross-encoder/ms-marco-MiniLM-L-6-v2``), loaded from a local folder or the local Hugging
-  Face cache only; logits go through a sigmoid.
-* ``OfflineReranker`` — used when no cross-encoder can be loaded (no package on this machine
-  ships one). It really re-scores each passage against the *whole* query, with three signals
-  the first-stage retrieval did not use:
-  - ``query_cosine``: cosine of the full query and the passage (best embedding window);
-  - ``best_sentence_cosine``: cosine of the full query and the passage's best sentence,
-    which favours a passage that answers in one place over one that is vaguely on topic;
-  - ``term_coverage``: the IDF-free share of the query's stemmed content words found in the
-    passage (exact-term evidence, e.g. names and numbers).
-  The score is their weighted sum (weights in ``reranker.offline_weights``).
+* ``cross-encoder`` — a sentence-transformers ``CrossEncoder`` (default
+  ``cross-encoder/ms-marco-MiniLM-L-6-v2``) loaded from a local folder or the local Hugging
+  Face cache only (``ragstream.backends.cross_encoder``). It reads each passage (heading path
+  + text) with the query: real model work per candidate.
+* ``offline`` — used when no cross-encoder can be loaded (no package on this machine ships
+  one). It re-scores each chunk against the *whole* query with three signals the first
+  stage did not use, all read from vectors computed at ingestion (``DocumentIndex``), so a
+  query costs one encoder call plus matrix products:
+  - ``query_cosine``: cosine of the full query and the chunk's best embedding window;
+  - ``best_sentence_cosine``: cosine of the full query and the chunk's best evidence
+    sentence, which favours a chunk that answers in one place over one vaguely on topic;
+  - ``term_coverage``: the share of the query's stemmed content words found in the chunk
+    (exact-term evidence such as names and numbers), from the BM25 index's term matrix.
+  The score is their weighted sum (weights in ``reranker.offline_weights``). A chunk the
+  index does not hold (a super-prompt older than the last ingest) is encoded on the spot.
 
 ``load_reranker`` picks the backend (``reranker.backend``: auto | cross-encoder | offline) and
 says which one ran and why, for the view and the GUI.
@@ -19,26 +22,24 @@ says which one ran and why, for the view and the GUI.
 
 from __future__ import annotations
 
-import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 
-from ragstream.backends import prepare_offline_env
+from ragstream.backends.doc_index import Evidence, encode_chunks, passage_heading
 from ragstream.config import RerankerSettings
 from ragstream.errors import ModelLoadError
-from ragstream.text import sentences
+from ragstream.super_prompt import Chunk
 
 
 class Reranker(Protocol):
     backend: str
 
-    def score(self, query: str, passages: Sequence[str],
-              window_vectors: Sequence[np.ndarray] | None = None) -> list[float]:
-        """``window_vectors``: the passages' stored embedding windows, when the caller has
-        them (a backend may use them to save work, or ignore them)."""
+    def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """One score in [0, 1] per chunk, in the order given."""
 
 
 @dataclass
@@ -48,89 +49,119 @@ class RerankerChoice:
     reason: str
 
 
-class CrossEncoderReranker:
-    backend = "cross-encoder"
-
-    def __init__(self, model: str, batch_size: int = 16):
-        prepare_offline_env()
-        from sentence_transformers import CrossEncoder
-
-        path = str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
-        self.model_name = model
-        self.batch_size = batch_size
-        self._model = CrossEncoder(path, device="cpu", local_files_only=True)
-
-    def score(self, query: str, passages: Sequence[str],
-              window_vectors: Sequence[np.ndarray] | None = None) -> list[float]:
-        if not passages:
-            return []
-        logits = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size,
-                                     show_progress_bar=False, convert_to_numpy=True)
-        return [1.0 / (1.0 + math.exp(-float(x))) for x in np.ravel(logits)]
+def passage(chunk: Chunk) -> str:
+    """What a cross-encoder reads: the heading path, then the text."""
+    heading = passage_heading(chunk)
+    return f"{heading}\n{chunk.text}" if heading else chunk.text
 
 
-#: sentences shorter than this are headings or fragments, not evidence
-MIN_SENTENCE_WORDS = 3
+class PassageReranker:
+    """A reranker that reads passage texts (a cross-encoder), given chunks."""
+
+    def __init__(self, model):
+        self.model = model
+        self.backend = model.backend
+
+    def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        return self.model.score(query, [passage(c) for c in chunks])
+
+
+def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
+    """Each chunk's stored vectors; chunks the index does not hold are encoded now."""
+    found = [index.evidence(c) if index is not None else None for c in chunks]
+    missing = [c for c, e in zip(chunks, found) if e is None]
+    if missing:
+        dim = None
+        records = encode_chunks(missing, embedder)
+        fresh: dict[str, Evidence] = {}
+        for c in missing:
+            mine = [r for r in records if r.chunk.id == c.id]
+            dim = len(mine[0].vector)
+            spans = [s for r in mine for s in r.sentence_spans]
+            vecs = [r.sentence_vectors for r in mine if r.sentence_vectors is not None]
+            fresh[c.id] = Evidence(
+                window_vectors=np.vstack([r.vector for r in mine]).astype(np.float32),
+                sentence_vectors=(np.vstack(vecs).astype(np.float32) if vecs
+                                  else np.zeros((0, dim), dtype=np.float32)),
+                sentences=[c.text[a:b] for a, b in spans])
+        found = [e if e is not None else fresh[c.id] for c, e in zip(chunks, found)]
+    return found
 
 
 class OfflineReranker:
     backend = "offline"
 
-    def __init__(self, embedder, terms, weights):
-        """``embedder``: an Embedder; ``terms``: text -> set of stemmed content words."""
-        self.embedder = embedder
-        self.terms = terms
+    def __init__(self, services, weights):
+        """``services``: where the embedder, the keyword tokenizer and the index come from
+        (read at each call, so a swapped embedder or a re-ingested store is seen)."""
+        self.services = services
         self.weights = weights
 
-    def features(self, query: str, passages: Sequence[str],
-                 window_vectors: Sequence[np.ndarray] | None = None) -> list[dict[str, float]]:
-        if not passages:
+    def features(self, query: str, chunks: Sequence[Chunk]) -> list[dict[str, float]]:
+        if not chunks:
             return []
-        q = self.embedder.embed([query])[0]
-        units: list[str] = []  # texts to embed: windows (unless given), then sentences
-        spans: list[tuple[int, int, int]] = []
-        for i, p in enumerate(passages):
-            windows = [] if window_vectors is not None else (
-                [p[a:b] for a, b in self.embedder.windows(p)] or [p])
-            sents = [s for s in sentences(p) if len(s.split()) >= MIN_SENTENCE_WORDS] or [p]
-            start = len(units)
-            units.extend(windows)
-            units.extend(sents)
-            spans.append((start, start + len(windows), start + len(windows) + len(sents)))
-        sims = self.embedder.embed(units) @ q
-        q_terms = self.terms(query)
+        services = self.services
+        q = services.embedder.embed([query])[0]
+        index = services.index()
+        evidence = evidence_for(chunks, index, services.embedder)
+        terms = index.keyword.query_terms(query)
+        rows = [index.row(c.id) if index.holds(c) else None for c in chunks]
+        held = np.asarray([r for r in rows if r is not None], dtype=np.int64)
+        coverage_held = iter(index.keyword.coverage(terms, held).tolist())
+        q_set = set(terms)
         out = []
-        for i, (p, (a, b, c)) in enumerate(zip(passages, spans)):
-            window_sims = (np.asarray(window_vectors[i]) @ q) if window_vectors is not None else sims[a:b]
-            coverage = (len(q_terms & self.terms(p)) / len(q_terms)) if q_terms else 0.0
+        for c, ev, r in zip(chunks, evidence, rows):
+            window_cos = float((ev.window_vectors @ q).max())
+            sent_cos = (float((ev.sentence_vectors @ q).max()) if len(ev.sentence_vectors)
+                        else window_cos)
+            if r is not None:
+                coverage = next(coverage_held)
+            else:
+                coverage = (len(q_set & index.keyword.terms(passage(c))) / len(q_set)) if q_set else 0.0
             out.append({
-                "query_cosine": max(0.0, float(window_sims.max())),
-                "best_sentence_cosine": max(0.0, float(sims[b:c].max())),
-                "term_coverage": coverage,
+                "query_cosine": max(0.0, window_cos),
+                "best_sentence_cosine": max(0.0, sent_cos),
+                "term_coverage": float(coverage),
             })
         return out
 
-    def score(self, query: str, passages: Sequence[str],
-              window_vectors: Sequence[np.ndarray] | None = None) -> list[float]:
+    def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
         w = self.weights
         total = w.query_cosine + w.best_sentence_cosine + w.term_coverage or 1.0
         return [
             (w.query_cosine * f["query_cosine"] + w.best_sentence_cosine * f["best_sentence_cosine"]
              + w.term_coverage * f["term_coverage"]) / total
-            for f in self.features(query, passages, window_vectors)
+            for f in self.features(query, chunks)
         ]
 
 
-def load_reranker(settings: RerankerSettings, embedder, terms) -> RerankerChoice:
+def find_local_model(model: str) -> str | None:
+    """A folder for ``model`` on this machine (a path, or the local Hugging Face cache), or
+    None. Checked before importing sentence-transformers, which takes seconds."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return str(path)
+    hub = os.environ.get("HF_HUB_CACHE") or str(
+        Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    cached = Path(hub) / ("models--" + model.replace("/", "--"))
+    return model if cached.is_dir() else None
+
+
+def load_reranker(settings: RerankerSettings, services) -> RerankerChoice:
     def offline(reason: str) -> RerankerChoice:
-        return RerankerChoice(OfflineReranker(embedder, terms, settings.offline_weights),
-                              "offline", reason)
+        return RerankerChoice(OfflineReranker(services, settings.offline_weights), "offline", reason)
 
     if settings.backend == "offline":
         return offline("reranker.backend is 'offline'")
+    if settings.backend == "auto" and find_local_model(settings.model) is None:
+        return offline(f"cross-encoder {settings.model} not available offline (no such folder "
+                       f"and not in the local Hugging Face cache)")
     try:
+        from ragstream.backends.cross_encoder import CrossEncoderReranker
+
         ce = CrossEncoderReranker(settings.model, settings.batch_size)
-        return RerankerChoice(ce, "cross-encoder", f"cross-encoder {settings.model} loaded")
+        return RerankerChoice(PassageReranker(ce), "cross-encoder",
+                              f"cross-encoder {settings.model} loaded")
     except Exception as err:  # noqa: BLE001 - any load failure means "not available offline"
         if settings.backend == "cross-encoder":
             raise ModelLoadError(

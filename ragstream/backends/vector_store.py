@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
 from ragstream.config import VectorStoreSettings
 from ragstream.errors import VectorStoreError
 from ragstream.super_prompt import Chunk
@@ -38,20 +39,6 @@ _CHUNK_FIELDS = [
 
 
 @dataclass(frozen=True)
-class WindowRecord:
-    chunk: Chunk
-    window: int
-    n_windows: int
-    start: int  # character span of the window inside chunk.text
-    end: int
-    vector: np.ndarray
-
-    @property
-    def id(self) -> str:
-        return f"{self.chunk.id}@w{self.window}"
-
-
-@dataclass(frozen=True)
 class StoredDocument:
     doc_id: str
     doc_hash: str
@@ -60,7 +47,8 @@ class StoredDocument:
     root: str
 
 
-def _metadata(rec: WindowRecord, doc_hash: str, ingested_at: str, root: str) -> dict[str, Any]:
+def _metadata(rec: WindowRecord, doc_hash: str, ingested_at: str, root: str,
+              doc_windows: int) -> dict[str, Any]:
     c = rec.chunk
     meta: dict[str, Any] = {f: getattr(c, f) for f in _CHUNK_FIELDS}
     meta.update(
@@ -69,8 +57,12 @@ def _metadata(rec: WindowRecord, doc_hash: str, ingested_at: str, root: str) -> 
         window=rec.window,
         n_windows=rec.n_windows,
         doc_hash=doc_hash,
+        doc_windows=doc_windows,
         ingested_at=ingested_at,
         root=root,
+        # the evidence sentences that start in this window: spans in the chunk text, vectors
+        sentence_spans=json.dumps([list(s) for s in rec.sentence_spans]),
+        sentence_vectors=pack_vectors(rec.sentence_vectors),
     )
     return meta
 
@@ -179,14 +171,23 @@ class ChromaStore:
             offset += page
 
     def documents(self) -> dict[str, StoredDocument]:
+        """The stored documents. A document whose windows are not all present (a write that
+        was killed half-way) is listed with an empty hash, so the next ingest rewrites it."""
         res = self._get_all(["metadatas"])
         chunks: dict[str, set[str]] = defaultdict(set)
+        windows: dict[str, int] = defaultdict(int)
         first: dict[str, dict] = {}
         for meta in res["metadatas"]:
             chunks[meta["doc_id"]].add(meta["chunk_id"])
+            windows[meta["doc_id"]] += 1
             first.setdefault(meta["doc_id"], meta)
+
+        def doc_hash(d: str, m: dict) -> str:
+            expected = m.get("doc_windows")
+            return m["doc_hash"] if expected in (None, windows[d]) else ""
+
         return {
-            d: StoredDocument(d, m["doc_hash"], len(chunks[d]), m["ingested_at"], m.get("root", ""))
+            d: StoredDocument(d, doc_hash(d, m), len(chunks[d]), m["ingested_at"], m.get("root", ""))
             for d, m in sorted(first.items())
         }
 
@@ -211,72 +212,79 @@ class ChromaStore:
         """All window vectors of each chunk, as a (windows × dim) array."""
         return self.chunks_with_vectors(chunk_ids, with_text=False)[1]
 
-    def chunks_with_vectors(self, chunk_ids: Iterable[str], with_text: bool = True
-                            ) -> tuple[dict[str, Chunk], dict[str, np.ndarray]]:
-        """The chunks and their window vectors, in one read of the store."""
+    def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """All window vectors of each chunk, as a (windows × dim) array."""
         ids = sorted(set(chunk_ids))
         if not ids:
-            return {}, {}
-        include = ["metadatas", "embeddings"] + (["documents"] if with_text else [])
-        res = self._get_all(include, {"chunk_id": {"$in": ids}})
-        docs = res["documents"] if with_text else [""] * len(res["ids"])
+            return {}
+        res = self._get_all(["metadatas", "embeddings"], {"chunk_id": {"$in": ids}})
         grouped: dict[str, list] = defaultdict(list)
-        for meta, vec, doc in zip(res["metadatas"], res["embeddings"], docs):
+        for meta, vec in zip(res["metadatas"], res["embeddings"]):
+            grouped[meta["chunk_id"]].append((meta["window"], vec))
+        return {cid: np.asarray([v for _, v in sorted(rows, key=lambda r: r[0])], dtype=np.float32)
+                for cid, rows in grouped.items()}
+
+    def read_index_records(self):
+        """Everything the in-memory ``DocumentIndex`` is built from, in one pass over the
+        store: the chunks, each chunk's window vectors (in window order) and its evidence
+        sentences as ``((start, end), vector)``; and the vector dimension."""
+        res = self._get_all(["metadatas", "documents", "embeddings"])
+        grouped: dict[str, list] = defaultdict(list)
+        dim = 0
+        for meta, doc, vec in zip(res["metadatas"], res["documents"], res["embeddings"]):
             grouped[meta["chunk_id"]].append((meta, doc, vec))
-        chunks: dict[str, Chunk] = {}
-        vectors: dict[str, np.ndarray] = {}
+            dim = len(vec)
+        chunks, windows, sentences = [], {}, {}
         for cid, rows in grouped.items():
             rows.sort(key=lambda r: r[0]["window"])
-            vectors[cid] = np.asarray([v for _, _, v in rows], dtype=np.float32)
-            if with_text:
-                chunks[cid] = _chunk_from([(m, d) for m, d, _ in rows])
-        return chunks, vectors
-
-    def query(self, vectors: np.ndarray, n_chunks: int) -> list[list[str]]:
-        """For each query vector, up to ``n_chunks`` chunk ids, nearest first (by best window)."""
-        total = self.count_windows()
-        if total == 0 or len(vectors) == 0:
-            return [[] for _ in range(len(vectors))]
-        # ask for more windows than chunks, since several windows may belong to one chunk
-        n = min(total, max(n_chunks * 2, n_chunks + 8))
-        res = self.collection.query(
-            query_embeddings=np.asarray(vectors, dtype=np.float32).tolist(),
-            n_results=n,
-            include=["metadatas", "distances"],
-        )
-        out: list[list[str]] = []
-        for metas, dists in zip(res["metadatas"], res["distances"]):
-            best: dict[str, float] = {}
-            for meta, dist in zip(metas, dists):
-                cid = meta["chunk_id"]
-                best[cid] = min(best.get(cid, dist), dist)
-            ranked = sorted(best, key=lambda c: (best[c], c))
-            out.append(ranked[:n_chunks])
-        return out
+            chunks.append(_chunk_from([(m, d) for m, d, _ in rows]))
+            windows[cid] = [np.asarray(v, dtype=np.float32) for _, _, v in rows]
+            sents = []
+            for meta, _doc, _vec in rows:
+                spans = json.loads(meta.get("sentence_spans") or "[]")
+                vecs = unpack_vectors(meta.get("sentence_vectors") or "", dim)
+                sents.extend((tuple(span), v) for span, v in zip(spans, vecs))
+            sentences[cid] = sents
+        return chunks, windows, sentences, dim
 
     # -- writing ------------------------------------------------------------------------
 
     def replace_document(self, doc_id: str, records: list[WindowRecord], doc_hash: str,
                          ingested_at: str, root: str = "") -> None:
-        """Swap a document's windows for ``records``: all of them are written, or none.
+        """Swap a document's windows for ``records``: all of them are written, or none."""
+        self.replace_documents([(doc_id, records, doc_hash)], ingested_at, root)
 
-        The old windows are read first; if any write fails, the new windows are removed and
-        the old ones restored, and ``VectorStoreError`` is raised.
+    def replace_documents(self, documents: list[tuple[str, list[WindowRecord], str]],
+                          ingested_at: str, root: str = "") -> None:
+        """Swap each ``(doc_id, records, doc_hash)``'s windows for ``records`` in one write.
+
+        All-or-nothing for the whole batch (so for every document in it): the old windows
+        are read first; if any write fails, the new windows are removed, the old ones
+        restored, and ``VectorStoreError`` is raised. The generation stamp is renewed before
+        the first write and after the last, so a process killed half-way never leaves a
+        snapshot of the store that claims to be current.
         """
+        if not documents:
+            return
         coll = self.collection
-        old = self._get_all(["metadatas", "documents", "embeddings"], {"doc_id": doc_id})
-        new_ids = [r.id for r in records]
+        doc_ids = [d for d, _, _ in documents]
+        old = self._get_all(["metadatas", "documents", "embeddings"],
+                            {"doc_id": {"$in": doc_ids}} if len(doc_ids) > 1 else {"doc_id": doc_ids[0]})
+        rows = [(rec, _metadata(rec, digest, ingested_at, root, len(records)))
+                for _doc, records, digest in documents for rec in records]
+        new_ids = [rec.id for rec, _ in rows]
         batch = self.settings.write_batch_size
         try:
+            self._bump_generation()
             if old["ids"]:
                 coll.delete(ids=old["ids"])
-            for i in range(0, len(records), batch):
-                part = records[i:i + batch]
+            for i in range(0, len(rows), batch):
+                part = rows[i:i + batch]
                 self._add(
-                    ids=[r.id for r in part],
-                    embeddings=[r.vector.astype(np.float32).tolist() for r in part],
-                    documents=[r.chunk.text[r.start:r.end] for r in part],
-                    metadatas=[_metadata(r, doc_hash, ingested_at, root) for r in part],
+                    ids=[r.id for r, _ in part],
+                    embeddings=np.asarray([r.vector for r, _ in part], dtype=np.float32),
+                    documents=[r.chunk.text[r.start:r.end] for r, _ in part],
+                    metadatas=[m for _, m in part],
                 )
             self._bump_generation()
         except Exception as err:
@@ -285,9 +293,10 @@ class ChromaStore:
                 self._bump_generation()
             except Exception:  # noqa: BLE001 - the write error below is the one to report
                 pass
+            names = doc_ids[0] if len(doc_ids) == 1 else f"{len(doc_ids)} documents ({doc_ids[0]}, …)"
             raise VectorStoreError(
-                f"Writing document {doc_id!r} failed and was rolled back (its previous version, "
-                f"if any, is intact): {err}"
+                f"Writing {names!s} failed and was rolled back (the previous version, if any, "
+                f"is intact): {err}"
             ) from err
 
     def _add(self, **kwargs: Any) -> None:
@@ -299,7 +308,7 @@ class ChromaStore:
         if present:
             coll.delete(ids=present)
         if old["ids"]:
-            coll.add(ids=old["ids"], embeddings=[list(map(float, v)) for v in old["embeddings"]],
+            coll.add(ids=old["ids"], embeddings=np.asarray(old["embeddings"], dtype=np.float32),
                      documents=old["documents"], metadatas=old["metadatas"])
 
     def delete_document(self, doc_id: str) -> int:

@@ -3,14 +3,16 @@
 For each file, in path order:
 
 * unchanged (same content hash as stored) → skipped;
-* new or changed → parsed into chunks (``chunker.parse_document``), every chunk embedded in
-  windows, and the document's windows swapped in all-or-nothing
-  (``ChromaStore.replace_document`` rolls back on any write failure);
+* new or changed → parsed into chunks (``chunker.parse_document``); documents are embedded
+  in batches of about ``chunking.ingest_batch_chunks`` chunks (windows and evidence
+  sentences, one length-sorted encoder pass) and each batch is swapped in all-or-nothing
+  (``ChromaStore.replace_documents`` rolls back on any write failure; a failed batch is
+  retried document by document, so one bad document fails alone);
 * unreadable (not UTF-8) or failing → counted as failed with the reason; the run goes on and
   the stored version, if any, stays.
 
 With ``prune`` (the default for a folder), documents previously ingested from the same folder
-whose files are gone are removed. The keyword index is rebuilt afterwards. Document ids are
+whose files are gone are removed. The in-memory index (vectors, BM25) is rebuilt afterwards. Document ids are
 ``<folder name>/<path inside the folder>``.
 """
 
@@ -19,13 +21,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 from pydantic import BaseModel, Field
 
-from ragstream.backends.vector_store import WindowRecord
+from ragstream.backends.doc_index import WindowRecord, encode_chunks
 from ragstream.config import AppConfig
 from ragstream.errors import IngestError, RagstreamError
 from ragstream.ingest.chunker import parse_document
@@ -66,18 +68,16 @@ def list_files(root: Path, extensions: list[str]) -> list[Path]:
 
 
 def embed_chunks(chunks, embedder) -> list[WindowRecord]:
-    """Every chunk's windows, embedded with the chunk's heading path in front."""
-    plan = []
-    for chunk in chunks:
-        spans = embedder.windows(chunk.text)
-        context = " > ".join(chunk.heading_path)
-        for w, (a, b) in enumerate(spans):
-            window_text = chunk.text[a:b].strip()
-            plan.append((chunk, w, len(spans), a, b,
-                         f"{context}\n{window_text}" if context else window_text))
-    vectors = embedder.embed([p[5] for p in plan]) if plan else np.zeros((0, 0))
-    return [WindowRecord(chunk=c, window=w, n_windows=n, start=a, end=b, vector=v)
-            for (c, w, n, a, b, _), v in zip(plan, vectors)]
+    """Every chunk's windows and evidence sentences, embedded (see ``encode_chunks``)."""
+    return encode_chunks(chunks, embedder)
+
+
+@dataclass
+class _Pending:
+    doc_id: str
+    chunks: list
+    digest: str
+    stored: bool  # an older version is in the store
 
 
 def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None = None,
@@ -100,6 +100,33 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
     stored = store.documents()
     seen: set[str] = set()
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    batch_chunks = cfg.settings.chunking.ingest_batch_chunks
+    pending: list[_Pending] = []
+
+    def write(batch: list[_Pending]) -> None:
+        """Embed a batch of documents together (the encoder is fastest on big, length-sorted
+        batches) and write them in one store call; if that fails, write them one by one so
+        that one bad document fails alone."""
+        try:
+            records = embed_chunks([c for p in batch for c in p.chunks], services.embedder)
+            by_doc: dict[str, list] = {p.doc_id: [] for p in batch}
+            for rec in records:
+                by_doc[rec.chunk.doc_id].append(rec)
+            store.replace_documents([(p.doc_id, by_doc[p.doc_id], p.digest) for p in batch],
+                                    now, str(root))
+        except Exception as err:  # noqa: BLE001 - one bad file must not stop the run
+            if len(batch) > 1:
+                for p in batch:
+                    write([p])
+                return
+            report.failed += 1
+            msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
+            report.errors.append(f"{batch[0].doc_id}: {msg}")
+            return
+        for p in batch:
+            report.processed += 1
+            report.chunks_written += len(p.chunks)
+            report.windows_written += len(by_doc[p.doc_id])
 
     for i, file in enumerate(files):
         doc_id = f"{root.name}/{file.relative_to(root).as_posix()}"
@@ -124,25 +151,23 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
         try:
             mtime = dt.date.fromtimestamp(file.stat().st_mtime).isoformat()
             parsed = parse_document(text, doc_id, cfg.settings.chunking, mtime)
-            report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings)
-            if not parsed.chunks:  # the chunker's warnings already say why
-                if doc_id in stored:
-                    store.delete_document(doc_id)
-                    report.deleted += 1
-                continue
-            records = embed_chunks(parsed.chunks, services.embedder)
-            store.replace_document(doc_id, records, digest, now, str(root))
-        except RagstreamError as err:
-            report.failed += 1
-            report.errors.append(f"{doc_id}: {err}")
-            continue
         except Exception as err:  # noqa: BLE001 - one bad file must not stop the run
             report.failed += 1
-            report.errors.append(f"{doc_id}: {type(err).__name__}: {err}")
+            msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
+            report.errors.append(f"{doc_id}: {msg}")
             continue
-        report.processed += 1
-        report.chunks_written += len(parsed.chunks)
-        report.windows_written += len(records)
+        report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings)
+        if not parsed.chunks:  # the chunker's warnings already say why
+            if doc_id in stored:
+                store.delete_document(doc_id)
+                report.deleted += 1
+            continue
+        pending.append(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
+        if sum(len(p.chunks) for p in pending) >= batch_chunks:
+            write(pending)
+            pending = []
+    if pending:
+        write(pending)
 
     if prune:
         for doc_id, doc in stored.items():
@@ -151,6 +176,6 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
                 report.deleted += 1
     if progress:
         progress(len(files), len(files), "")
-    services.keyword()  # rebuild the BM25 index now, not on the first query
+    services.index()  # bring the in-memory index up to date now, not on the first query
     report.duration_s = round(time.perf_counter() - started, 3)
     return report

@@ -3,9 +3,11 @@
 
 Deterministic mode — extractive, budgeted sentence selection with provenance:
 
-1. Split every A3-kept chunk into sentences (code blocks, table rows and fragments shorter
-   than ``min_sentence_words`` are skipped).
-2. Score each sentence by cosine similarity to the prompt (task, purpose, context, format).
+1. Take every A3-kept chunk's evidence sentences (``text.evidence_units``: code blocks, table
+   rows and headings skipped), those of at least ``min_sentence_words`` words.
+2. Score each sentence by cosine similarity to the prompt (task, purpose, context, format),
+   from the sentence vectors computed at ingestion (``DocumentIndex``): only the prompt is
+   embedded.
 3. Take sentences best-first (ties: chunk order, then sentence order) while they score at
    least ``min_sentence_score``, a chunk gives at most ``max_sentences_per_chunk``, at most
    N3 chunks contribute, a sentence is not a near-repeat (word Jaccard ≥
@@ -29,20 +31,19 @@ from pydantic import BaseModel, Field
 
 from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.agents.factory import Agent, run_agent
+from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
 from ragstream.render import rerank_query
 from ragstream.stages.retrieval import build_query
 from ragstream.super_prompt import SuperPrompt, ViewRow
-from ragstream.text import sentences, words
+from ragstream.text import words
 
 NAME = "A4_Condenser"
 NAME_VIEW = "a4"
 DIGITS = 6
 HEADER = "## Condensed context\n"
 EMPTY = HEADER + "\n_No retrieved chunk passed the A3 gate, so no context can ground the answer._\n"
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)  # code is quoted, not condensed
 
 
 @dataclass
@@ -65,23 +66,6 @@ class A4Output(BaseModel):
     constraints: list[A4Statement] = Field(default_factory=list)
     open_issues: list[str] = Field(default_factory=list,
                                    description="what the prompt asks that the sources do not answer")
-
-
-def _clean(sentence: str) -> str:
-    """One line of prose: list markers and Markdown emphasis removed, whitespace collapsed."""
-    lines = [_LIST_MARK.sub("", ln).strip() for ln in sentence.splitlines()]
-    return re.sub(r"\s+", " ", " ".join(ln for ln in lines if ln)).replace("**", "").strip()
-
-
-def _units(text: str, min_words: int) -> list[str]:
-    out = []
-    for s in sentences(_FENCED.sub("\n\n", text)):
-        if s.startswith(("```", "~~~", "|", "#")) or "```" in s:
-            continue
-        s = _clean(s)
-        if len(s.split()) >= min_words:
-            out.append(s)
-    return out
 
 
 def _is_constraint(sentence: str, cues: list[str]) -> bool:
@@ -121,10 +105,18 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
     query = rerank_query(sp.body, sp.extras.get("body_sources"))
-    units = {cid: _units(chunks[cid].text, acfg.min_sentence_words) for cid in candidates}
-    flat = [(ci, si, s) for ci, cid in enumerate(candidates) for si, s in enumerate(units[cid])]
-    vecs = services.embedder.embed([query] + [s for _, _, s in flat])
-    sims = (vecs[1:] @ vecs[0]) if flat else np.zeros(0)
+    # the evidence sentences and their vectors were computed at ingestion: only the query
+    # is embedded here (and usually found in the embedder's cache, after the ReRanker)
+    evidence = evidence_for([chunks[c] for c in candidates], services.index(), services.embedder)
+    units: dict[str, list[str]] = {}
+    flat, flat_vecs = [], []
+    for ci, (cid, ev) in enumerate(zip(candidates, evidence)):
+        keep = [k for k, s in enumerate(ev.sentences) if len(s.split()) >= acfg.min_sentence_words]
+        units[cid] = [ev.sentences[k] for k in keep]
+        flat.extend((ci, si, ev.sentences[k]) for si, k in enumerate(keep))
+        flat_vecs.extend(ev.sentence_vectors[k] for k in keep)
+    q = services.embedder.embed([query])[0]
+    sims = np.round(np.vstack(flat_vecs) @ q, DIGITS) if flat else np.zeros(0)
     pool = sorted(range(len(flat)), key=lambda i: (-round(float(sims[i]), DIGITS), flat[i][0], flat[i][1]))
 
     used = count_tokens(HEADER + "\n### Facts\n\n### Constraints\n", enc)

@@ -2,8 +2,9 @@
 
 The query is the plain-text Prompt (task, purpose, context, format — no System block, no
 attachments). Each candidate is scored with its heading path in front of its text by the
-configured backend (a cross-encoder, or the offline re-scorer when none can be loaded); the
-view is sorted by that score (ties by id) and names the backend that ran. ``final_selection_ids``
+configured backend (a cross-encoder, or the offline re-scorer when none can be loaded, which
+reads the vectors computed at ingestion and embeds only the query); the view is sorted by
+that score (ties by id) and names the backend that ran. ``final_selection_ids``
 is not touched.
 """
 
@@ -19,11 +20,6 @@ NAME_VIEW = "reranked"
 DIGITS = 6
 
 
-def passage(chunk) -> str:
-    heading = " > ".join(chunk.heading_path)
-    return f"{heading}\n{chunk.text}" if heading else chunk.text
-
-
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     retrieved = sp.kept_ids("retrieval")
     if not retrieved:
@@ -33,9 +29,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     chunks = sp.chunk_map()
     choice = services.reranker
     query = rerank_query(sp.body, sp.extras.get("body_sources"))
-    stored = services.store.window_vectors(candidates)
-    vectors = [stored[c] for c in candidates] if all(c in stored for c in candidates) else None
-    scores = choice.reranker.score(query, [passage(chunks[c]) for c in candidates], vectors)
+    scores = choice.reranker.score(query, [chunks[c] for c in candidates])
     if len(scores) != len(candidates):
         raise StageError(NAME, f"the {choice.backend} backend returned {len(scores)} scores "
                                f"for {len(candidates)} candidates")

@@ -3,11 +3,13 @@
 1. Query: task, context and purpose from ``sp.body``, whitespace-normalised.
 2. Pieces: the query's sentences, short ones joined to a neighbour, then adjacent pieces
    merged (smallest pair first) until at most N0 remain.
-3. Dense: each piece is embedded; Chroma proposes the nearest chunks per piece; then every
-   candidate's exact cosine to every piece is computed from its stored window vectors (best
-   window), so no candidate is scored from a partial list.
+3. Dense: the pieces are embedded (the only model call); every chunk's exact cosine to every
+   piece (its best window) comes from one matrix product over the in-memory window vectors
+   (``DocumentIndex``), so nothing is read from Chroma at query time and no candidate is
+   scored from a partial list.
 4. Keyword: BM25 (bm25s) scores of every chunk per piece, each piece's scores divided by that
-   piece's best score so pieces weigh alike; candidates are each piece's top N1 with a score.
+   piece's best score so pieces weigh alike. Candidates are each piece's N1 nearest chunks
+   and its N1 best keyword matches.
 5. Per chunk, the piece scores are aggregated with LogAvgExp (τ from config), separately for
    dense and keyword; two rankings result (ties by chunk id).
 6. Reciprocal rank fusion of the two rankings (k and weights from config); the top N1 by
@@ -19,12 +21,13 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyIndexError, StageError
-from ragstream.scoring import logavgexp, rank_positions, reciprocal_rank_fusion
+from ragstream.scoring import rank_positions, reciprocal_rank_fusion
 from ragstream.super_prompt import SuperPrompt, ViewRow
 from ragstream.text import sentences
 
@@ -57,47 +60,79 @@ def split_query(query: str, max_pieces: int, min_words: int) -> list[str]:
     return merged
 
 
+def logavgexp_rows(scores: np.ndarray, tau: float) -> np.ndarray:
+    """``scoring.logavgexp`` over the last axis of a matrix (one row per chunk)."""
+    if scores.shape[-1] == 0:
+        return np.zeros(scores.shape[:-1])
+    m = scores.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(tau * (scores - m)).mean(axis=-1, keepdims=True)) / tau)[..., 0]
+
+
+def top_rows(scores: np.ndarray, n: int, positive: bool = False) -> np.ndarray:
+    """Row numbers of the ``n`` best scores (ties: lower row, i.e. smaller chunk id)."""
+    rows = np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
+    if len(rows) > n:
+        # a partition first (fast at 100k chunks), then an exact, tie-stable sort of the few
+        cut = np.partition(scores[rows], len(rows) - n)[len(rows) - n]
+        rows = rows[scores[rows] >= cut]
+    order = np.lexsort((rows, -scores[rows]))
+    return rows[order][:n]
+
+
+@dataclass
+class HybridScores:
+    """Dense and keyword evidence for every chunk of the index (rows in id order)."""
+
+    pieces: list[str]
+    dense_by_piece: np.ndarray  # (chunks × pieces) best-window cosine
+    keyword_by_piece: np.ndarray  # (chunks × pieces) BM25, each piece divided by its best
+
+    def dense(self, rows: np.ndarray, tau: float) -> np.ndarray:
+        return np.round(logavgexp_rows(self.dense_by_piece[rows].astype(np.float64), tau), DIGITS)
+
+    def keyword(self, rows: np.ndarray, tau: float) -> np.ndarray:
+        kw = self.keyword_by_piece[rows]
+        out = np.round(logavgexp_rows(kw, tau), DIGITS)
+        return np.where(kw.max(axis=1) > 0, out, 0.0) if len(rows) else out
+
+
+def hybrid_scores(index, embedder, pieces: list[str]) -> HybridScores:
+    """Score every chunk of ``index`` against every query piece: one encoder call for the
+    pieces, one matrix product over all window vectors, one BM25 pass per piece."""
+    piece_vecs = embedder.embed(pieces)
+    dense = index.piece_cosines(piece_vecs)
+    kw = np.zeros((index.n_chunks, len(pieces)), dtype=np.float64)
+    for i, piece in enumerate(pieces):
+        s = index.keyword.scores(piece).astype(np.float64)
+        top = s.max() if len(s) else 0.0
+        if top > 0:
+            kw[:, i] = s / top
+    return HybridScores(pieces, dense, kw)
+
+
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     limits, rs = cfg.limits, cfg.settings.retrieval
     query = build_query(sp.body)
     if not query:
         raise StageError(NAME, "the prompt has no task, context or purpose to search for; "
                                "run A0_PreProcessing on a non-empty prompt first.")
-    store = services.store
-    if store.count_windows() == 0:
+    index = services.index()
+    if index.n_chunks == 0:
         raise EmptyIndexError(cfg.settings.vector_store.collection)
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
     n1 = limits.N1_RETR_MAX_CANDIDATES
+    hs = hybrid_scores(index, services.embedder, pieces)
 
-    # dense candidates, then exact per-piece cosine from every candidate's window vectors
-    piece_vecs = services.embedder.embed(pieces)
-    candidates: set[str] = set()
-    for hits in store.query(piece_vecs, n1):
-        candidates.update(hits)
-
-    # keyword scores for all chunks, per piece, normalised by the piece's best score
-    kw = services.keyword()
-    kw_ids = kw.ids
-    kw_matrix = np.zeros((len(pieces), len(kw_ids)), dtype=np.float64)
-    for i, piece in enumerate(pieces):
-        s = kw.scores(piece).astype(np.float64)
-        top = s.max() if len(s) else 0.0
-        if top > 0:
-            kw_matrix[i] = s / top
-            best = sorted((j for j in np.flatnonzero(s > 0)), key=lambda j: (-s[j], kw_ids[j]))
-            candidates.update(kw_ids[j] for j in best[:n1])
-    kw_col = {cid: j for j, cid in enumerate(kw_ids)}
-
-    ordered = sorted(candidates)
-    stored_chunks, windows = store.chunks_with_vectors(ordered)
-    dense: dict[str, float] = {}
-    keyword: dict[str, float] = {}
-    for cid in ordered:
-        piece_cos = (windows[cid] @ piece_vecs.T).max(axis=0) if cid in windows else np.zeros(len(pieces))
-        dense[cid] = round(logavgexp([float(x) for x in piece_cos], rs.tau), DIGITS)
-        j = kw_col.get(cid)
-        kscores = [float(x) for x in kw_matrix[:, j]] if j is not None else [0.0] * len(pieces)
-        keyword[cid] = round(logavgexp(kscores, rs.tau), DIGITS) if any(kscores) else 0.0
+    # candidates: each piece's n1 nearest chunks and its n1 best keyword matches
+    rows_set: set[int] = set()
+    for i in range(len(pieces)):
+        rows_set.update(top_rows(hs.dense_by_piece[:, i], n1).tolist())
+        rows_set.update(top_rows(hs.keyword_by_piece[:, i], n1, positive=True).tolist())
+    rows = np.asarray(sorted(rows_set), dtype=np.int64)  # row order is chunk id order
+    ids = index.ids
+    ordered = [ids[r] for r in rows]
+    dense = dict(zip(ordered, hs.dense(rows, rs.tau).tolist()))
+    keyword = dict(zip(ordered, hs.keyword(rows, rs.tau).tolist()))
 
     dense_rank = sorted(ordered, key=lambda c: (-dense[c], c))
     kw_rank = sorted((c for c in ordered if keyword[c] > 0), key=lambda c: (-keyword[c], c))
@@ -107,28 +142,23 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     top = sorted(ordered, key=lambda c: (-fused[c], c))[:n1]
     d_pos, k_pos = rank_positions(dense_rank), rank_positions(kw_rank)
 
-    rows = []
+    out_rows = []
     for rank, cid in enumerate(top, start=1):
         scores = {"fused": fused[cid], "dense": dense[cid], "keyword": keyword[cid],
                   "dense_rank": float(d_pos[cid])}
         if cid in k_pos:
             scores["keyword_rank"] = float(k_pos[cid])
-        rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores))
+        out_rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores))
 
-    missing = [c for c in top if c not in stored_chunks]
-    if missing:
-        raise StageError(NAME, f"the vector store lost chunks while reading: {missing[:3]}; "
-                               f"re-ingest the knowledge base.")
-    sp.base_context_chunks = [stored_chunks[c] for c in top]
-    sp.views_by_stage[NAME_VIEW] = rows
+    sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]
+    sp.views_by_stage[NAME_VIEW] = out_rows
     sp.extras["retrieval"] = {
         "query": query,
         "pieces": pieces,
         "candidates_considered": len(ordered),
-        "returned": len(rows),
+        "returned": len(out_rows),
         "tau": rs.tau,
         "rrf_k": rs.rrf_k,
-        "index_chunks": len(kw_ids),
+        "index_chunks": index.n_chunks,
     }
     return sp
-

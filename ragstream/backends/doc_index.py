@@ -1,0 +1,303 @@
+"""The knowledge base in memory: encode once, score fast.
+
+Everything a query needs that depends only on the documents is computed when a document is
+ingested and kept with its windows in the vector store (Chroma, the record of truth):
+
+* one vector per embedding *window* of a chunk (the dense retrieval signal);
+* one vector per *evidence sentence* of a chunk (``text.evidence_units``: the ReRanker's
+  best-sentence signal and A4's extraction candidates), stored in the window's metadata;
+* the chunk text and metadata, from which the BM25 index and each chunk's term set follow.
+
+``DocumentIndex`` holds all of it as contiguous matrices, chunks in id order, so a query
+costs one encoder call for its pieces plus a few matrix products: no per-query reads from
+Chroma and no per-query encoding of document text. It is a snapshot of the store at one
+*fingerprint* (``ChromaStore.fingerprint``, renewed by every write). ``IndexCache`` keeps the
+current snapshot in memory and a copy on disk (``<index_dir>/docindex-<collection>/``,
+written to a temporary folder and swapped in whole), and rebuilds it from the store when the
+fingerprint moves on — after any ingest, re-ingest or prune, by this or another process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ragstream.backends.keyword_index import KeywordIndex, index_text
+from ragstream.super_prompt import Chunk
+from ragstream.text import clean_sentence, evidence_units
+
+FORMAT_VERSION = 2
+#: sentences shorter than this are headings or fragments, not evidence
+MIN_EVIDENCE_WORDS = 3
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One embedding window of a chunk, with the evidence sentences that start inside it."""
+
+    chunk: Chunk
+    window: int
+    n_windows: int
+    start: int  # character span of the window inside chunk.text
+    end: int
+    vector: np.ndarray
+    sentence_spans: tuple[tuple[int, int], ...] = ()
+    sentence_vectors: np.ndarray | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.chunk.id}@w{self.window}"
+
+
+def passage_heading(chunk: Chunk) -> str:
+    return " > ".join(chunk.heading_path)
+
+
+def encode_chunks(chunks: Sequence[Chunk], embedder) -> list[WindowRecord]:
+    """Every chunk's windows (heading path in front) and evidence sentences, embedded in one
+    batch (the encoder sorts by length)."""
+    windows: list[tuple[Chunk, int, int, int, int]] = []
+    texts: list[str] = []
+    units: list[list[tuple[int, int, str]]] = []
+    for chunk in chunks:
+        spans = embedder.windows(chunk.text)
+        context = passage_heading(chunk)
+        for w, (a, b) in enumerate(spans):
+            window_text = chunk.text[a:b].strip()
+            windows.append((chunk, w, len(spans), a, b))
+            texts.append(f"{context}\n{window_text}" if context else window_text)
+        units.append(evidence_units(chunk.text, MIN_EVIDENCE_WORDS))
+    n_windows = len(texts)
+    for u in units:
+        texts.extend(t for _, _, t in u)
+    encode = getattr(embedder, "embed_batch", embedder.embed)
+    vectors = np.asarray(encode(texts), dtype=np.float32) if texts else np.zeros((0, 0))
+    sent_vecs = vectors[n_windows:]
+    out: list[WindowRecord] = []
+    wi, si = 0, 0
+    for chunk, u in zip(chunks, units):
+        mine = []
+        while wi < n_windows and windows[wi][0] is chunk:
+            mine.append(windows[wi])
+            wi += 1
+        chunk_sent = sent_vecs[si:si + len(u)]
+        si += len(u)
+        for k, (c, w, n, a, b) in enumerate(mine):
+            last = k == len(mine) - 1
+            pick = [j for j, (s, _e, _t) in enumerate(u) if a <= s and (s < b or last)]
+            out.append(WindowRecord(
+                chunk=c, window=w, n_windows=n, start=a, end=b,
+                vector=vectors[wi - len(mine) + k],
+                sentence_spans=tuple((u[j][0], u[j][1]) for j in pick),
+                sentence_vectors=chunk_sent[pick] if pick else None,
+            ))
+    return out
+
+
+def pack_vectors(vectors: np.ndarray | None) -> str:
+    """Sentence vectors as float16 bytes in base64 (a Chroma metadata value is a scalar)."""
+    if vectors is None or len(vectors) == 0:
+        return ""
+    return base64.b64encode(np.ascontiguousarray(vectors, dtype=np.float16).tobytes()).decode()
+
+
+def unpack_vectors(packed: str, dim: int) -> np.ndarray:
+    if not packed:
+        return np.zeros((0, dim), dtype=np.float16)
+    return np.frombuffer(base64.b64decode(packed), dtype=np.float16).reshape(-1, dim)
+
+
+# --------------------------------------------------------------------------- the snapshot
+
+
+@dataclass
+class Evidence:
+    """What the ReRanker and A4 read for one chunk."""
+
+    window_vectors: np.ndarray  # float32 (windows × dim)
+    sentence_vectors: np.ndarray  # float32 (sentences × dim)
+    sentences: list[str]  # clean sentence texts, in reading order
+
+
+@dataclass
+class DocumentIndex:
+    fingerprint: str
+    chunks: list[Chunk]  # sorted by id
+    window_vectors: np.ndarray  # float32 (W × dim), grouped by chunk in chunk order
+    window_offsets: np.ndarray  # int64 (C + 1): chunk i owns rows offsets[i]:offsets[i+1]
+    sentence_vectors: np.ndarray  # float16 (S × dim), grouped by chunk
+    sentence_offsets: np.ndarray  # int64 (C + 1)
+    sentence_spans: np.ndarray  # int32 (S × 2): character spans in the chunk text
+    keyword: KeywordIndex
+    _row: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._row = {c.id: i for i, c in enumerate(self.chunks)}
+
+    # -- lookups ------------------------------------------------------------------------
+
+    @property
+    def ids(self) -> list[str]:
+        return self.keyword.ids
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def dim(self) -> int:
+        return int(self.window_vectors.shape[1]) if self.window_vectors.ndim == 2 else 0
+
+    def row(self, chunk_id: str) -> int | None:
+        return self._row.get(chunk_id)
+
+    def holds(self, chunk: Chunk) -> bool:
+        """True when the index has this very chunk (same id, same text)."""
+        i = self._row.get(chunk.id)
+        return i is not None and self.chunks[i].text == chunk.text
+
+    # -- scoring ------------------------------------------------------------------------
+
+    def piece_cosines(self, vectors: np.ndarray) -> np.ndarray:
+        """(chunks × pieces): each chunk's best-window cosine to each query vector."""
+        if self.n_chunks == 0:
+            return np.zeros((0, len(vectors)), dtype=np.float32)
+        sims = self.window_vectors @ np.asarray(vectors, dtype=np.float32).T
+        return np.maximum.reduceat(sims, self.window_offsets[:-1], axis=0)
+
+    def evidence(self, chunk: Chunk) -> Evidence | None:
+        """The stored vectors of ``chunk``, or None when the index does not hold it."""
+        if not self.holds(chunk):
+            return None
+        i = self._row[chunk.id]
+        w0, w1 = self.window_offsets[i], self.window_offsets[i + 1]
+        s0, s1 = self.sentence_offsets[i], self.sentence_offsets[i + 1]
+        text = chunk.text
+        return Evidence(
+            window_vectors=self.window_vectors[w0:w1],
+            sentence_vectors=self.sentence_vectors[s0:s1].astype(np.float32),
+            sentences=[clean_sentence(text[a:b]) for a, b in self.sentence_spans[s0:s1]],
+        )
+
+    # -- building -----------------------------------------------------------------------
+
+    @classmethod
+    def from_records(cls, fingerprint: str, chunks: list[Chunk],
+                     windows: dict[str, list[np.ndarray]],
+                     sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]],
+                     dim: int, keyword: KeywordIndex) -> "DocumentIndex":
+        chunks = sorted(chunks, key=lambda c: c.id)
+        w_rows, w_off, s_rows, s_spans, s_off = [], [0], [], [], [0]
+        for c in chunks:
+            w_rows.extend(windows[c.id])
+            w_off.append(len(w_rows))
+            for span, vec in sorted(sentences.get(c.id, []), key=lambda x: x[0]):
+                s_spans.append(span)
+                s_rows.append(vec)
+            s_off.append(len(s_rows))
+        keyword.build([c.id for c in chunks], [index_text(c) for c in chunks])
+        return cls(
+            fingerprint=fingerprint,
+            chunks=chunks,
+            window_vectors=(np.vstack(w_rows).astype(np.float32) if w_rows
+                            else np.zeros((0, dim), dtype=np.float32)),
+            window_offsets=np.asarray(w_off, dtype=np.int64),
+            sentence_vectors=(np.vstack(s_rows).astype(np.float16) if s_rows
+                              else np.zeros((0, dim), dtype=np.float16)),
+            sentence_offsets=np.asarray(s_off, dtype=np.int64),
+            sentence_spans=(np.asarray(s_spans, dtype=np.int32).reshape(-1, 2)),
+            keyword=keyword,
+        )
+
+    # -- disk ---------------------------------------------------------------------------
+
+    def save(self, folder: Path) -> None:
+        """Write the snapshot to ``folder`` whole: a temporary folder, then one rename."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        np.savez(tmp / "arrays.npz", window_vectors=self.window_vectors,
+                 window_offsets=self.window_offsets, sentence_vectors=self.sentence_vectors,
+                 sentence_offsets=self.sentence_offsets, sentence_spans=self.sentence_spans)
+        (tmp / "chunks.json").write_text(
+            json.dumps([c.model_dump(mode="json") for c in self.chunks], ensure_ascii=False),
+            encoding="utf-8")
+        self.keyword.save(tmp / "bm25")
+        # the manifest goes last: a folder without it is never loaded
+        (tmp / "manifest.json").write_text(json.dumps({
+            "format": FORMAT_VERSION, "fingerprint": self.fingerprint,
+            "chunks": self.n_chunks, "windows": int(len(self.window_vectors)),
+            "sentences": int(len(self.sentence_vectors)), "dim": self.dim,
+        }), encoding="utf-8")
+        old = folder.with_name(folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            folder.replace(old)
+        tmp.replace(folder)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, folder: Path, fingerprint: str, keyword: KeywordIndex) -> "DocumentIndex | None":
+        """The snapshot in ``folder`` if it was made at ``fingerprint``, else None."""
+        folder = Path(folder)
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if manifest.get("format") != FORMAT_VERSION or manifest.get("fingerprint") != fingerprint:
+            return None
+        try:
+            arrays = np.load(folder / "arrays.npz")
+            chunks = [Chunk.model_validate(c) for c in
+                      json.loads((folder / "chunks.json").read_text(encoding="utf-8"))]
+            keyword.load(folder / "bm25", [c.id for c in chunks])
+            return cls(fingerprint=fingerprint, chunks=chunks,
+                       window_vectors=arrays["window_vectors"],
+                       window_offsets=arrays["window_offsets"],
+                       sentence_vectors=arrays["sentence_vectors"],
+                       sentence_offsets=arrays["sentence_offsets"],
+                       sentence_spans=arrays["sentence_spans"], keyword=keyword)
+        except Exception:  # noqa: BLE001 - a damaged copy is rebuilt from the store
+            return None
+
+
+class IndexCache:
+    """The current ``DocumentIndex`` of one store: in memory, on disk, rebuilt when stale."""
+
+    def __init__(self, folder: Path, stemmer: str = "english", stopwords: str = "en"):
+        self.folder = Path(folder)
+        self.stemmer = stemmer
+        self.stopwords = stopwords
+        self._index: DocumentIndex | None = None
+        self._lock = threading.Lock()
+
+    def new_keyword_index(self) -> KeywordIndex:
+        return KeywordIndex(self.stemmer, self.stopwords)
+
+    def current(self, store) -> DocumentIndex:
+        fingerprint = store.fingerprint()
+        with self._lock:
+            if self._index is not None and self._index.fingerprint == fingerprint:
+                return self._index
+            index = DocumentIndex.load(self.folder, fingerprint, self.new_keyword_index())
+            if index is None:
+                index = self.build(store, fingerprint)
+                index.save(self.folder)
+            self._index = index
+            return index
+
+    def build(self, store, fingerprint: str) -> DocumentIndex:
+        chunks, windows, sentences, dim = store.read_index_records()
+        return DocumentIndex.from_records(fingerprint, chunks, windows, sentences, dim,
+                                          self.new_keyword_index())
