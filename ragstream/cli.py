@@ -102,3 +102,54 @@ def status() -> None:
     except RagstreamError as err:
         _fail(err)
     click.echo(json.dumps(info, indent=2))
+
+
+def _stderr_progress():
+    """A progress bar on stderr, one per phase ("index", "queries")."""
+    bars: dict[str, object] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        bar = bars.get(phase)
+        if bar is None:
+            bar = click.progressbar(length=total, label=phase, file=sys.stderr, show_pos=True,
+                                    show_eta=True)
+            bar.__enter__()
+            bars[phase] = bar
+        bar.update(done - bar.pos)
+        if done >= total:
+            bar.__exit__(None, None, None)
+
+    return progress
+
+
+@main.command(name="eval", help="Measure retrieval quality and latency on a BEIR-format data set "
+                                "(corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): BM25 only, "
+                                "dense only, hybrid, and hybrid + rerank per backend.")
+@click.option("--data", "data_dir", required=True,
+              type=click.Path(exists=True, file_okay=False, dir_okay=True),
+              help="The BEIR folder, e.g. ../shared/data/scifact.")
+@click.option("--split", default="test", show_default=True, help="The qrels file: qrels/SPLIT.tsv.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the first N judged queries.")
+@click.option("--subset", type=click.Choice(["all", "even", "odd"]), default="all",
+              show_default=True,
+              help="Queries with even or odd numeric ids (a tuning / held-out split).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON result to this file.")
+def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_json: bool,
+                 out: str | None) -> None:
+    from ragstream.config import load_config
+    from ragstream.evaluation import evaluate, format_table
+
+    try:
+        result = evaluate(data_dir, split, load_config(), limit=limit, subset=subset,
+                          progress=_stderr_progress())
+    except RagstreamError as err:
+        _fail(err)
+    text = json.dumps(result, indent=2)
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(text + "\n", encoding="utf-8")
+    click.echo(text if as_json else format_table(result))

@@ -92,3 +92,9 @@ class IngestError(RagstreamError):
 
 class ModelLoadError(RagstreamError):
     kind = "model"
+
+
+class EvalDataError(RagstreamError):
+    """An evaluation data set is missing a file or holds a malformed record."""
+
+    kind = "eval data"

@@ -210,10 +210,6 @@ class ChromaStore:
 
     def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
         """All window vectors of each chunk, as a (windows × dim) array."""
-        return self.chunks_with_vectors(chunk_ids, with_text=False)[1]
-
-    def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
-        """All window vectors of each chunk, as a (windows × dim) array."""
         ids = sorted(set(chunk_ids))
         if not ids:
             return {}
@@ -330,6 +326,7 @@ class ChromaStore:
         collection without the stamp is fingerprinted once from all its documents' hashes,
         and that fingerprint becomes its stamp."""
         try:
+            _ = self.collection  # made if it does not exist yet
             fresh = self.client.get_collection(self.settings.collection)
             generation = (fresh.metadata or {}).get(GENERATION_KEY)
         except Exception as err:  # noqa: BLE001 - the store is unreachable: say so

@@ -21,7 +21,6 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -79,35 +78,32 @@ def top_rows(scores: np.ndarray, n: int, positive: bool = False) -> np.ndarray:
     return rows[order][:n]
 
 
-@dataclass
-class HybridScores:
-    """Dense and keyword evidence for every chunk of the index (rows in id order)."""
-
-    pieces: list[str]
-    dense_by_piece: np.ndarray  # (chunks × pieces) best-window cosine
-    keyword_by_piece: np.ndarray  # (chunks × pieces) BM25, each piece divided by its best
-
-    def dense(self, rows: np.ndarray, tau: float) -> np.ndarray:
-        return np.round(logavgexp_rows(self.dense_by_piece[rows].astype(np.float64), tau), DIGITS)
-
-    def keyword(self, rows: np.ndarray, tau: float) -> np.ndarray:
-        kw = self.keyword_by_piece[rows]
-        out = np.round(logavgexp_rows(kw, tau), DIGITS)
-        return np.where(kw.max(axis=1) > 0, out, 0.0) if len(rows) else out
+def dense_by_piece(index, embedder, pieces: list[str]) -> np.ndarray:
+    """(chunks × pieces) best-window cosine: one encoder call, one matrix product."""
+    return index.piece_cosines(embedder.embed(pieces))
 
 
-def hybrid_scores(index, embedder, pieces: list[str]) -> HybridScores:
-    """Score every chunk of ``index`` against every query piece: one encoder call for the
-    pieces, one matrix product over all window vectors, one BM25 pass per piece."""
-    piece_vecs = embedder.embed(pieces)
-    dense = index.piece_cosines(piece_vecs)
+def keyword_by_piece(index, pieces: list[str]) -> np.ndarray:
+    """(chunks × pieces) BM25, each piece's scores divided by its best so pieces weigh alike."""
     kw = np.zeros((index.n_chunks, len(pieces)), dtype=np.float64)
     for i, piece in enumerate(pieces):
         s = index.keyword.scores(piece).astype(np.float64)
         top = s.max() if len(s) else 0.0
         if top > 0:
             kw[:, i] = s / top
-    return HybridScores(pieces, dense, kw)
+    return kw
+
+
+def aggregate_dense(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.ndarray:
+    """LogAvgExp over the pieces, rounded (views are byte-identical across runs)."""
+    return np.round(logavgexp_rows(by_piece[rows].astype(np.float64), tau), DIGITS)
+
+
+def aggregate_keyword(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.ndarray:
+    """LogAvgExp over the pieces; 0 for a chunk no piece matched."""
+    kw = by_piece[rows]
+    out = np.round(logavgexp_rows(kw, tau), DIGITS)
+    return np.where(kw.max(axis=1) > 0, out, 0.0) if len(rows) else out
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
@@ -121,18 +117,19 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         raise EmptyIndexError(cfg.settings.vector_store.collection)
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
     n1 = limits.N1_RETR_MAX_CANDIDATES
-    hs = hybrid_scores(index, services.embedder, pieces)
+    dense_pp = dense_by_piece(index, services.embedder, pieces)
+    keyword_pp = keyword_by_piece(index, pieces)
 
     # candidates: each piece's n1 nearest chunks and its n1 best keyword matches
     rows_set: set[int] = set()
     for i in range(len(pieces)):
-        rows_set.update(top_rows(hs.dense_by_piece[:, i], n1).tolist())
-        rows_set.update(top_rows(hs.keyword_by_piece[:, i], n1, positive=True).tolist())
+        rows_set.update(top_rows(dense_pp[:, i], n1).tolist())
+        rows_set.update(top_rows(keyword_pp[:, i], n1, positive=True).tolist())
     rows = np.asarray(sorted(rows_set), dtype=np.int64)  # row order is chunk id order
     ids = index.ids
     ordered = [ids[r] for r in rows]
-    dense = dict(zip(ordered, hs.dense(rows, rs.tau).tolist()))
-    keyword = dict(zip(ordered, hs.keyword(rows, rs.tau).tolist()))
+    dense = dict(zip(ordered, aggregate_dense(dense_pp, rows, rs.tau).tolist()))
+    keyword = dict(zip(ordered, aggregate_keyword(keyword_pp, rows, rs.tau).tolist()))
 
     dense_rank = sorted(ordered, key=lambda c: (-dense[c], c))
     kw_rank = sorted((c for c in ordered if keyword[c] > 0), key=lambda c: (-keyword[c], c))

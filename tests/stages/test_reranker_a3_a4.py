@@ -4,6 +4,7 @@ import pytest
 
 from ragstream import controller
 from ragstream.backends.tokens import count_tokens
+from ragstream.super_prompt import Chunk
 from ragstream.stages.a4_condenser import EMPTY
 
 PROMPT = "How does the ReRanker choose its backend when no cross-encoder is available?"
@@ -33,17 +34,46 @@ def test_reranker_really_rescores(sp_a4):
     # it is not a pass-through: the order differs from retrieval's
     assert [r.chunk_id for r in rows] != sp_a4.kept_ids("retrieval")[: len(rows)]
     assert any(r.scores["rank_change"] != 0 for r in rows)
-    top = sp_a4.chunk_map()[rows[0].chunk_id]
-    assert top.source == "kb/reranking.md"
+    chunks = sp_a4.chunk_map()
+    top = chunks[rows[0].chunk_id]
+    # the reranking page, or the FAQ entry that says how the backend is chosen
+    assert top.source == "kb/reranking.md" or "reranker ran" in top.section.lower()
+    assert "kb/reranking.md" in {chunks[r.chunk_id].source for r in rows[:3]}
 
 
 def test_offline_reranker_prefers_the_answering_passage(kb_engine):
+    # chunks the index does not hold are encoded on the spot (a super-prompt older than the
+    # last ingest); the evidence signals work the same
     choice = kb_engine.services.reranker
-    scores = choice.reranker.score(
-        "What colour are ripe bananas?",
-        ["Ripe bananas are yellow, sometimes with brown spots.",
-         "Bananas are grown in many tropical countries and exported worldwide."])
+    chunks = [Chunk(id=f"tmp/b.md#{i}", doc_id="tmp/b.md", source="b.md", text=t) for i, t in
+              enumerate(["Ripe bananas are yellow, sometimes with brown spots.",
+                         "Bananas are grown in many tropical countries and exported worldwide."])]
+    scores = choice.reranker.score("What colour are ripe bananas?", chunks)
     assert scores[0] > scores[1]
+
+
+def test_offline_reranker_reads_stored_evidence_and_encodes_only_the_query(kb_engine, sp_a4):
+    """Encode once, score fast: reranking chunks the index holds embeds the query, nothing
+    else."""
+    services = kb_engine.services
+    chunks = [sp_a4.chunk_map()[r.chunk_id] for r in sp_a4.view("reranked")]
+    index = services.index()
+    assert all(index.holds(c) for c in chunks)
+    seen: list[str] = []
+    real_embed = services.embedder.embed
+
+    def spy(texts):
+        seen.extend(texts)
+        return real_embed(texts)
+
+    services.embedder.embed = spy
+    try:
+        scores = services.reranker.reranker.score("a question nobody asked before about chunks",
+                                                  chunks)
+    finally:
+        del services.embedder.embed
+    assert seen == ["a question nobody asked before about chunks"]
+    assert len(scores) == len(chunks) and all(0.0 <= s <= 1.0 for s in scores)
 
 
 def test_a3_keeps_and_drops_with_reasons(sp_a4, kb_engine):

@@ -1,14 +1,11 @@
-"""The benchmark's metric and ranking helpers, against values computed by hand."""
+"""The ranking metrics of ``ragstream eval``, against values computed by hand."""
 
 import math
 
 import pytest
 
-from benchmarks.metrics import (dcg_at_k, evaluate, mrr_at_k, ndcg_at_k, query_metrics,
-                                recall_at_k)
-from benchmarks.scifact import (Doc, Query, head_then_rest, rank_by_score, rescore,
-                                select_docs, select_queries, weight_grid, RerankCase)
-from ragstream.super_prompt import SuperPrompt, ViewRow
+from ragstream.metrics import (dcg_at_k, evaluate, mrr_at_k, ndcg_at_k, paired_comparison,
+                               precision_at_k, query_metrics, recall_at_k)
 
 LOG2_3, LOG2_5 = math.log2(3), math.log2(5)
 
@@ -69,48 +66,18 @@ def test_evaluate_macro_averages_queries():
     assert m["MRR@10"] == pytest.approx((1 + 0.5) / 2)
     assert m["nDCG@10"] == pytest.approx((1 + 1 / LOG2_3) / 2)
     assert m["Recall@10"] == 1.0
-    assert set(query_metrics(["a"], {"a": 1})) == {"nDCG@10", "Recall@10", "Recall@100", "MRR@10"}
+    assert set(query_metrics(["a"], {"a": 1})) == {"nDCG@10", "Recall@10", "Recall@100", "MRR@10",
+                                                       "P@5"}
     with pytest.raises(KeyError):
         evaluate({"q3": ["a"]}, qrels)
 
 
-def test_rank_by_score_breaks_ties_by_id_and_head_then_rest():
-    rows = [ViewRow(chunk_id=c, rank=i, score=0.0, scores={"dense": s})
-            for i, (c, s) in enumerate([("b", 0.5), ("a", 0.5), ("c", 0.9), ("d", 0.1)], 1)]
-    assert rank_by_score(rows, "dense") == ["c", "a", "b", "d"]
-    assert head_then_rest(["c", "a"], ["a", "b", "c", "d"]) == ["c", "a", "b", "d"]
-
-
-def test_rescore_matches_offline_formula():
-    feats = [{"query_cosine": 0.9, "best_sentence_cosine": 0.1, "term_coverage": 0.0},
-             {"query_cosine": 0.2, "best_sentence_cosine": 0.8, "term_coverage": 1.0}]
-    case = RerankCase("1", ["x", "y"], feats, ["x", "y", "z"], [], SuperPrompt())
-    assert rescore(case, (1.0, 0.0, 0.0), 6) == ["x", "y", "z"]
-    assert rescore(case, (0.0, 1.0, 0.0), 6) == ["y", "x", "z"]
-    assert rescore(case, (0.5, 0.5, 0.0), 6) == ["x", "y", "z"]  # tie 0.5 vs 0.5: by id
-
-
-def test_weight_grid_is_the_simplex():
-    grid = weight_grid(0.5)
-    assert sorted(grid) == sorted([(0, 0, 1), (0, 0.5, 0.5), (0, 1, 0), (0.5, 0, 0.5),
-                                   (0.5, 0.5, 0), (1, 0, 0)])
-    assert len(weight_grid(0.1)) == 66
-
-
-def test_selection_keeps_judged_docs_and_query_order():
-    queries = [Query("5", "q5"), Query("1", "q1"), Query("3", "q3")]
-    qrels = {"5": {"d9": 1}, "3": {"d2": 1}}
-    assert [q.id for q in select_queries(queries, qrels, None)] == ["5", "3"]
-    chosen = select_queries(queries, qrels, 1)
-    assert [q.id for q in chosen] == ["5"]
-    docs = [Doc(f"d{i}", "", "") for i in range(10)]
-    assert [d.id for d in select_docs(docs, chosen, qrels, 2)] == ["d0", "d1", "d9"]
-    assert len(select_docs(docs, chosen, qrels, None)) == 10
+def test_precision():
+    assert precision_at_k(["a", "b", "c", "d", "e", "f"], {"b": 1, "f": 1, "z": 1}, 5) == 0.2
+    assert precision_at_k(["a"], {"a": 1}, 5) == 0.2  # fewer than k retrieved still divide by k
 
 
 def test_paired_comparison_counts_and_interval():
-    from benchmarks.metrics import paired_comparison
-
     c = paired_comparison([0.5, 0.5, 0.2, 1.0], [0.7, 0.5, 0.1, 1.0], 500, 0, 0.95)
     assert c["mean_diff"] == pytest.approx((0.2 + 0.0 - 0.1 + 0.0) / 4)
     assert (c["better"], c["equal"], c["worse"]) == (1, 2, 1)

@@ -1,10 +1,11 @@
-"""Ranking metrics used by the benchmarks, in the form BEIR reports them (pytrec_eval).
+"""Ranking metrics of ``ragstream eval``, in the form BEIR reports them (pytrec_eval).
 
 * nDCG@k: gain = the qrels grade (linear, as trec_eval's ``ndcg_cut``), discount
   ``1 / log2(rank + 1)``; the ideal DCG uses *all* judged relevant documents of the query,
   whether or not the system retrieved them.
 * Recall@k: relevant documents in the top k / all relevant documents of the query.
 * MRR@k: 1 / rank of the first relevant document in the top k (0 when there is none).
+* P@k: relevant documents in the top k / k.
 
 A document is relevant when its grade is > 0. ``Qrels`` maps document id -> grade for one
 query; a ranking is a list of document ids, best first, without duplicates.
@@ -22,6 +23,7 @@ Qrels = Mapping[str, int]
 NDCG_K = 10
 RECALL_KS = (10, 100)
 MRR_K = 10
+PRECISION_K = 5
 
 
 def _check(ranking: Sequence[str], k: int) -> None:
@@ -66,11 +68,17 @@ def mrr_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
     return 0.0
 
 
+def precision_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    _check(ranking, k)
+    return len(relevant(qrels).intersection(ranking[:k])) / k
+
+
 def query_metrics(ranking: Sequence[str], qrels: Qrels) -> dict[str, float]:
     """All reported metrics of one query's ranking."""
     out = {f"nDCG@{NDCG_K}": ndcg_at_k(ranking, qrels, NDCG_K)}
     out.update({f"Recall@{k}": recall_at_k(ranking, qrels, k) for k in RECALL_KS})
     out[f"MRR@{MRR_K}"] = mrr_at_k(ranking, qrels, MRR_K)
+    out[f"P@{PRECISION_K}"] = precision_at_k(ranking, qrels, PRECISION_K)
     return out
 
 
