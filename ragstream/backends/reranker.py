@@ -12,7 +12,9 @@
   - ``best_sentence_cosine``: cosine of the full query and the chunk's best evidence
     sentence, which favours a chunk that answers in one place over one vaguely on topic;
   - ``term_coverage``: the share of the query's stemmed content words found in the chunk
-    (exact-term evidence such as names and numbers), from the BM25 index's term matrix.
+    (exact-term evidence such as names and numbers), from the BM25 index's term matrix;
+  - ``query_bm25``: BM25 of the whole query, divided by the best-matching chunk's (so 1 is
+    the corpus's best lexical match), from the same index.
   The score is their weighted sum (weights in ``reranker.offline_weights``). A chunk the
   index does not hold (a super-prompt older than the last ingest) is encoded on the spot.
 
@@ -108,6 +110,8 @@ class OfflineReranker:
         rows = [index.row(c.id) if index.holds(c) else None for c in chunks]
         held = np.asarray([r for r in rows if r is not None], dtype=np.int64)
         coverage_held = iter(index.keyword.coverage(terms, held).tolist())
+        bm25 = index.keyword.scores_for_terms(terms)
+        best_bm25 = float(bm25.max()) if len(bm25) else 0.0
         q_set = set(terms)
         out = []
         for c, ev, r in zip(chunks, evidence, rows):
@@ -122,17 +126,15 @@ class OfflineReranker:
                 "query_cosine": max(0.0, window_cos),
                 "best_sentence_cosine": max(0.0, sent_cos),
                 "term_coverage": float(coverage),
+                "query_bm25": (float(bm25[r]) / best_bm25) if r is not None and best_bm25 > 0 else 0.0,
             })
         return out
 
     def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
-        w = self.weights
-        total = w.query_cosine + w.best_sentence_cosine + w.term_coverage or 1.0
-        return [
-            (w.query_cosine * f["query_cosine"] + w.best_sentence_cosine * f["best_sentence_cosine"]
-             + w.term_coverage * f["term_coverage"]) / total
-            for f in self.features(query, chunks)
-        ]
+        weights = self.weights.model_dump()
+        total = sum(weights.values()) or 1.0
+        return [sum(w * f[name] for name, w in weights.items()) / total
+                for f in self.features(query, chunks)]
 
 
 def find_local_model(model: str) -> str | None:
