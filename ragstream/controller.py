@@ -139,7 +139,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services) -> SuperProm
     if required:
         raise StageOrderError(name, required)
     idx = STAGE_NAMES.index(name)
-    work = sp.model_copy(deep=True)
+    work = sp.working_copy()
     discard_from(work, idx)
     started = time.perf_counter()
     try:

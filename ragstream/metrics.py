@@ -103,17 +103,17 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], resamples: int, se
     """Per-query differences ``b - a`` (same queries, same order): their mean, a percentile
     bootstrap confidence interval of the mean, and how many queries got better, stayed equal
     or got worse. Deterministic for a given ``seed``."""
-    import random
+    import numpy as np
 
     if len(a) != len(b) or not a:
         raise ValueError("paired comparison needs two equally long, non-empty score lists")
     diffs = [y - x for x, y in zip(a, b)]
     n = len(diffs)
-    rng = random.Random(seed)
-    means = sorted(fmean(diffs[rng.randrange(n)] for _ in range(n)) for _ in range(resamples))
+    rng = np.random.default_rng(seed)
+    means = np.sort(np.asarray(diffs)[rng.integers(0, n, size=(resamples, n))].mean(axis=1))
     tail = (1 - confidence) / 2
-    lo = means[min(int(tail * resamples), resamples - 1)]
-    hi = means[min(int((1 - tail) * resamples), resamples - 1)]
+    lo = float(means[min(int(tail * resamples), resamples - 1)])
+    hi = float(means[min(int((1 - tail) * resamples), resamples - 1)])
     return {"mean_diff": fmean(diffs), "ci_low": lo, "ci_high": hi, "confidence": confidence,
             "better": sum(d > 0 for d in diffs), "equal": sum(d == 0 for d in diffs),
             "worse": sum(d < 0 for d in diffs), "queries": n}

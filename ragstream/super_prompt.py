@@ -54,9 +54,9 @@ class Chunk(BaseModel):
 
 
 class ViewRow(BaseModel):
-    """One chunk as one stage saw it."""
+    """One chunk as one stage saw it. Frozen: a stage writes new rows, never edits old ones."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     chunk_id: str
     rank: int
@@ -164,6 +164,16 @@ class SuperPrompt(BaseModel):
         return self
 
     # -- lookups ---------------------------------------------------------------------------
+
+    def working_copy(self) -> "SuperPrompt":
+        """A deep copy for a stage to change freely, sharing only the chunks and view rows:
+        both are frozen, and copying them was most of the cost of a stage run."""
+        import copy
+
+        memo: dict[int, Any] = {id(c): c for c in self.base_context_chunks}
+        for rows in self.views_by_stage.values():
+            memo.update((id(r), r) for r in rows)
+        return copy.deepcopy(self, memo)
 
     def chunk_map(self) -> dict[str, Chunk]:
         return {c.id: c for c in self.base_context_chunks}
