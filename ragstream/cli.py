@@ -115,9 +115,11 @@ def _stderr_progress():
                                     show_eta=True)
             bar.__enter__()
             bars[phase] = bar
-        bar.update(done - bar.pos)
-        if done >= total:
+        if done > bar.pos:
+            bar.update(done - bar.pos)
+        if done >= total and phase in bars:
             bar.__exit__(None, None, None)
+            del bars[phase]
 
     return progress
 
@@ -153,3 +155,25 @@ def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_j
 
         Path(out).write_text(text + "\n", encoding="utf-8")
     click.echo(text if as_json else format_table(result))
+
+
+@main.command(help="Measure speed and size on this machine: ingestion against raw encoding, "
+                   "retrieval at 10k and 100k chunks, rerank, the whole pipeline, a fresh CLI "
+                   "run, peak memory; each figure next to its target.")
+@click.option("--quick", is_flag=True, help="Everything small: a smoke run of well under a minute.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON result to this file.")
+def bench(quick: bool, as_json: bool, out: str | None) -> None:
+    from ragstream.bench import format_report, run_bench
+
+    try:
+        result = run_bench(quick=quick, progress=_stderr_progress())
+    except RagstreamError as err:
+        _fail(err)
+    text = json.dumps(result, indent=2)
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(text + "\n", encoding="utf-8")
+    click.echo(text if as_json else format_report(result))
