@@ -132,8 +132,11 @@ def eval_config(cfg: AppConfig, data_dir: Path) -> AppConfig:
 
 
 def corpus_fingerprint(docs: Sequence[Doc], cfg: AppConfig) -> str:
+    from ragstream.backends.embedder import resolve_backend
+
     e = cfg.settings.embedding
-    h = hashlib.sha256(json.dumps(e.model_dump(), sort_keys=True).encode())
+    settings = {**e.model_dump(), "backend": resolve_backend(e)}  # "auto" as what it picks
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     from ragstream.backends.doc_index import FORMAT_VERSION
 
     h.update(f"format {FORMAT_VERSION}\n".encode())
