@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path("/work/shared/data/scifact/corpus.jsonl")
+CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 QUERY = "Does vitamin D supplementation reduce the risk of fractures in older adults?"
 
 COLD = r"""

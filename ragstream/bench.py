@@ -1,0 +1,1006 @@
+"""``python -m ragstream bench``: how fast and how big, measured on this machine in one run.
+
+    from ragstream.bench import run_bench, format_report
+    result = run_bench(quick=False, progress=None)    # a JSON-ready dict
+    print(format_report(result))                      # the figures next to their targets
+
+Every figure comes from the project's own components: ``load_config``, ``build_services``
+(the configured embedder), ``Engine.ingest`` into real Chroma collections in temp folders,
+the controller running the real stages, ``DocumentIndex.from_records``. Nothing is
+downloaded and no file of the project is changed.
+
+1. **Ingestion.** The bundled knowledge base (``data/kb``) is ingested alone into one temp
+   index (used by 4 and 5); then a copy of it plus SciFact abstracts (``# title`` + the
+   abstract, one Markdown file each; 300 documents, 30 with ``quick``) into a second
+   one, timed. The encoder was loaded and Chroma opened before the clock starts, so neither
+   counts. ``words`` = the words of the chunk texts written. Every call ingestion makes to
+   the encoder (``embed_batch`` for windows and evidence sentences, or ``embed_with_spans``
+   when the embedder pools sentence vectors from the window pass) is recorded and made again,
+   bare: the encoder's raw throughput on the very same work, over the same word count, so
+   ``ingest_vs_encode`` is the share of ingestion time spent encoding (1.0 = no overhead).
+2. **Rerank** (N2 candidates, from a real Retrieval run on that second index): the
+   ``score`` call of every reranker backend that can run (offline always; the cross-encoder
+   only when its model is on disk), query cache emptied first.
+3. **Pipeline**: prompts about the bundled KB through all eight stages and the (extractive)
+   answer, on the KB-only index, query cache emptied before each run: wall time of
+   ``Engine.run`` + ``Engine.answer``, and each stage's median.
+4. **Cold run**: a fresh ``python -m ragstream run "..." --no-sync`` on the KB-only index:
+   imports, model load, snapshot load, one query (the files are in the OS page cache).
+5. **Retrieval at 10k and 100k chunks** (1k and 5k with ``quick``): ``DocumentIndex`` built in
+   memory from SciFact abstracts *replicated* to that many chunks (unique ids) with
+   *synthetic* vectors (seeded random unit vectors, ~1.84 windows and the abstract's
+   evidence sentences per chunk, as SciFact ingests), then the Retrieval stage
+   (``stages.retrieval.run``: query pieces, dense, BM25, LogAvgExp, RRF) on SciFact claims
+   and the pipeline prompts, each prepared by A0 and A2, query cache emptied before each
+   call. The largest index is also saved and loaded by a fresh process that queries it and
+   reports its own peak memory: what the app holds at that size.
+6. **Memory**: the peak resident memory of this process (it includes building the largest
+   index, whose temporary copies the app never makes) and of that fresh process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ragstream.config import PROJECT_ROOT, AppConfig, load_config
+from ragstream.services import Services
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total), like the eval command's
+
+SCHEMA = 1
+SCIFACT_DIR = Path(os.environ.get("RAGSTREAM_BENCH_SCIFACT",
+                                  Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
+KB_DIR = PROJECT_ROOT / "data" / "kb"
+COLD_PROMPT = "How are documents chunked?"
+SEED = 20260101
+#: SciFact ingests into 1.84 embedding windows per abstract (benchmarks/README.md)
+WINDOWS_PER_CHUNK = 1.84
+
+PROMPTS = [  # benchmarks/stage_latency.py's five, then three more
+    "How does the ReRanker choose its backend when no cross-encoder is available?",
+    "Task: Explain reciprocal rank fusion.\nAudience: beginner\nFormat: bullet points",
+    "## Task\nWhy did A3 drop my chunk?\n## Context\nI see chunks marked dropped in the a3 table.",
+    "How do I start a Chroma server and point RAGstream at it?",
+    "What does the condensed context contain, and how is its budget enforced?",
+    COLD_PROMPT,
+    "Task: Compare BM25 and dense retrieval. Which one finds exact names and numbers?\n"
+    "Audience: expert\nFormat: table",
+    "What happens when a file in the knowledge base changes and I ingest the folder again? "
+    "Are unchanged files embedded again?",
+]
+
+
+@dataclass(frozen=True)
+class Size:
+    ingest_docs: int            # SciFact abstracts ingested with the bundled KB
+    retrieval: tuple[tuple[str, int], ...]  # (label, chunks)
+    queries: int                # SciFact claims (retrieval and rerank)
+    retrieval_repeats: int
+    rerank_repeats: int
+    prompts: int                # pipeline prompts
+    pipeline_repeats: int
+    cold_runs: int
+    kb_files: tuple[str, ...] = ()  # the bundled KB's files to use; () = all of them
+
+
+FULL = Size(ingest_docs=300, retrieval=(("10k", 10_000), ("100k", 100_000)), queries=20,
+            retrieval_repeats=3, rerank_repeats=2, prompts=len(PROMPTS), pipeline_repeats=5,
+            cold_runs=3)
+QUICK = Size(ingest_docs=30, retrieval=(("1k", 1_000), ("5k", 5_000)), queries=5,
+             retrieval_repeats=1, rerank_repeats=1, prompts=3, pipeline_repeats=1, cold_runs=1,
+             kb_files=("reranking.md", "hybrid-retrieval.md", "chunking-and-ingestion.md",
+                       "chroma-server-mode.md", "pipeline-stages.md"))
+
+#: (key, what, limit, direction): the figures the issue sets targets for
+LIMITS = {
+    "retrieval_p95_ms": 100.0,       # at 100k chunks
+    "rerank_p95_ms": 100.0,          # offline, N2 = 50
+    "rerank_p95_ms_cross": 500.0,    # cross-encoder
+    "pipeline_p95_ms": 300.0,
+    "ingest_words_per_s": 5000.0,
+    "ingest_vs_encode": 0.8,
+    "cold_run_s": 3.0,
+    "peak_rss_mb": 2048.0,           # at 100k chunks
+}
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear interpolation between closest ranks."""
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else math.nan
+
+
+def summary(values_ms: list[float]) -> dict[str, Any]:
+    return {"n": len(values_ms), "p50_ms": round(percentile(values_ms, 50), 2),
+            "p95_ms": round(percentile(values_ms, 95), 2),
+            "max_ms": round(max(values_ms), 2) if values_ms else math.nan}
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """How the report prints a number (the tests look figures up with the same function)."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (the high-water mark of its own address
+    space), else ``ru_maxrss``, which on Linux a process started by ``exec`` inherits from its
+    parent, so a small child would report its parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mb() -> float:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return math.nan
+
+
+def clear_query_cache(embedder) -> str:
+    """Empty the embedder's text -> vector cache; returns how."""
+    clear = getattr(embedder, "clear_cache", None)
+    if callable(clear):
+        clear()
+        return "embedder.clear_cache()"
+    cache = getattr(embedder, "_cache", None)
+    if cache is not None:
+        cache.clear()
+        return "embedder._cache.clear()"
+    return "none (the embedder has no query cache)"
+
+
+class _CpuMeter:
+    """Busy CPU time of the whole machine (/proc/stat) minus this process's and its
+    children's: how many cores other processes kept busy while the bench ran."""
+
+    def __init__(self):
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self.start = self._sample()
+
+    def _sample(self) -> tuple[float, float, float]:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+            busy = (sum(fields[:8]) - fields[3] - fields[4]) / self.hz  # minus idle, iowait
+        except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+            busy = math.nan
+        own = sum(getattr(resource.getrusage(who), a) for who in
+                  (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for a in ("ru_utime", "ru_stime"))
+        return time.perf_counter(), busy, own
+
+    def others_cores(self) -> float:
+        t1, busy1, own1 = self._sample()
+        t0, busy0, own0 = self.start
+        wall = t1 - t0
+        return round(max(0.0, (busy1 - busy0) - (own1 - own0)) / wall, 2) if wall > 0 else math.nan
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numpy": np.__version__,
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gb"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return info
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return [math.nan] * 3
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class Abstract:
+    id: str
+    title: str
+    text: str
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@dataclass
+class SciFact:
+    docs: list[Abstract]
+    claims: list[str]  # judged claims, file order
+    relevant: list[str] = field(default_factory=list)  # doc ids relevant to those claims
+
+
+def load_scifact(n_claims: int, folder: Path = SCIFACT_DIR) -> SciFact:
+    from ragstream.errors import EvalDataError
+
+    if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
+        raise EvalDataError(f"{folder} has no corpus.jsonl / queries.jsonl (BEIR SciFact); set "
+                            f"RAGSTREAM_BENCH_SCIFACT to the folder.")
+    docs = [Abstract(str(d["_id"]), d.get("title", "") or "", d.get("text", "") or "")
+            for d in read_jsonl(folder / "corpus.jsonl")]
+    queries = read_jsonl(folder / "queries.jsonl")
+    qrels: dict[str, list[str]] = {}
+    for path in sorted((folder / "qrels").glob("*.tsv")):
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[2].strip() not in ("", "0"):
+                qrels.setdefault(parts[0], []).append(parts[1])
+    judged = [q for q in queries if str(q["_id"]) in qrels] or queries
+    chosen = judged[:n_claims]
+    relevant = [d for q in chosen for d in qrels.get(str(q["_id"]), [])]
+    return SciFact(docs=docs, claims=[q["text"] for q in chosen], relevant=relevant)
+
+
+def copy_kb(target: Path, files: tuple[str, ...] = ()) -> Path:
+    """The bundled KB (or only ``files`` of it) copied to ``target``."""
+    if files:
+        target.mkdir(parents=True)
+        for name in files:
+            shutil.copy2(KB_DIR / name, target / name)
+    else:
+        shutil.copytree(KB_DIR, target)
+    return target
+
+
+def write_corpus(target: Path, scifact: SciFact, n_docs: int, kb_files: tuple[str, ...] = ()) -> int:
+    """The bundled KB (copied to ``target/kb``) and ``n_docs`` SciFact abstracts as Markdown
+    (``target/scifact/<id>.md``): the judged claims' abstracts first, then file order."""
+    copy_kb(target / "kb", kb_files)
+    by_id = {d.id: d for d in scifact.docs}
+    picked: list[Abstract] = []
+    seen: set[str] = set()
+    for doc_id in [*scifact.relevant, *by_id]:
+        if len(picked) >= n_docs:
+            break
+        if doc_id in by_id and doc_id not in seen:
+            seen.add(doc_id)
+            picked.append(by_id[doc_id])
+    (target / "scifact").mkdir()
+    for d in picked:
+        (target / "scifact" / f"{d.id}.md").write_text(f"# {d.title}\n\n{d.text}\n",
+                                                       encoding="utf-8")
+    return len(picked)
+
+
+def bench_config(index_dir: Path) -> AppConfig:
+    """The shipped config (no LLM, no environment overrides) with every writable path in
+    ``index_dir``."""
+    return load_config(env={"RAGSTREAM_INDEX_DIR": str(index_dir),
+                            "RAGSTREAM_UPLOADS_DIR": str(index_dir / "uploads")})
+
+
+# --------------------------------------------------------------------------- 1. ingestion
+
+
+ENCODER_METHODS = ("embed_batch", "embed_with_spans", "embed")
+
+
+def measure_ingest(engine, folder: Path, progress: Progress | None) -> dict[str, Any]:
+    """Time ``engine.ingest(folder)`` (encoder loaded, store open), recording every call it
+    makes to the encoder (``embed_batch``; ``embed_with_spans`` when the embedder pools
+    sentence vectors from the window pass; ``embed``); then make exactly those calls again,
+    bare, and time them: the encoder's raw work on the same texts."""
+    embedder = engine.services.embedder
+    calls: list[tuple[str, tuple, dict]] = []
+    originals = {name: getattr(embedder, name) for name in ENCODER_METHODS
+                 if callable(getattr(embedder, name, None))}
+
+    def spy(name):
+        def wrapper(*args, **kwargs):
+            args = tuple(list(a) if isinstance(a, (list, tuple)) else a for a in args)
+            calls.append((name, args, kwargs))
+            return originals[name](*args, **kwargs)
+        return wrapper
+
+    for name in originals:
+        setattr(embedder, name, spy(name))
+    try:
+        t0 = time.perf_counter()
+        report = engine.ingest(folder, progress=(lambda i, n, _d: progress("ingest", i, n))
+                               if progress else None)
+        ingest_s = time.perf_counter() - t0
+    finally:
+        for name in originals:
+            if name in vars(embedder):
+                delattr(embedder, name)  # the class's methods again
+    index = engine.services.index()
+    words = sum(len(c.text.split()) for c in index.chunks)
+    clear_query_cache(embedder)  # so a replayed ``embed`` call encodes again
+    encode_s = 0.0
+    for name, args, kwargs in calls:  # the same calls: the same batching and length sorting
+        t0 = time.perf_counter()
+        originals[name](*args, **kwargs)
+        encode_s += time.perf_counter() - t0
+    texts = [t for _n, args, _k in calls for t in (args[0] if args else [])]
+    methods: dict[str, int] = {}
+    for name, _a, _k in calls:
+        methods[name] = methods.get(name, 0) + 1
+    return {
+        "files": report.files_seen, "processed": report.processed, "failed": report.failed,
+        "chunks": index.n_chunks, "windows": len(index.window_vectors),
+        "evidence_sentences": len(index.sentence_vectors),
+        "encoder_calls": methods, "encoded_texts": len(texts),
+        "encoded_text_words": sum(len(t.split()) for t in texts),
+        "pooled_spans": sum(len(s) for n, args, _k in calls if n == "embed_with_spans"
+                            and len(args) > 1 for s in args[1]),
+        "words": words, "ingest_s": round(ingest_s, 3), "encode_s": round(encode_s, 3),
+        "ingest_words_per_s": round(words / ingest_s, 1) if ingest_s else math.nan,
+        "encode_words_per_s": round(words / encode_s, 1) if encode_s else math.nan,
+        "ingest_vs_encode": round(encode_s / ingest_s, 3) if ingest_s else math.nan,
+        "errors": report.errors[:5],
+    }
+
+
+# --------------------------------------------------------------------------- 2. rerank
+
+
+def rerank_backends(services) -> tuple[dict[str, Any], dict[str, str]]:
+    """The reranker of every backend that can run here: {backend: reranker}, {backend: why not}."""
+    from ragstream.backends.reranker import find_local_model, load_reranker
+    from ragstream.errors import RagstreamError
+
+    settings = services.reranker_settings
+    ready = {"offline": load_reranker(settings.model_copy(update={"backend": "offline"}),
+                                      services).reranker}
+    skipped: dict[str, str] = {}
+    if settings.backend == "offline":
+        skipped["cross-encoder"] = "reranker.backend is 'offline'"
+    elif settings.backend != "cross-encoder" and find_local_model(settings.model) is None:
+        skipped["cross-encoder"] = (f"{settings.model} is not on this machine (no such folder, "
+                                    f"not in the local Hugging Face cache)")
+    else:
+        try:
+            choice = load_reranker(settings.model_copy(update={"backend": "cross-encoder"}),
+                                   services)
+            ready[choice.backend] = choice.reranker
+        except RagstreamError as err:
+            skipped["cross-encoder"] = str(err).splitlines()[0][:200]
+    return ready, skipped
+
+
+def measure_rerank(engine, claims: list[str], repeats: int,
+                   progress: Progress | None) -> dict[str, Any]:
+    from ragstream import controller
+    from ragstream.render import rerank_query
+
+    cfg, services = engine.cfg, engine.services
+    n2 = cfg.limits.N2_RERANK_TOP_K
+    work = []
+    for claim in claims:  # the candidates and the query the ReRanker stage would get
+        sp = controller.run_all(controller.new_prompt(claim), cfg, services, until="Retrieval")
+        work.append((rerank_query(sp.body, sp.extras.get("body_sources")),
+                     sp.base_context_chunks[:n2]))
+    ready, skipped = rerank_backends(services)
+    out: dict[str, Any] = {"candidates": n2, "queries": len(claims), "repeats": repeats,
+                           "index_chunks": services.index().n_chunks, "backends": {},
+                           "skipped": skipped}
+    total = len(ready) * repeats * len(work)
+    done = 0
+    for backend, reranker in ready.items():
+        reranker.score(work[0][0], work[0][1])  # a first call loads anything lazy
+        times = []
+        for _ in range(repeats):
+            for query, chunks in work:
+                clear_query_cache(services.embedder)
+                t0 = time.perf_counter()
+                reranker.score(query, chunks)
+                times.append((time.perf_counter() - t0) * 1000.0)
+                done += 1
+                if progress:
+                    progress("rerank", done, total)
+        out["backends"][backend] = {**summary(times),
+                                    "mean_candidates": round(statistics.mean(len(c) for _q, c in work), 1)}
+    return out
+
+
+# --------------------------------------------------------------------------- 3. pipeline
+
+
+def measure_pipeline(engine, prompts: list[str], repeats: int,
+                     progress: Progress | None) -> dict[str, Any]:
+    engine.run(prompts[0])  # warm: reranker, tokenizers, tiktoken
+    totals: list[float] = []
+    stages: dict[str, list[float]] = {}
+    modes: set[str] = set()
+    n = len(prompts) * repeats
+    for r in range(repeats):
+        for i, prompt in enumerate(prompts):
+            clear_query_cache(engine.services.embedder)
+            t0 = time.perf_counter()
+            sp = engine.run(prompt)
+            t1 = time.perf_counter()
+            sp, ans = engine.answer(sp)
+            t2 = time.perf_counter()
+            totals.append((t2 - t0) * 1000.0)
+            for run in sp.stage_runs:
+                stages.setdefault(run.stage, []).append(run.wall_ms)
+            stages.setdefault("answer", []).append((t2 - t1) * 1000.0)
+            modes.add(ans.mode)
+            if progress:
+                progress("pipeline", r * len(prompts) + i + 1, n)
+    return {
+        **summary(totals), "prompts": len(prompts), "repeats": repeats,
+        "index_chunks": engine.services.index().n_chunks,
+        "reranker_backend": engine.services.reranker.backend,
+        "answer_modes": sorted(modes),
+        "stage_median_ms": {k: round(statistics.median(v), 2) for k, v in stages.items()},
+    }
+
+
+# --------------------------------------------------------------------------- 4. cold run
+
+
+def bench_env(index_dir: Path) -> dict[str, str]:
+    """This process's environment without RAGSTREAM_* overrides, on ``index_dir``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTREAM_")}
+    env.update(RAGSTREAM_INDEX_DIR=str(index_dir), RAGSTREAM_UPLOADS_DIR=str(index_dir / "uploads"))
+    return env
+
+
+def measure_cold_run(index_dir: Path, runs: int, progress: Progress | None) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "ragstream", "run", COLD_PROMPT, "--no-sync"]
+    times, errors = [], []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=bench_env(index_dir),
+                              capture_output=True, text=True, timeout=300)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0 or "## Sources" not in proc.stdout:
+            errors.append(f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        if progress:
+            progress("cold run", i + 1, runs)
+    return {"command": f"python -m ragstream run {COLD_PROMPT!r} --no-sync",
+            "runs_s": [round(t, 3) for t in times], "median_s": round(statistics.median(times), 3),
+            "errors": errors, "slowest_imports_s": slowest_imports(cmd, index_dir)}
+
+
+def slowest_imports(cmd: list[str], index_dir: Path, top: int = 6) -> dict[str, float]:
+    """One more run with ``-X importtime`` (not timed): the top-level imports that cost most,
+    cumulative seconds (a module's import includes what it imports)."""
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=PROJECT_ROOT,
+                          env=bench_env(index_dir), capture_output=True, text=True, timeout=300,
+                          check=False)
+    found: dict[str, int] = {}
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _self, cumulative, name = line.split(":", 1)[1].split("|")
+        if name.startswith(" ") and not name.startswith("  ") and cumulative.strip().isdigit():
+            module = name.strip()  # a top-level import (one space of indent)
+            found[module] = found.get(module, 0) + int(cumulative)
+    ranked = sorted(found.items(), key=lambda kv: -kv[1])[:top]
+    return {m: round(us / 1e6, 2) for m, us in ranked}
+
+
+# --------------------------------------------------------------------------- 5. retrieval
+
+
+@dataclass
+class FixedIndexServices(Services):
+    """Services whose ``index()`` is a given ``DocumentIndex`` (no store behind it)."""
+
+    fixed_index: Any = None
+
+    def index(self):
+        return self.fixed_index
+
+
+def build_synthetic_index(n_chunks: int, docs: list[Abstract], dim: int, cfg: AppConfig,
+                          seed: int = SEED):
+    """``n_chunks`` chunks whose texts are SciFact abstracts replicated (ids unique), with
+    seeded random unit vectors: 1 or 2 windows per chunk (WINDOWS_PER_CHUNK on average) and
+    one vector per evidence sentence of the abstract (as ingestion finds them), built by
+    ``DocumentIndex.from_records`` like the app's snapshot."""
+    from ragstream.backends.doc_index import MIN_EVIDENCE_WORDS, DocumentIndex
+    from ragstream.backends.keyword_index import KeywordIndex
+    from ragstream.super_prompt import Chunk
+    from ragstream.text import evidence_units
+
+    rng = np.random.default_rng(seed + n_chunks)
+    docs = [d for d in docs if d.text.strip()][:n_chunks]  # the abstracts replicated
+    spans = [tuple((a, b) for a, b, _t in evidence_units(d.text, MIN_EVIDENCE_WORDS))
+             for d in docs]
+    n_win = 1 + (rng.random(n_chunks) < WINDOWS_PER_CHUNK - 1)
+    win = rng.standard_normal((int(n_win.sum()), dim), dtype=np.float32)
+    win /= np.linalg.norm(win, axis=1, keepdims=True)
+    # sentence vectors: only the ReRanker and A4 read them, never Retrieval; one random set
+    # per distinct abstract, shared by its replicas (the index still stores one row each)
+    n_sent = sum(len(s) for s in spans)
+    pool = rng.standard_normal((max(n_sent, 1), dim), dtype=np.float32)
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    pool = pool.astype(np.float16)
+    per_doc_sentences, k = [], 0
+    for s in spans:
+        per_doc_sentences.append([(span, pool[k + i]) for i, span in enumerate(s)])
+        k += len(s)
+    chunks, windows, sentences = [], {}, {}
+    offset = 0
+    width = len(str(n_chunks))
+    for i in range(n_chunks):
+        j = i % len(docs)
+        d = docs[j]
+        cid = f"synthetic/{i:0{width}d}#0"
+        chunks.append(Chunk.model_construct(
+            id=cid, doc_id=f"synthetic/{i:0{width}d}.md", text=d.text,
+            source=f"synthetic/{i:0{width}d}.md", title=d.title, heading_path=(d.title,),
+            section=d.title, word_count=len(d.text.split())))
+        windows[cid] = list(win[offset:offset + n_win[i]])
+        offset += int(n_win[i])
+        sentences[cid] = per_doc_sentences[j]
+    del win
+    index = DocumentIndex.from_records(f"synthetic-{n_chunks}", chunks, windows, sentences, dim,
+                                       KeywordIndex(cfg.settings.retrieval.stemmer,
+                                                    cfg.settings.retrieval.stopwords))
+    return index
+
+
+def index_nbytes(index) -> dict[str, float]:
+    arrays = sum(int(a.nbytes) for a in (index.window_vectors, index.window_offsets,
+                                         index.sentence_vectors, index.sentence_offsets,
+                                         index.sentence_spans))
+    bm25 = 0
+    retriever = getattr(index.keyword, "_retriever", None)
+    scores = getattr(retriever, "scores", None)
+    if isinstance(scores, dict):
+        bm25 = sum(int(v.nbytes) for v in scores.values() if isinstance(v, np.ndarray))
+    text = sum(len(c.text.encode("utf-8")) for c in index.chunks)
+    return {"vectors_mb": round(arrays / 2**20, 1), "bm25_mb": round(bm25 / 2**20, 1),
+            "chunk_text_mb": round(text / 2**20, 1),
+            "total_mb": round((arrays + bm25 + text) / 2**20, 1)}
+
+
+def prepared_prompts(texts: list[str], cfg: AppConfig, services) -> list:
+    """Each text through A0 and A2 (the controller), ready for Retrieval."""
+    from ragstream import controller
+
+    return [controller.run_all(controller.new_prompt(t), cfg, services, until="A2_PromptShaper")
+            for t in texts]
+
+
+def time_retrieval(prepared: list, cfg: AppConfig, services, repeats: int,
+                   tick: Callable[[], None] | None = None) -> tuple[list[float], list[int]]:
+    """Wall ms of ``stages.retrieval.run`` for each prepared prompt × repeats (the state is
+    copied before the clock starts; the query cache is emptied before each call)."""
+    from ragstream.stages import retrieval
+
+    retrieval.run(prepared[0].model_copy(deep=True), cfg, services)  # warm
+    times, pieces = [], []
+    for _ in range(repeats):
+        for sp in prepared:
+            work = sp.model_copy(deep=True)
+            clear_query_cache(services.embedder)
+            t0 = time.perf_counter()
+            out = retrieval.run(work, cfg, services)
+            times.append((time.perf_counter() - t0) * 1000.0)
+            pieces.append(len(out.extras["retrieval"]["pieces"]))
+            if tick:
+                tick()
+    return times, pieces
+
+
+def measure_retrieval(cfg: AppConfig, embedder, scifact: SciFact, size: Size, work_dir: Path,
+                      progress: Progress | None) -> dict[str, Any]:
+    texts = [*scifact.claims, *PROMPTS[:size.prompts]]
+    out: dict[str, Any] = {}
+    total = len(size.retrieval) * len(texts) * size.retrieval_repeats
+    done = 0
+
+    def tick():
+        nonlocal done
+        done += 1
+        if progress:
+            progress("retrieval", done, total)
+
+    largest = size.retrieval[-1][0]
+    distinct = sum(1 for d in scifact.docs if d.text.strip())
+    for label, n in size.retrieval:
+        t0 = time.perf_counter()
+        index = build_synthetic_index(n, scifact.docs, embedder.dimension, cfg)
+        build_s = time.perf_counter() - t0
+        services = FixedIndexServices(embedder=embedder, fixed_index=index)
+        prepared = prepared_prompts(texts, cfg, services)
+        times, pieces = time_retrieval(prepared, cfg, services, size.retrieval_repeats, tick)
+        entry = {
+            **summary(times), "chunks": index.n_chunks, "windows": len(index.window_vectors),
+            "evidence_sentences": len(index.sentence_vectors),
+            "queries": len(texts), "repeats": size.retrieval_repeats,
+            "pieces_mean": round(statistics.mean(pieces), 2), "pieces_max": max(pieces),
+            "synthetic": True, "replicated_texts": n > distinct,
+            "data": ("texts: " + (f"{distinct:,} SciFact abstracts replicated to {n:,} chunks "
+                                  f"(×{n / distinct:.1f}, unique ids)" if n > distinct else
+                                  f"{n:,} SciFact abstracts, one per chunk")
+                     + f"; vectors: synthetic (seeded random unit vectors, {WINDOWS_PER_CHUNK} "
+                       f"windows per chunk on average, not from the encoder)"),
+            "build_s": round(build_s, 2), "index_memory": index_nbytes(index),
+        }
+        if label == largest:
+            entry["fresh_process"] = probe_fresh_process(index, texts, cfg, work_dir)
+        out[label] = entry
+        del services, prepared, index
+        gc.collect()
+    return out
+
+
+def probe_fresh_process(index, texts: list[str], cfg: AppConfig, work_dir: Path) -> dict[str, Any]:
+    """Save ``index`` as the app's snapshot, then let a new process load it, run Retrieval
+    for ``texts`` and report its load time, latency and peak memory."""
+    folder = work_dir / "probe-snapshot"
+    t0 = time.perf_counter()
+    index.save(folder)
+    save_s = time.perf_counter() - t0
+    (work_dir / "probe-queries.json").write_text(json.dumps(texts), encoding="utf-8")
+    code = "import sys; from ragstream.bench import _probe_main; _probe_main(sys.argv[1:])"
+    proc = subprocess.run([sys.executable, "-c", code, str(folder), index.fingerprint,
+                           str(work_dir / "probe-queries.json"), str(work_dir / "probe-index")],
+                          cwd=PROJECT_ROOT, env=bench_env(work_dir / "probe-index"),
+                          capture_output=True, text=True, timeout=900)
+    disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}"}
+    return {**result, "snapshot_mb": round(disk / 2**20, 1), "save_s": round(save_s, 2)}
+
+
+def _probe_main(argv: list[str]) -> None:
+    """In a fresh process: load the snapshot as the app does, embed, run Retrieval, print
+    one JSON line (load time, latency, peak memory)."""
+    from ragstream.backends.doc_index import DocumentIndex
+    from ragstream.backends.keyword_index import KeywordIndex
+    from ragstream.services import build_services
+
+    folder, fingerprint, queries_file, index_dir = argv
+    t0 = time.perf_counter()
+    cfg = bench_config(Path(index_dir))
+    embedder = build_services(cfg).embedder
+    embedder.embed(["warm up"])
+    model_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rs = cfg.settings.retrieval
+    index = DocumentIndex.load(Path(folder), fingerprint, KeywordIndex(rs.stemmer, rs.stopwords))
+    load_s = time.perf_counter() - t0
+    if index is None:
+        raise SystemExit("the snapshot did not load")
+    services = FixedIndexServices(embedder=embedder, fixed_index=index)
+    prepared = prepared_prompts(json.loads(Path(queries_file).read_text(encoding="utf-8")),
+                                cfg, services)
+    times, _pieces = time_retrieval(prepared, cfg, services, 1)
+    print(json.dumps({"model_load_s": round(model_s, 2), "snapshot_load_s": round(load_s, 2),
+                      "chunks": index.n_chunks, **summary(times),
+                      "rss_mb": round(current_rss_mb(), 1), "peak_rss_mb": round(peak_rss_mb(), 1)}))
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _target(name: str, value: float, limit: float, at_least: bool, unit: str,
+            note: str = "") -> dict[str, Any]:
+    ok = None if value is None or (isinstance(value, float) and math.isnan(value)) else (
+        value >= limit if at_least else value <= limit)
+    return {"name": name, "value": value, "limit": limit, "op": ">=" if at_least else "<=",
+            "unit": unit, "pass": ok, "note": note}
+
+
+def evaluate_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    labels = list(r["retrieval"])
+    largest = labels[-1]
+    t = []
+    note = "" if largest == "100k" else f"target is for 100k chunks; quick mode measured {largest}"
+    t.append(_target(f"retrieval p95 at {largest} chunks", r["retrieval_p95_ms"][largest],
+                     LIMITS["retrieval_p95_ms"], False, "ms", note))
+    for backend, ms in r["rerank_p95_ms"].items():
+        cross = backend != "offline"
+        t.append(_target(f"rerank p95, {backend}, N2 = {r['rerank']['candidates']}", ms,
+                         LIMITS["rerank_p95_ms_cross" if cross else "rerank_p95_ms"], False, "ms"))
+    t.append(_target("pipeline p95 (8 stages + answer)", r["pipeline_p95_ms"],
+                     LIMITS["pipeline_p95_ms"], False, "ms"))
+    t.append(_target("ingestion throughput", r["ingest_words_per_s"],
+                     LIMITS["ingest_words_per_s"], True, "words/s"))
+    t.append(_target("ingestion / raw encode", r["ingest_vs_encode"], LIMITS["ingest_vs_encode"],
+                     True, "×"))
+    t.append(_target("fresh CLI run", r["cold_run_s"], LIMITS["cold_run_s"], False, "s"))
+    fresh = r["retrieval"][largest].get("fresh_process", {}).get("peak_rss_mb", math.nan)
+    t.append(_target(f"peak memory, a fresh process holding the {largest} index", fresh,
+                     LIMITS["peak_rss_mb"], False, "MB", note))
+    t.append(_target("peak memory, this bench process", r["peak_rss_mb"], LIMITS["peak_rss_mb"],
+                     False, "MB", "includes two ingested indexes and building the "
+                                  f"{largest} index (temporary copies the app never makes)"))
+    return t
+
+
+def _exit_on_sigterm() -> Callable[[], None]:
+    """While the bench runs in the main thread with SIGTERM at its default, turn SIGTERM into
+    SystemExit (``finally`` blocks run); returns what restores the previous handler."""
+    import signal
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return lambda: None
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def run_bench(quick: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Measure ingestion, retrieval, rerank, pipeline, cold start and memory; return a
+    JSON-ready dict (see the module docstring). ``quick``: everything small (a smoke run, well
+    under a minute). ``progress(phase, done, total)`` is called as work completes."""
+    from ragstream.engine import Engine
+    from ragstream.services import build_services
+
+    size = QUICK if quick else FULL
+    started = time.perf_counter()
+    meter = _CpuMeter()
+    load_start = load_average()
+    loads = [load_start[0]]
+    result: dict[str, Any] = {
+        "schema": SCHEMA, "quick": quick,
+        "started_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "machine": {**machine_info(), "load_avg_start": load_start},
+    }
+    work = Path(tempfile.mkdtemp(prefix="ragstream-bench-"))
+    restore = _exit_on_sigterm()  # so that a terminated run still removes its temp folders
+    try:
+        scifact = load_scifact(size.queries)
+
+        # the KB-only index (pipeline, cold run); its ingest also warms everything up
+        cfg_kb = bench_config(work / "kb-index")
+        engine_kb = Engine(cfg_kb)
+        embedder = engine_kb.services.embedder
+        t0 = time.perf_counter()
+        embedder.embed(["warm up"])
+        model_load_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        kb_report = engine_kb.ingest(copy_kb(work / "kb", size.kb_files))
+        kb_ingest_s = time.perf_counter() - t0
+
+        # 1. ingestion: a copy of the KB and the SciFact sample into a fresh collection
+        corpus = work / "corpus"
+        corpus.mkdir()
+        n_docs = write_corpus(corpus, scifact, size.ingest_docs, size.kb_files)
+        cfg = bench_config(work / "index")
+        services = build_services(cfg)
+        services.embedder = embedder  # loaded once
+        engine = Engine(cfg, services)
+        engine.status()  # open Chroma before the clock starts
+        ingest = measure_ingest(engine, corpus, progress)
+        ingest.update(scifact_docs=n_docs, kb_files=kb_report.files_seen,
+                      model_load_s=round(model_load_s, 2),
+                      kb_only={"chunks": engine_kb.services.index().n_chunks,
+                               "ingest_s": round(kb_ingest_s, 3),
+                               "note": "first ingest of the process: includes opening Chroma "
+                                       "and loading the token counter"},
+                      note="encoder loaded and Chroma opened before timing; words = words of "
+                           "the chunk texts; raw encode = the encoder calls ingestion made, made "
+                           "again bare (same texts, same batching), over the same word count")
+        result["ingest"] = ingest
+        result["ingest_words_per_s"] = ingest["ingest_words_per_s"]
+        result["encode_words_per_s"] = ingest["encode_words_per_s"]
+        result["ingest_vs_encode"] = ingest["ingest_vs_encode"]
+        loads.append(load_average()[0])
+
+        # 2. rerank on the KB + SciFact index
+        result["rerank"] = measure_rerank(engine, scifact.claims, size.rerank_repeats, progress)
+        result["rerank_p50_ms"] = {b: v["p50_ms"] for b, v in result["rerank"]["backends"].items()}
+        result["rerank_p95_ms"] = {b: v["p95_ms"] for b, v in result["rerank"]["backends"].items()}
+        loads.append(load_average()[0])
+
+        # 3. the whole pipeline on the KB-only index
+        result["pipeline"] = measure_pipeline(engine_kb, PROMPTS[:size.prompts],
+                                              size.pipeline_repeats, progress)
+        result["pipeline_p50_ms"] = result["pipeline"]["p50_ms"]
+        result["pipeline_p95_ms"] = result["pipeline"]["p95_ms"]
+        result["query_cache_clear"] = clear_query_cache(embedder)
+        loads.append(load_average()[0])
+
+        # 4. cold CLI run on the KB-only index (this process lets go of Chroma first)
+        engine.services.store.close()
+        engine_kb.services.store.close()
+        result["cold_run"] = measure_cold_run(work / "kb-index", size.cold_runs, progress)
+        result["cold_run_s"] = result["cold_run"]["median_s"]
+        loads.append(load_average()[0])
+        del engine, engine_kb, services
+        gc.collect()
+
+        # 5. retrieval at 10k / 100k chunks, synthetic vectors
+        result["retrieval"] = measure_retrieval(cfg, embedder, scifact, size, work, progress)
+        result["retrieval_p50_ms"] = {k: v["p50_ms"] for k, v in result["retrieval"].items()}
+        result["retrieval_p95_ms"] = {k: v["p95_ms"] for k, v in result["retrieval"].items()}
+        result["retrieval_data"] = {k: v["data"] for k, v in result["retrieval"].items()}
+        largest = list(result["retrieval"])[-1]
+        result["index_mb"] = {k: v["index_memory"]["total_mb"] for k, v in result["retrieval"].items()}
+        loads.append(load_average()[0])
+
+        # 6. memory
+        result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        result["memory"] = {
+            "peak_rss_mb": result["peak_rss_mb"],
+            "rss_end_mb": round(current_rss_mb(), 1),
+            "fresh_process_peak_rss_mb": result["retrieval"][largest]
+                .get("fresh_process", {}).get("peak_rss_mb"),
+            "note": ("peak_rss_mb: the high-water mark of this process (VmHWM), which ingested two "
+                     "collections and "
+                     f"built the {largest} index (from_records makes temporary copies); "
+                     f"fresh_process_peak_rss_mb: a new process that loads the saved {largest} "
+                     "snapshot, the encoder, and runs Retrieval, as the app would"),
+        }
+        result["config"] = {
+            "embedding_model": cfg.settings.embedding.model,
+            "embedding_backend": getattr(embedder, "backend", "?"),
+            "N0": cfg.limits.N0_QUERY_PIECES, "N1": cfg.limits.N1_RETR_MAX_CANDIDATES,
+            "N2": cfg.limits.N2_RERANK_TOP_K,
+            "reranker_backend_setting": cfg.settings.reranker.backend,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        restore()
+    load_end = load_average()
+    loads.append(load_end[0])
+    result["machine"].update(
+        load_avg_end=load_end, load_1min_max_seen=max(loads),
+        other_processes_cpu_cores=meter.others_cores())
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["targets"] = evaluate_targets(result)
+    busy = result["machine"]["other_processes_cpu_cores"]
+    result["machine"]["contended"] = bool(max(loads) > 1.5 or (not math.isnan(busy) and busy > 0.3))
+    return result
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _mark(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("pass" if ok else "MISS")
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """The result as text: every figure, with its target and pass / MISS."""
+    r, m = result, result["machine"]
+    ing = r["ingest"]
+    lines = [f"RAGstream bench{' (quick: small sizes, a smoke run)' if r['quick'] else ''} — "
+             f"{r['started_at']}, {fmt(r['wall_s'])} s",
+             f"machine: {m.get('cpu_model', '?')}, {m['cpus']} CPUs, {fmt(m.get('memory_gb'))} GB, "
+             f"Python {m['python']}, {m['platform']}",
+             f"load average (1/5/15 min): start {m['load_avg_start']}, end {m['load_avg_end']}, "
+             f"highest 1-min seen {fmt(m['load_1min_max_seen'], 2)}; other processes kept "
+             f"{fmt(m['other_processes_cpu_cores'], 2)} cores busy on average"]
+    if m.get("contended"):
+        lines.append("WARNING: another process was using the CPU during the run; latencies and "
+                     "throughput are pessimistic.")
+    c = r["config"]
+    lines += [f"embedder: {c['embedding_model']} ({c['embedding_backend']}); N0 = {c['N0']}, "
+              f"N1 = {c['N1']}, N2 = {c['N2']}; query cache emptied with "
+              f"{r['query_cache_clear']} before every timed call", ""]
+
+    lines += ["Ingestion (KB copy + SciFact abstracts, fresh Chroma collection)",
+              f"  {fmt(ing['files'])} files ({fmt(ing['scifact_docs'])} SciFact), "
+              f"{fmt(ing['chunks'])} chunks, {fmt(ing['windows'])} windows, "
+              f"{fmt(ing['evidence_sentences'])} evidence sentences, {fmt(ing['words'])} words; "
+              f"{fmt(ing['encoded_texts'])} texts encoded ("
+              + ", ".join(f"{k} × {v}" for k, v in ing["encoder_calls"].items())
+              + (f"; {fmt(ing['pooled_spans'])} sentence vectors pooled from the window pass"
+                 if ing["pooled_spans"] else "") + ")",
+              f"  ingest  {fmt(ing['ingest_s'], 2)} s  = {fmt(r['ingest_words_per_s'])} words/s",
+              f"  raw encode of the same texts {fmt(ing['encode_s'], 2)} s = "
+              f"{fmt(r['encode_words_per_s'])} words/s",
+              f"  ingestion / raw encode = {fmt(r['ingest_vs_encode'], 3)}×",
+              f"  ({ing['note']}; encoder load {fmt(ing['model_load_s'], 2)} s; bundled KB alone: "
+              f"{fmt(ing['kb_only']['chunks'])} chunks in {fmt(ing['kb_only']['ingest_s'], 2)} s, "
+              f"{ing['kb_only']['note']})", ""]
+
+    lines.append("Retrieval stage (A0 + A2 prepared; query pieces, dense + BM25, LogAvgExp, RRF)")
+    for label, e in r["retrieval"].items():
+        lines.append(f"  {label}: {fmt(e['chunks'])} chunks, {fmt(e['windows'])} windows — "
+                     f"p50 {fmt(e['p50_ms'])} ms, p95 {fmt(e['p95_ms'])} ms, max "
+                     f"{fmt(e['max_ms'])} ms ({e['n']} calls, {fmt(e['pieces_mean'], 2)} pieces "
+                     f"on average, up to {e['pieces_max']}); index in memory "
+                     f"{fmt(e['index_memory']['total_mb'])} MB (vectors "
+                     f"{fmt(e['index_memory']['vectors_mb'])}, BM25 {fmt(e['index_memory']['bm25_mb'])}, "
+                     f"texts {fmt(e['index_memory']['chunk_text_mb'])}); built in "
+                     f"{fmt(e['build_s'], 2)} s")
+        lines.append(f"    SYNTHETIC — {e['data']}")
+        fp = e.get("fresh_process")
+        if fp and "error" not in fp:
+            lines.append(f"    fresh process: snapshot {fmt(fp['snapshot_mb'])} MB loads in "
+                         f"{fmt(fp['snapshot_load_s'], 2)} s (encoder {fmt(fp['model_load_s'], 2)} s); "
+                         f"Retrieval p50 {fmt(fp['p50_ms'])} ms, p95 {fmt(fp['p95_ms'])} ms; "
+                         f"peak RSS {fmt(fp['peak_rss_mb'])} MB")
+        elif fp:
+            lines.append(f"    fresh process failed: {fp['error']}")
+    lines.append("")
+
+    rr = r["rerank"]
+    lines.append(f"Rerank score() for N2 = {rr['candidates']} candidates from a real Retrieval run "
+                 f"({rr['queries']} SciFact claims × {rr['repeats']}, index of "
+                 f"{fmt(rr['index_chunks'])} chunks)")
+    for backend, e in rr["backends"].items():
+        lines.append(f"  {backend}: p50 {fmt(e['p50_ms'])} ms, p95 {fmt(e['p95_ms'])} ms, max "
+                     f"{fmt(e['max_ms'])} ms ({e['n']} calls, {fmt(e['mean_candidates'])} "
+                     f"candidates on average)")
+    for backend, why in rr["skipped"].items():
+        lines.append(f"  {backend}: not measured — {why}")
+    lines.append("")
+
+    p = r["pipeline"]
+    lines.append(f"Pipeline (8 stages + {'/'.join(p['answer_modes'])} answer, bundled KB of "
+                 f"{fmt(p['index_chunks'])} chunks, {p['prompts']} prompts × {p['repeats']}, "
+                 f"reranker {p['reranker_backend']})")
+    lines.append(f"  total p50 {fmt(r['pipeline_p50_ms'])} ms, p95 {fmt(r['pipeline_p95_ms'])} ms, "
+                 f"max {fmt(p['max_ms'])} ms")
+    lines.append("  stage medians (ms): " + ", ".join(
+        f"{k} {fmt(v)}" for k, v in p["stage_median_ms"].items()))
+    lines.append("")
+
+    cr = r["cold_run"]
+    lines.append(f"Cold run: {cr['command']} on the KB index, median {fmt(r['cold_run_s'], 2)} s of "
+                 f"{', '.join(fmt(t, 2) for t in cr['runs_s'])} s (fresh process: imports, model "
+                 f"load, snapshot load, one query; files in the OS page cache)")
+    if cr.get("slowest_imports_s"):
+        lines.append("  slowest top-level imports of that command (cumulative s): " + ", ".join(
+            f"{k} {fmt(v, 2)}" for k, v in cr["slowest_imports_s"].items()))
+    for e in cr["errors"]:
+        lines.append(f"  error: {e}")
+    mem = r["memory"]
+    lines += ["", f"Memory: peak RSS of this process {fmt(r['peak_rss_mb'])} MB (end "
+                  f"{fmt(mem['rss_end_mb'])} MB); {mem['note']}", ""]
+
+    lines.append("Targets")
+    for t in r["targets"]:
+        digits = 3 if t["unit"] == "×" else (2 if t["unit"] == "s" else 1)
+        lines.append(f"  [{_mark(t['pass']):>4}] {t['name']}: {fmt(t['value'], digits)} {t['unit']} "
+                     f"(target {t['op']} {fmt(t['limit'], digits)} {t['unit']})"
+                     + (f" — {t['note']}" if t["note"] else ""))
+    return "\n".join(lines)
