@@ -141,7 +141,10 @@ class BaseEmbedder:
         if missing:
             # encoded outside the lock: concurrent callers don't wait for each other's model
             # calls (two may encode the same new text once each; both get the same vector)
-            vectors = self._encode_many(missing)
+            # one text per model call: a vector must not depend on which texts shared its
+            # batch (int8 models quantise activations per batch), or a cached query vector
+            # would depend on history and reruns would not be byte-identical
+            vectors = np.vstack([self._encode_many([t]) for t in missing])
             with self._cache_lock:
                 for text, vec in zip(missing, vectors):
                     vec = vec.copy()  # a row of its own: an evicted row frees its memory

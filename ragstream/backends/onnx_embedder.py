@@ -418,14 +418,13 @@ class OnnxEmbedder(BaseEmbedder):
     def _encode(self, texts: list[str]) -> np.ndarray:
         return self._encode_many(texts)
 
-    def _encode_many(self, texts: list[str]) -> np.ndarray:
+    def _batches(self, texts: Sequence[str]):
         """Tokenize once (truncated), sort by length (longest first), pad each batch to its
-        longest row, run, pool; rows come back in input order."""
+        longest row and run it: yields (encodings, input rows, last hidden state, mask)."""
         self._load_tokenizers()
         session = self.session
         encodings = self._tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
             width = len(encodings[idx[0]].ids)
@@ -441,10 +440,14 @@ class OnnxEmbedder(BaseEmbedder):
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feed["token_type_ids"] = types
-            hidden = session.run(["last_hidden_state"], feed)[0]
+            yield encodings, idx, session.run(["last_hidden_state"], feed)[0], mask
+
+    def _encode_many(self, texts: list[str]) -> np.ndarray:
+        """Length-sorted batches, mean pooled; rows come back in input order."""
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for _encodings, idx, hidden, mask in self._batches(texts):
             out[idx] = _mean_pool_normalize(hidden, mask)
         return out
-
 
     def embed_with_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
                          ) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -452,30 +455,11 @@ class OnnxEmbedder(BaseEmbedder):
         was given, from the same model pass (late chunking): a span's vector is the mean of
         the contextual states of its own tokens, normalised. A span the input limit cut off
         (wholly or in part) gets a row of NaN, for the caller to embed on its own."""
-        self._load_tokenizers()
-        session = self.session
         texts = list(texts)
-        encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         pooled: list[np.ndarray] = [np.full((len(spans[i]), self.dimension), np.nan, dtype=np.float32)
                                     for i in range(len(texts))]
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            width = len(encodings[idx[0]].ids)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            types = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                enc = encodings[i]
-                n = len(enc.ids)
-                ids[row, :n] = enc.ids
-                types[row, :n] = enc.type_ids
-                mask[row, :n] = 1
-            feed = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._input_names:
-                feed["token_type_ids"] = types
-            hidden = session.run(["last_hidden_state"], feed)[0]
+        for encodings, idx, hidden, mask in self._batches(texts):
             out[idx] = _mean_pool_normalize(hidden, mask)
             for row, i in enumerate(idx):
                 if not spans[i]:
@@ -493,6 +477,7 @@ class OnnxEmbedder(BaseEmbedder):
                         vec = hidden[row, :len(enc.ids)][sel].mean(axis=0)
                         pooled[i][j] = vec / max(float(np.linalg.norm(vec)), 1e-12)
         return out, pooled
+
 
 def _mean_pool_normalize(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """sentence-transformers' Pooling(mean) + Normalize on (batch, seq, dim) float32 states."""

@@ -69,10 +69,11 @@ def test_index_holds_every_chunk_with_its_vectors(fresh_engine, tmp_path):
         assert ev.sentences == [t for _, _, t in evidence_units(chunk.text)]
         assert len(ev.sentence_vectors) == len(ev.sentences)
         assert np.allclose(np.linalg.norm(ev.sentence_vectors, axis=1), 1.0, atol=1e-2)
-    # the stored window vectors are what encoding the chunks gives now
+    # the stored window vectors are what encoding the chunks gives now (up to batch effects:
+    # int8 quantises activations per batch)
     records = encode_chunks(chunks, services.embedder)
     fresh = np.vstack([r.vector for r in records])
-    assert np.allclose(fresh, index.window_vectors, atol=1e-5)
+    assert float(np.einsum("ij,ij->i", fresh, index.window_vectors).min()) > 0.99
 
 
 def test_snapshot_on_disk_is_reused_and_rebuilt_when_stale(fresh_engine, tmp_path):
@@ -166,7 +167,10 @@ def test_sigkill_during_ingest_then_reingest_equals_a_clean_ingest(tmp_path):
     a, b = killed.services.index(), clean.services.index()
     assert a.ids == b.ids
     assert [c.text for c in a.chunks] == [c.text for c in b.chunks]
-    assert np.allclose(a.window_vectors, b.window_vectors, atol=1e-5)
+    # the same vectors up to batch effects (int8 quantises activations per batch, and the
+    # killed run wrote smaller batches)
+    assert a.window_vectors.shape == b.window_vectors.shape
+    assert float(np.einsum("ij,ij->i", a.window_vectors, b.window_vectors).min()) > 0.98
     assert killed.services.store.count_windows() == clean.services.store.count_windows()
 
 
@@ -177,3 +181,35 @@ def test_parse_and_encode_agree_with_stored_spans(fresh_engine):
         for (s, e) in rec.sentence_spans:
             assert rec.start <= s < rec.end or rec.window == rec.n_windows - 1
             assert clean_sentence(rec.chunk.text[s:e])
+
+
+def test_late_chunked_sentence_vectors(embedder):
+    """A sentence's vector is pooled from its window's model pass; one the input limit cut off
+    is embedded on its own, so no stored vector is ever missing."""
+    if not hasattr(embedder, "embed_with_spans"):
+        pytest.skip(f"the {embedder.backend} backend embeds sentences separately")
+    head = "Ripe bananas are yellow. "
+    text = head + "Filler words follow here. " * 120 + "Apples keep for months."
+    tail = (len(text) - len("Apples keep for months."), len(text))
+    vectors, pooled = embedder.embed_with_spans([text], [[(0, len(head) - 1), tail]])
+    assert float(vectors[0] @ embedder.embed_batch([text])[0]) > 0.999
+    first = pooled[0][0]
+    assert np.isclose(np.linalg.norm(first), 1.0, atol=1e-3)
+    alone = embedder.embed_batch(["Ripe bananas are yellow."])[0]
+    assert float(first @ alone) > 0.5  # the same sentence, read in context
+    assert np.isnan(pooled[0][1]).all()  # past the 256 word pieces the model reads
+
+    from ragstream.super_prompt import Chunk
+
+    chunk = Chunk(id="t.md#0", doc_id="t.md", source="t.md", text=text)
+    old = embedder.window_tokens
+    embedder.window_tokens = 2000  # one window, longer than the model reads
+    try:
+        records = encode_chunks([chunk], embedder)
+    finally:
+        embedder.window_tokens = old
+    vecs = np.vstack([r.sentence_vectors for r in records if r.sentence_vectors is not None])
+    assert np.isfinite(vecs).all()
+    spans = [s for r in records for s in r.sentence_spans]
+    last = vecs[spans.index(tail)]
+    assert float(last @ embedder.embed_batch(["Apples keep for months."])[0]) > 0.99

@@ -196,7 +196,7 @@ def test_query_process_never_imports_torch(onnx, cache_dir):
         "             if m in sys.modules]}))\n")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["backend"] == "onnx" and abs(out["norm"] - 1) < 1e-5
+    assert out["backend"] == "onnx-int8" and abs(out["norm"] - 1) < 1e-5
     assert out["loaded"] == []
 
 
@@ -236,7 +236,7 @@ def test_stamp_notices_changed_weights(onnx, cache_dir):
 
 
 def test_backend_choice_and_env_override(tmp_path):
-    assert resolve_backend(EmbeddingSettings()) == "onnx"
+    assert resolve_backend(EmbeddingSettings()) == "onnx-int8"
     assert resolve_backend(EmbeddingSettings(model=str(tmp_path))) == "torch"
     assert resolve_backend(EmbeddingSettings(backend="torch")) == "torch"
     with pytest.raises(ConfigError, match="torch"):
