@@ -51,7 +51,7 @@ class Services:
 
 def build_services(cfg: AppConfig) -> Services:
     from ragstream.backends.doc_index import IndexCache
-    from ragstream.backends import embedder as _emb  # TEMP until make_embedder lands
+    from ragstream.backends.embedder import make_embedder
     from ragstream.backends.keyword_index import KeywordIndex
     from ragstream.backends.llm import build_llm
     from ragstream.backends.vector_store import ChromaStore
@@ -59,9 +59,7 @@ def build_services(cfg: AppConfig) -> Services:
     s = cfg.settings
     index_dir = cfg.index_dir / f"docindex-{s.vector_store.collection}"
     return Services(
-        embedder=(_emb.make_embedder(s.embedding, cfg.cache_dir) if hasattr(_emb, "make_embedder")
-                  else _emb.SentenceTransformerEmbedder(s.embedding.model, s.embedding.window_tokens,
-                                                        s.embedding.batch_size)),
+        embedder=make_embedder(s.embedding, cfg.cache_dir),
         store=ChromaStore(s.vector_store, cfg.index_dir),
         keyword_index=KeywordIndex(s.retrieval.stemmer, s.retrieval.stopwords),
         reranker_settings=s.reranker,

@@ -378,6 +378,10 @@ class OnnxEmbedder(BaseEmbedder):
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 options.log_severity_level = 3
+                # no busy-waiting between runs: a spinning worker would take a core from the
+                # matrix products that follow every query encoding (the dense scan ran 2×
+                # slower right after an encode with spinning on)
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 try:
                     session = ort.InferenceSession(str(path), sess_options=options,
                                                    providers=["CPUExecutionProvider"])
