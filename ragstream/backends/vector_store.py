@@ -16,6 +16,7 @@ download a model).
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from ragstream.errors import VectorStoreError
 from ragstream.super_prompt import Chunk
 
 GENERATION_KEY = "ragstream_generation"
+#: persistent mode: a copy of the stamp beside Chroma's files (see ``ChromaStore.fingerprint``)
+GENERATION_FILE_PREFIX = "ragstream-generation-"
 
 _CHUNK_FIELDS = [
     "doc_id", "source", "title", "section", "doc_type", "last_update_date", "chunk_index",
@@ -146,9 +149,8 @@ class ChromaStore:
 
     def close(self) -> None:
         """Forget the client (a persistent folder can then be deleted and reopened)."""
-        self._collection = None
-        self._client = None
-        if self.settings.mode == "persistent":
+        opened, self._client, self._collection = self._client is not None, None, None
+        if opened and self.settings.mode == "persistent":
             from chromadb.api.shared_system_client import SharedSystemClient
 
             SharedSystemClient.clear_system_cache()
@@ -310,21 +312,68 @@ class ChromaStore:
     def delete_document(self, doc_id: str) -> int:
         ids = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
         if ids:
+            self._bump_generation()  # before and after, as in replace_documents
             self.collection.delete(ids=ids)
             self._bump_generation()
         return len(ids)
 
     def _bump_generation(self) -> None:
         """Record that the collection changed (read by ``fingerprint``, also across processes)."""
-        self.collection.modify(metadata={GENERATION_KEY: uuid.uuid4().hex})
+        self._set_generation(uuid.uuid4().hex)
+
+    def _set_generation(self, generation: str) -> None:
+        """The stamp goes into the collection's metadata, then (persistent mode) into its copy
+        on disk, written whole (temporary file, then rename). A crash between the two leaves
+        the copy at the previous stamp, which is still a stamp taken before the data changed."""
+        self.collection.modify(metadata={GENERATION_KEY: generation})
+        path = self._generation_file
+        if path is not None:
+            tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+            tmp.write_text(generation, encoding="utf-8")
+            os.replace(tmp, path)
+
+    @property
+    def _generation_file(self) -> Path | None:
+        if self.settings.mode != "persistent":
+            return None
+        return self.index_dir / "chroma" / f"{GENERATION_FILE_PREFIX}{self.settings.collection}"
+
+    def _seed_generation_copy(self, generation: str) -> None:
+        """Give a store written before the copy existed its copy. Created only if absent, so it
+        can never overwrite a newer stamp that a writer put there meanwhile."""
+        path = self._generation_file
+        if path is None or path.exists():
+            return
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(generation)
+
+    def _generation_copy(self) -> str | None:
+        path = self._generation_file
+        try:
+            return (path.read_text(encoding="utf-8").strip() or None) if path else None
+        except OSError:
+            return None
 
     def fingerprint(self) -> str:
         """Changes whenever any document is added, replaced or removed.
 
         Cheap: a generation stamp kept in the collection's metadata and renewed by every write
-        of this class (re-read from the store, so writes by other processes count too). A
-        collection without the stamp is fingerprinted once from all its documents' hashes,
-        and that fingerprint becomes its stamp."""
+        of this class, before and after it (re-read from the store, so writes by other
+        processes count too). A collection without the stamp is fingerprinted once from all
+        its documents' hashes, and that fingerprint becomes its stamp.
+
+        In persistent mode every write also leaves a copy of the stamp in a file beside
+        Chroma's own. A process that has not opened the store yet reads that copy instead, so a
+        query against an unchanged knowledge base (its ``DocumentIndex`` snapshot still
+        current) never imports chromadb or opens the store: a fresh CLI run saves ~1 s."""
+        if self._client is None:
+            copy = self._generation_copy()
+            if copy:
+                return copy
         try:
             _ = self.collection  # made if it does not exist yet
             fresh = self.client.get_collection(self.settings.collection)
@@ -333,10 +382,11 @@ class ChromaStore:
             raise VectorStoreError(f"Cannot read collection {self.settings.collection!r} at "
                                    f"{self.location}: {err}") from err
         if generation:
+            self._seed_generation_copy(str(generation))
             return str(generation)
         # a collection from before the stamp existed: fingerprint it once, then stamp it
         scanned = self._scan_fingerprint()
-        self.collection.modify(metadata={GENERATION_KEY: scanned})
+        self._set_generation(scanned)
         return scanned
 
     def _scan_fingerprint(self) -> str:

@@ -182,3 +182,35 @@ def test_fingerprint_changes_with_every_write_and_is_stamped(fresh_engine, tmp_p
     scanned = store.fingerprint()
     assert scanned == store._scan_fingerprint()
     assert store.client.get_collection(store.settings.collection).metadata[GENERATION_KEY] == scanned
+
+
+def test_unopened_store_reads_the_stamp_copy_and_sees_other_writers(fresh_engine, tmp_path):
+    """A process that has not opened Chroma fingerprints from the stamp's copy on disk (no
+    chromadb client made), and still sees every write another store object makes."""
+    store = fresh_engine.services.store
+    write(tmp_path / "kb", "a.md", DOC_B)
+    fresh_engine.ingest(tmp_path / "kb")
+    copy = store._generation_file
+    assert copy.read_text(encoding="utf-8") == store.fingerprint()
+
+    reader = ChromaStore(store.settings, store.index_dir)
+    first = reader.fingerprint()
+    assert first == store.fingerprint() and reader._client is None  # Chroma never opened
+    write(tmp_path / "kb", "a.md", DOC_B + "\nMore about bananas here.\n")
+    fresh_engine.ingest(tmp_path / "kb")
+    assert reader.fingerprint() == store.fingerprint() != first and reader._client is None
+
+
+def test_a_store_without_the_copy_is_read_from_chroma_and_given_one(fresh_engine, tmp_path):
+    store = fresh_engine.services.store
+    write(tmp_path / "kb", "a.md", DOC_B)
+    fresh_engine.ingest(tmp_path / "kb")
+    stamp = store.fingerprint()
+    store._generation_file.unlink()  # as written by a version before the copy existed
+    reader = ChromaStore(store.settings, store.index_dir)
+    assert reader.fingerprint() == stamp and reader._client is not None  # read from Chroma
+    assert store._generation_file.read_text(encoding="utf-8") == stamp  # and seeded
+    # seeding never replaces a copy that is there (a writer's newer stamp)
+    store._generation_file.write_text("newer", encoding="utf-8")
+    reader._seed_generation_copy(stamp)
+    assert store._generation_file.read_text(encoding="utf-8") == "newer"
