@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.tune_rerank --data ../shared/data/scifact --split train
 
 Uses the index ``ragstream eval`` builds (and builds it if needed). For every judged query it
-runs A0 → A2 → Retrieval through the controller and records the offline ReRanker's signals
+runs A0 → A2 → Retrieval through the ``Engine`` and records the offline ReRanker's signals
 (``OfflineReranker.features``) for the top N2 candidates. Then every weight setting on a
 simplex grid (step ``--step``) is scored by nDCG@10 of "reranked top N2, then the rest of the
 hybrid list" — on the queries with **even** ids only. The best setting, the shipped setting
@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstream import controller
 from ragstream.config import load_config
+from ragstream.engine import Engine
 from ragstream.evaluation import (eval_config, load_beir, select_queries, sync_index)
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
 from ragstream.services import build_services
+from ragstream.super_prompt import View
 
 FEATURES = ("query_cosine", "best_sentence_cosine", "term_coverage", "query_bm25")
 
@@ -43,11 +44,12 @@ def collect(data: Path, split: str):
     services = build_services(ecfg)
     sync_index(docs, ecfg, services)
     reranker = services.reranker.reranker
+    engine = Engine(ecfg, services)
     cases = []
     chosen = select_queries(queries, qrels)
     for n, q in enumerate(chosen, start=1):
-        sp = controller.run_all(controller.new_prompt(q.text), ecfg, services, until="Retrieval")
-        hybrid = sp.kept_ids("retrieval")
+        sp = engine.run(q.text, until="Retrieval")
+        hybrid = sp.kept_ids(View.RETRIEVAL)
         head = hybrid[: ecfg.limits.N2_RERANK_TOP_K]
         chunks = sp.chunk_map()
         from ragstream.render import rerank_query

@@ -38,9 +38,9 @@ from typing import Callable
 
 from ragstream import controller
 from ragstream.config import AnswerSettings, AppConfig
-from ragstream.errors import StageOrderError
+from ragstream.errors import SchemaVersionError, StageOrderError
 from ragstream.super_prompt import (Answer, AnswerUsage, Chunk, Citation, ConversationTurn,
-                                    SuperPrompt)
+                                    SuperPrompt, View)
 from ragstream.text import split_sentences
 
 NAME = "Answer"
@@ -184,8 +184,8 @@ class Signals:
 
 
 def retrieval_signals(sp: SuperPrompt) -> Signals:
-    dense = [r.scores["dense"] for r in sp.view("retrieval") if "dense" in r.scores]
-    rerank = [r.scores.get("rerank", r.score) for r in sp.view("reranked")]
+    dense = [r.scores["dense"] for r in sp.view(View.RETRIEVAL) if "dense" in r.scores]
+    rerank = [r.scores.get("rerank", r.score) for r in sp.view(View.RERANKED)]
     return Signals(max(dense) if dense else None, max(rerank) if rerank else None)
 
 
@@ -310,7 +310,7 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, str]]:
     if sp.System_MD.strip() and sp.prompt_ready.startswith(system):
         user = sp.prompt_ready[len(system):].lstrip("\n")
     else:
-        from ragstream.stages.prompt_builder import render_conversation
+        from ragstream.render import render_conversation
 
         blocks = [sp.Prompt_MD, sp.S_CTX_MD, sp.Attachments_MD,
                   render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
@@ -426,7 +426,7 @@ def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
     try:
         row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
         out.extras["qa_log"] = {"path": str(path), "id": row}
-    except (sqlite3.Error, OSError) as err:
+    except (sqlite3.Error, OSError, SchemaVersionError) as err:
         out.extras["qa_log"] = {"path": str(path),
                                 "error": f"the interaction could not be logged: {err}"}
     return out, ans

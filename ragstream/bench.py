@@ -6,7 +6,7 @@
 
 Every figure comes from the project's own components: ``load_config``, ``build_services``
 (the configured embedder), ``Engine.ingest`` into real Chroma collections in temp folders,
-the controller running the real stages, ``DocumentIndex.from_records``. Nothing is
+the ``Engine`` running the real stages, ``DocumentIndex.from_records``. Nothing is
 downloaded and no file of the project is changed.
 
 1. **Ingestion.** The bundled knowledge base (``data/kb``) is ingested alone into one temp
@@ -439,14 +439,13 @@ def rerank_backends(services, work_dir: Path | None = None) -> tuple[dict[str, A
 
 def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress | None,
                    work_dir: Path | None = None) -> dict[str, Any]:
-    from ragstream import controller
     from ragstream.render import rerank_query
 
     cfg, services = engine.cfg, engine.services
     n2 = cfg.limits.N2_RERANK_TOP_K
     work = []
     for claim in claims:  # the candidates and the query the ReRanker stage would get
-        sp = controller.run_all(controller.new_prompt(claim), cfg, services, until="Retrieval")
+        sp = engine.run(claim, until="Retrieval")
         work.append((rerank_query(sp.body, sp.extras.get("body_sources")),
                      sp.base_context_chunks[:n2]))
     ready, skipped = rerank_backends(services, work_dir)
@@ -631,11 +630,11 @@ def index_nbytes(index) -> dict[str, float]:
 
 
 def prepared_prompts(texts: list[str], cfg: AppConfig, services) -> list:
-    """Each text through A0 and A2 (the controller), ready for Retrieval."""
-    from ragstream import controller
+    """Each text through A0 and A2 (the ``Engine``), ready for Retrieval."""
+    from ragstream.engine import Engine
 
-    return [controller.run_all(controller.new_prompt(t), cfg, services, until="A2_PromptShaper")
-            for t in texts]
+    engine = Engine(cfg, services)
+    return [engine.run(t, until="A2_PromptShaper") for t in texts]
 
 
 def time_retrieval(prepared: list, cfg: AppConfig, services, repeats: int,

@@ -67,10 +67,8 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
             engine.ensure_knowledge_base()
         sp = engine.run(prompt, until=until)
         if with_answer:
-            from ragstream.answer import answer_and_log
-
             stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
-            sp, ans = answer_and_log(engine.cfg, engine.services, sp, on_token=stream)
+            sp, ans = engine.answer(sp, on_token=stream)
     except RagstreamError as err:
         _fail(err)
     if as_json:

@@ -61,11 +61,13 @@ class Engine:
 
     # -- pipeline -----------------------------------------------------------------------
 
-    def new(self, prompt: str) -> SuperPrompt:
-        return controller.new_prompt(prompt)
+    def new(self, prompt: str, conversation: list | None = None) -> SuperPrompt:
+        """A fresh state for ``prompt`` (and the conversation so far)."""
+        return controller.new_prompt(prompt, conversation)
 
-    def run_stage(self, sp: SuperPrompt, name: str) -> SuperPrompt:
-        return controller.run_stage(sp, name, self.cfg, self.services)
+    def run_stage(self, sp: SuperPrompt, name: str, cfg: AppConfig | None = None) -> SuperPrompt:
+        """Run one stage on a copy of ``sp`` (with ``cfg``, e.g. a session's, if given)."""
+        return controller.run_stage(sp, name, cfg or self.cfg, self.services)
 
     @property
     def qa_log_path(self) -> Path:
@@ -90,6 +92,11 @@ class Engine:
         return conversation_after(sp, answer, (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS)
 
     def run(self, prompt: str | SuperPrompt, until: str | None = None,
-            on_stage: Callable[[str, SuperPrompt], None] | None = None) -> SuperPrompt:
+            on_stage: Callable[[str, SuperPrompt], None] | None = None,
+            cfg: AppConfig | None = None,
+            before_stage: Callable[[str], None] | None = None) -> SuperPrompt:
+        """Auto mode: every remaining stage of ``prompt`` (a text starts a new state), through
+        ``until`` if given; ``before_stage(name)`` as each starts, ``on_stage(name, sp)`` after."""
         sp = self.new(prompt) if isinstance(prompt, str) else prompt
-        return controller.run_all(sp, self.cfg, self.services, until=until, on_stage=on_stage)
+        return controller.run_all(sp, cfg or self.cfg, self.services, until=until,
+                                  on_stage=on_stage, before_stage=before_stage)

@@ -12,7 +12,7 @@
    ``bm25``    BM25 over the whole corpus (the Retrieval stage's keyword signal: LogAvgExp
                over the query pieces), top 100;
    ``dense``   dense search over the whole corpus (best-window cosine, LogAvgExp), top 100;
-   ``hybrid``  the Retrieval stage (A0 → A2 → Retrieval through the controller);
+   ``hybrid``  the Retrieval stage (A0 → A2 → Retrieval through the ``Engine``);
    ``hybrid+rerank:<backend>``  then the ReRanker stage (its top N2, then the rest of the
                hybrid list), for each reranker backend that can run.
    The query-embedding cache is emptied before every timed call, so each system pays for its
@@ -42,7 +42,7 @@ import numpy as np
 from ragstream.config import AppConfig
 from ragstream.errors import EvalDataError
 from ragstream.metrics import NDCG_K, mean_metrics, paired_comparison, query_metrics
-from ragstream.super_prompt import Chunk
+from ragstream.super_prompt import Chunk, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -223,8 +223,9 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
                 progress: Progress | None = None) -> tuple[dict[str, dict[str, list[str]]],
                                                            dict[str, list[float]]]:
     """Rankings (system -> query id -> doc ids) and latencies (system -> ms per query)."""
-    from ragstream import controller
-    from ragstream.stages.retrieval import (aggregate_dense, aggregate_keyword, build_query,
+    from ragstream.engine import Engine
+    from ragstream.render import build_query
+    from ragstream.stages.retrieval import (aggregate_dense, aggregate_keyword,
                                             dense_by_piece, keyword_by_piece, split_query)
 
     rankings: dict[str, dict[str, list[str]]] = defaultdict(dict)
@@ -232,9 +233,10 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
     rs, limits = cfg.settings.retrieval, cfg.limits
     index = services.index()
     all_rows = np.arange(index.n_chunks)
-    rerankers = {b: _reranker_services(services, cfg, b) for b in backends}
+    engine = Engine(cfg, services)
+    rerankers = {b: Engine(cfg, _reranker_services(services, cfg, b)) for b in backends}
     for n, q in enumerate(queries, start=1):
-        sp = controller.run_all(controller.new_prompt(q.text), cfg, services, until="A2_PromptShaper")
+        sp = engine.run(q.text, until="A2_PromptShaper")
         pieces = split_query(build_query(sp.body), limits.N0_QUERY_PIECES, rs.min_piece_tokens)
 
         _clear_query_cache(services.embedder)
@@ -249,17 +251,17 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
 
         _clear_query_cache(services.embedder)
         t = time.perf_counter()
-        sp = controller.run_stage(sp, "Retrieval", cfg, services)
+        sp = engine.run_stage(sp, "Retrieval")
         hybrid_ms = (time.perf_counter() - t) * 1000
-        hybrid = sp.kept_ids("retrieval")
+        hybrid = sp.kept_ids(View.RETRIEVAL)
         rankings["hybrid"][q.id] = hybrid[:TOP_K]
         latency["hybrid"].append(hybrid_ms)
-        for backend, rr_services in rerankers.items():
+        for backend, rr_engine in rerankers.items():
             _clear_query_cache(services.embedder)
             t = time.perf_counter()
-            out = controller.run_stage(sp, "ReRanker", cfg, rr_services)
+            out = rr_engine.run_stage(sp, "ReRanker")
             ms = (time.perf_counter() - t) * 1000
-            head = [r.chunk_id for r in out.view("reranked")]
+            head = [r.chunk_id for r in out.view(View.RERANKED)]
             rest = [c for c in hybrid if c not in set(head)]
             name = f"hybrid+rerank:{backend}"
             rankings[name][q.id] = (head + rest)[:TOP_K]

@@ -1,10 +1,17 @@
-"""Markdown rendering of the prompt blocks, shared by A0 (preview), the ReRanker (query) and
-Prompt_Builder (final assembly). Pure functions of the SuperPrompt's fields: same input, same
-bytes out."""
+"""The texts made from a SuperPrompt's fields, shared by the stages and the answer: the
+Markdown prompt blocks (A0's preview, Prompt_Builder's assembly, the conversation) and the
+query strings (Retrieval's, the ReRanker's). Pure functions: same input, same bytes out."""
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from ragstream.super_prompt import SuperPrompt
+
+#: the body fields Retrieval searches for, in this order
+QUERY_KEYS = ("task", "context", "purpose")
 
 #: body keys shown in the Prompt block, in this order, with their headings
 PROMPT_KEYS: list[tuple[str, str]] = [
@@ -44,6 +51,23 @@ def render_prompt_md(body: dict[str, str]) -> str:
         if value:
             parts.append(f"### {label}\n{value}")
     return "\n\n".join(parts).rstrip() + "\n"
+
+
+def build_query(body: dict[str, str]) -> str:
+    """Retrieval's query: task, context and purpose, whitespace-normalised."""
+    parts = [body.get(k, "").strip() for k in QUERY_KEYS]
+    return re.sub(r"\s+", " ", " ".join(p for p in parts if p)).strip()
+
+
+def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
+    """The last ``max_pairs`` turns of the conversation as a Markdown block (or nothing)."""
+    turns = sp.recent_conversation[-max_pairs:] if max_pairs else []
+    if not turns:
+        return ""
+    lines = ["## Recent conversation"]
+    for t in turns:
+        lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {t.assistant.strip()}")
+    return "\n\n".join(lines) + "\n"
 
 
 def rerank_query(body: dict[str, str], sources: dict[str, str] | None = None) -> str:

@@ -12,12 +12,23 @@ Invariants (seed 001 §3):
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
 RowStatus = Literal["kept", "dropped"]
+
+
+class View(StrEnum):
+    """The keys of ``views_by_stage``: one per stage that ranks chunks."""
+
+    RETRIEVAL = "retrieval"
+    RERANKED = "reranked"
+    A3 = "a3"
+    A4 = "a4"
+
 
 #: the value ``history_of_stages`` records for Prompt_Builder (it does not change ``stage``)
 PROMPT_BUILT = "prompt_built"

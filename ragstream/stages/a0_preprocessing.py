@@ -97,6 +97,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field
+from rapidfuzz.distance import OSA
 
 from ragstream.agents.base import ModeDecision
 from ragstream.agents.factory import Agent, run_agent
@@ -105,6 +106,7 @@ from ragstream.errors import EmptyPromptError, PromptTooLongError
 from ragstream.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema, normalize_term
 from ragstream.render import compose_prompt_ready
 from ragstream.services import Services
+from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
 from ragstream.text import split_sentences
 
@@ -233,8 +235,7 @@ def _typo(norm: str, vocab: Vocabulary) -> Hit | None:
     hits = sorted(
         (distance, term, key)
         for term, key in vocab.typo_targets
-        if abs(len(term) - len(norm)) <= allowed
-        and (distance := edit_distance(norm, term)) <= allowed
+        if (distance := edit_distance(norm, term, allowed)) <= allowed
     )
     if not hits:
         return None
@@ -301,19 +302,11 @@ def map_label(label: str, vocab: Vocabulary) -> LabelMapping:
     return LabelMapping(norm, None, "unknown", "no rung matched")
 
 
-def edit_distance(a: str, b: str) -> int:
-    """Optimal-string-alignment Damerau-Levenshtein distance: inserting, deleting or
-    substituting a character, or swapping two neighbouring ones, each costs one edit."""
-    before_prev: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                cur[j] = min(cur[j], before_prev[j - 2] + 1)
-        before_prev, prev = prev, cur
-    return prev[-1]
+def edit_distance(a: str, b: str, limit: int | None = None) -> int:
+    """Optimal-string-alignment Damerau-Levenshtein distance (rapidfuzz's ``OSA``): inserting,
+    deleting or substituting a character, or swapping two neighbouring ones, each costs one
+    edit. A distance above ``limit`` is returned as ``limit + 1``, without computing it fully."""
+    return OSA.distance(a, b, score_cutoff=limit)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -801,3 +794,11 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     write_extras(sp, result, mode, semantic_used)
     sp.prompt_ready = compose_prompt_ready(result.body)
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget A0's work: the body, every extra (all later stages build on them), the prompt."""
+    sp.body, sp.extras, sp.prompt_ready = {}, {}, ""
+
+
+STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard)

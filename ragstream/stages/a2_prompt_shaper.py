@@ -37,8 +37,7 @@ Both modes return an :class:`A2Output`, so everything after the decision is shar
 
 from __future__ import annotations
 
-import re
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +45,7 @@ from ragstream import render
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A2Config, A2Field, AppConfig
 from ragstream.services import Services
+from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
 from ragstream.text import fold, keyword_matches
 
@@ -230,7 +230,7 @@ def from_llm(agent: A2Config, answer: A2LLMOutput, body: dict[str, str],
 
 def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[str, str],
          prompt: str) -> A2Output:
-    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt)).value  # type: ignore[assignment]
+    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt)).value
     return from_llm(agent, answer, body, sources)
 
 
@@ -260,3 +260,19 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sp.extras["a2_decisions"] = [d.model_dump(exclude_none=True) for d in output.decisions]
     sp.prompt_ready = render.compose_prompt_ready(sp.body)
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget A2's work: the body as A0 left it, A2's decisions and the fields it filled."""
+    ex = sp.extras
+    sp.body = dict(ex.get("a0_body", sp.body))
+    ex.pop("a2_decisions", None)
+    sources = ex.get("body_sources", {})
+    for key in [k for k, v in sources.items() if v == "a2"]:
+        if key in sp.body:
+            sources[key] = "default"
+        else:
+            del sources[key]
+
+
+STAGE = Stage(name=AGENT_NAME, value="a2", label="A2 Shape", run=run, discard=discard)

@@ -29,11 +29,11 @@ from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.render import rerank_query
-from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
+from ragstream.stages.stage import Stage
 from ragstream.text import jaccard, shingles
 
 NAME = "A3_NLI_Gate"
-NAME_VIEW = "a3"
 DECISIONS = ("keep", "drop")
 TAGS = ("duplicate", "off-topic", "conflicting")
 
@@ -54,7 +54,7 @@ class A3Output(BaseModel):
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     acfg = cfg.agents.A3_NLI_Gate
-    ranked = sp.view("reranked")
+    ranked = sp.view(View.RERANKED)
     if not ranked:
         raise StageError(NAME, "the ReRanker view is empty; run ReRanker first.")
     chunks = sp.chunk_map()
@@ -86,7 +86,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         status, reason, extra = verdicts[row.chunk_id]
         rows.append(ViewRow(chunk_id=row.chunk_id, rank=len(rows) + 1, score=row.score,
                             scores={"rerank": row.score, **extra}, status=status, reason=reason))
-    sp.views_by_stage[NAME_VIEW] = rows
+    sp.views_by_stage[View.A3] = rows
     sp.final_selection_ids = [r.chunk_id for r in rows if r.status == "kept"]
     sp.extras["a3"] = {
         "kept": len(sp.final_selection_ids),
@@ -147,7 +147,7 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
             for n, r in enumerate(candidates, start=1)
         ],
     }
-    answer: A3Output = agent.ask(payload).value  # type: ignore[assignment]
+    answer: A3Output = agent.ask(payload).value
     by_n = {r_n: r for r_n, r in enumerate(candidates, start=1)}
     clamped, unjudged, unknown = [], [], []
     out: dict[str, Verdict] = {}
@@ -179,3 +179,13 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
             unjudged.append(r.chunk_id)
     log.update({"clamped": clamped, "unjudged": unjudged, "unknown_numbers": unknown})
     return out
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the gate's view, its facts and the selection it made."""
+    sp.views_by_stage.pop(View.A3, None)
+    sp.extras.pop("a3", None)
+    sp.final_selection_ids = []
+
+
+STAGE = Stage(name=NAME, value="a3", label="A3 Gate", run=run, discard=discard, view=View.A3)

@@ -34,13 +34,12 @@ from ragstream.agents.factory import Agent, run_agent
 from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
-from ragstream.render import rerank_query
-from ragstream.stages.retrieval import build_query
-from ragstream.super_prompt import SuperPrompt, ViewRow
+from ragstream.render import build_query, rerank_query
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.stages.stage import Stage
 from ragstream.text import words
 
 NAME = "A4_Condenser"
-NAME_VIEW = "a4"
 DIGITS = 6
 HEADER = "## Condensed context\n"
 EMPTY = HEADER + "\n_No retrieved chunk passed the A3 gate, so no context can ground the answer._\n"
@@ -81,7 +80,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         llm = getattr(services, "llm", None)
         record_mode(sp, NAME, resolve_mode(acfg, cfg, llm_available=llm is not None))
         sp.S_CTX_MD = EMPTY
-        sp.views_by_stage[NAME_VIEW] = []
+        sp.views_by_stage[View.A4] = []
         sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
                            "used_tokens": count_tokens(EMPTY, enc), "statements": 0}
         return sp
@@ -92,7 +91,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         output=A4Output,
     )
     sp.S_CTX_MD = result.s_ctx_md
-    sp.views_by_stage[NAME_VIEW] = result.rows
+    sp.views_by_stage[View.A4] = result.rows
     sp.final_selection_ids = result.selected
     sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
                        "used_tokens": count_tokens(result.s_ctx_md, enc), **result.info}
@@ -253,7 +252,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
         "sources": [{"n": n, "source": chunks[c].citation_label, "text": chunks[c].text}
                     for n, c in enumerate(sent, start=1)],
     }
-    out: A4Output = agent.ask(payload).value  # type: ignore[assignment]
+    out: A4Output = agent.ask(payload).value
     invalid: list[int] = []
     uncited: list[str] = []
 
@@ -319,3 +318,15 @@ def _render_statements(facts, constraints, issues, selected) -> str:
     if issues:
         parts.append("### Open issues\n" + "\n".join(f"- {t}" for t in issues) + "\n")
     return "\n".join(parts)
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the condensed context and its view; the selection goes back to what A3 kept."""
+    sp.views_by_stage.pop(View.A4, None)
+    sp.extras.pop("a4", None)
+    sp.final_selection_ids = sp.kept_ids(View.A3)
+    sp.S_CTX_MD = ""
+
+
+STAGE = Stage(name=NAME, value="a4", label="A4 Condense", run=run, discard=discard,
+              view=View.A4)

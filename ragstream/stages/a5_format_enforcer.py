@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A5Config, AppConfig
 from ragstream.services import Services
+from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
 from ragstream.text import fold, sentences, keyword_matches
 
@@ -624,7 +625,7 @@ def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[dic
 
 def _llm(llm_agent: Agent, agent: A5Config, body: dict[str, str],
          body_sources: dict[str, str]) -> dict:
-    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources)).value  # type: ignore[assignment]
+    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources)).value
     spec, clamps = from_llm(agent, answer)
     return {**spec.model_dump(), "mode": "llm", "clamps": clamps}
 
@@ -640,3 +641,11 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
         output=A5LLMOutput,
     )
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the format spec and hard rules."""
+    sp.extras.pop("format_enforcer", None)
+
+
+STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format", run=run, discard=discard)

@@ -15,8 +15,10 @@ import re
 
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
-from ragstream.render import render_prompt_md, render_system_md
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.render import (compose_prompt_ready, render_conversation, render_prompt_md,
+                              render_system_md)
+from ragstream.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
+from ragstream.stages.stage import Stage
 from ragstream.text import split_sentences
 
 NAME = "Prompt_Builder"
@@ -72,16 +74,6 @@ def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, en
     return "\n".join(parts)
 
 
-def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
-    turns = sp.recent_conversation[-max_pairs:] if max_pairs else []
-    if not turns:
-        return ""
-    lines = ["## Recent conversation"]
-    for t in turns:
-        lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {t.assistant.strip()}")
-    return "\n\n".join(lines) + "\n"
-
-
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     rules = sp.extras.get("format_enforcer", {}).get("hard_rules", [])
     sp.System_MD = render_system_md(sp.body, rules)
@@ -95,3 +87,14 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
               render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
     sp.prompt_ready = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the built blocks; ``prompt_ready`` goes back to the body's plain rendering."""
+    sp.System_MD = sp.Prompt_MD = sp.Attachments_MD = ""
+    if sp.body:
+        sp.prompt_ready = compose_prompt_ready(sp.body)
+
+
+STAGE = Stage(name=NAME, value="a5", label="Build", run=run, discard=discard,
+              history_value=PROMPT_BUILT)

@@ -13,15 +13,15 @@ from __future__ import annotations
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.render import rerank_query
-from ragstream.super_prompt import SuperPrompt, ViewRow
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.stages.stage import Stage
 
 NAME = "ReRanker"
-NAME_VIEW = "reranked"
 DIGITS = 6
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
-    retrieved = sp.kept_ids("retrieval")
+    retrieved = sp.kept_ids(View.RETRIEVAL)
     if not retrieved:
         raise StageError(NAME, "Retrieval returned no candidates; nothing to rerank. "
                                "Ingest documents or rephrase the prompt, then run Retrieval again.")
@@ -36,7 +36,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     before = {cid: i for i, cid in enumerate(candidates, start=1)}
     scored = {cid: round(float(s), DIGITS) for cid, s in zip(candidates, scores)}
     order = sorted(candidates, key=lambda c: (-scored[c], c))
-    sp.views_by_stage[NAME_VIEW] = [
+    sp.views_by_stage[View.RERANKED] = [
         ViewRow(chunk_id=cid, rank=rank, score=scored[cid],
                 scores={"rerank": scored[cid], "retrieval_rank": float(before[cid]),
                         "rank_change": float(before[cid] - rank)},
@@ -50,3 +50,18 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         "candidates": len(candidates),
     }
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the reranked view and the backend facts."""
+    sp.views_by_stage.pop(View.RERANKED, None)
+    sp.extras.pop("reranker", None)
+
+
+def mode(sp: SuperPrompt) -> str:
+    """The backend that scored (cross-encoder or offline)."""
+    return sp.extras.get("reranker", {}).get("backend", "")
+
+
+STAGE = Stage(name=NAME, value="reranked", label="Rerank", run=run, discard=discard,
+              view=View.RERANKED, mode=mode)

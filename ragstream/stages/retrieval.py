@@ -20,25 +20,19 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyIndexError, StageError
+from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
-from ragstream.super_prompt import SuperPrompt, ViewRow
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.stages.stage import Stage
 from ragstream.text import sentences
 
 NAME = "Retrieval"
-NAME_VIEW = "retrieval"
-QUERY_KEYS = ("task", "context", "purpose")
 DIGITS = 6  # scores are rounded so that views are byte-identical across runs
-
-
-def build_query(body: dict[str, str]) -> str:
-    parts = [body.get(k, "").strip() for k in QUERY_KEYS]
-    return re.sub(r"\s+", " ", " ".join(p for p in parts if p)).strip()
 
 
 def split_query(query: str, max_pieces: int, min_words: int) -> list[str]:
@@ -148,7 +142,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         out_rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores))
 
     sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]
-    sp.views_by_stage[NAME_VIEW] = out_rows
+    sp.views_by_stage[View.RETRIEVAL] = out_rows
     sp.extras["retrieval"] = {
         "query": query,
         "pieces": pieces,
@@ -159,3 +153,14 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         "index_chunks": index.n_chunks,
     }
     return sp
+
+
+def discard(sp: SuperPrompt) -> None:
+    """Forget the candidates, their view and the query facts."""
+    sp.base_context_chunks = []
+    sp.views_by_stage.pop(View.RETRIEVAL, None)
+    sp.extras.pop("retrieval", None)
+
+
+STAGE = Stage(name=NAME, value="retrieval", label="Retrieve", run=run, discard=discard,
+              view=View.RETRIEVAL)

@@ -51,8 +51,7 @@ def run_stage(engine: Engine, st_state, name: str) -> bool:
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
-        cfg = session_config(engine, st_state)
-        st_state[S.SP] = controller.run_stage(sp, name, cfg, engine.services)
+        st_state[S.SP] = engine.run_stage(sp, name, session_config(engine, st_state))
         return True
     except RagstreamError as err:
         _fail(st_state, err)
@@ -64,20 +63,22 @@ def run_remaining(engine: Engine, st_state,
     """Auto mode: every remaining stage (from A0 again when the prompt text changed)."""
     st_state[S.ERROR] = None
     try:
-        cfg = session_config(engine, st_state)
         sp = _start_state(st_state)
         if controller.next_stage(sp) is None:  # finished: run the whole chain again
-            sp = controller.new_prompt(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
-        total = len(controller.STAGES) - (controller.position(sp) + 1)
-        done = 0
-        while (nxt := controller.next_stage(sp)) is not None:
+            sp = engine.new(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
+        names = controller.remaining(sp)
+
+        def starting(name: str) -> None:
             if on_stage:
-                on_stage(done, total, nxt)
-            sp = controller.run_stage(sp, nxt, cfg, engine.services)
-            st_state[S.SP] = sp  # each finished stage is kept, even if a later one fails
-            done += 1
+                on_stage(names.index(name), len(names), name)
+
+        def finished(_name: str, done_sp) -> None:
+            st_state[S.SP] = done_sp  # each finished stage is kept, even if a later one fails
+
+        engine.run(sp, cfg=session_config(engine, st_state), before_stage=starting,
+                   on_stage=finished)
         if on_stage:
-            on_stage(total, total, "")
+            on_stage(len(names), len(names), "")
         return True
     except RagstreamError as err:
         _fail(st_state, err)

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller
-from ragstream.super_prompt import SuperPrompt
+from ragstream.super_prompt import SuperPrompt, View
 
 #: stages that write a chunk view: (views_by_stage key, title)
 VIEW_STAGES: list[tuple[str, str]] = [
-    ("retrieval", "Retrieval"),
-    ("reranked", "ReRanker"),
-    ("a3", "A3 NLI gate"),
-    ("a4", "A4 condenser"),
+    (View.RETRIEVAL, "Retrieval"),
+    (View.RERANKED, "ReRanker"),
+    (View.A3, "A3 NLI gate"),
+    (View.A4, "A4 condenser"),
 ]
 
 
@@ -87,9 +87,9 @@ def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
 
 
 def _absent_reason(sp: SuperPrompt, stage: str) -> str:
-    if stage == "reranked":
+    if stage == View.RERANKED:
         return "below the N2 cut: only the top retrieval candidates are reranked"
-    if stage in ("a3", "a4"):
+    if stage in (View.A3, View.A4):
         return "did not reach this stage"
     return ""
 

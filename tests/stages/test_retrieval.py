@@ -4,7 +4,8 @@ import pytest
 
 from ragstream import controller
 from ragstream.errors import EmptyIndexError
-from ragstream.stages.retrieval import build_query, split_query
+from ragstream.render import build_query
+from ragstream.stages.retrieval import split_query
 
 
 def test_split_query_caps_pieces_and_joins_short_ones():

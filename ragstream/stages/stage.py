@@ -1,0 +1,43 @@
+"""What every stage declares, once, in its own module (``STAGE = Stage(...)``).
+
+The controller knows stages only through these objects: it runs ``run`` on a copy of the
+state, asks each later stage to ``discard`` what it owns before a stage runs again, records
+``value`` as ``sp.stage`` and ``recorded`` in ``history_of_stages``, and asks ``mode_of`` what
+mode the run used. The page takes ``label`` for the stage's button and ``view`` for its table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ragstream.config import AppConfig
+from ragstream.super_prompt import SuperPrompt
+
+RunFn = Callable[[SuperPrompt, AppConfig, Any], SuperPrompt]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its identity, what it owns, and how it runs."""
+
+    name: str  # "A3_NLI_Gate": what users, the CLI and the history call it
+    value: str  # what ``sp.stage`` is after it ran
+    label: str  # the short button label on the page
+    run: RunFn
+    discard: Callable[[SuperPrompt], None]  # forget everything this stage wrote, in place
+    view: str | None = None  # its key in ``sp.views_by_stage``, if it ranks chunks
+    history_value: str | None = None  # what ``history_of_stages`` records, if not ``value``
+    mode: Callable[[SuperPrompt], str] | None = None  # the mode it ran in, if not an agent's
+
+    @property
+    def recorded(self) -> str:
+        """The entry this stage adds to ``history_of_stages``."""
+        return self.history_value or self.value
+
+    def mode_of(self, sp: SuperPrompt) -> str:
+        """The mode of this stage's last run (an agent's ``llm``/``deterministic``, or the
+        stage's own, e.g. the ReRanker's backend); empty when it records none."""
+        if self.mode is not None:
+            return self.mode(sp)
+        return sp.extras.get("agent_modes", {}).get(self.name, {}).get("mode", "")
