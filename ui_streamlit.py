@@ -275,9 +275,12 @@ with views_col:
         else:
             st.caption("The chart appears after Retrieval.")
     with tab_log:
-        log = engine.qa_log()
-        st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
-        table(views.log_rows(log.recent(50)), key="qa_log")
+        try:
+            log = engine.qa_log()
+            st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
+            table(views.log_rows(log.recent(50)), key="qa_log")
+        except RagstreamError as err:
+            st.error(f"The Q&A log cannot be shown ({err.kind}): {err}")
     with tab_export:
         st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
                            mime="application/json", key="export_json")

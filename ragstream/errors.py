@@ -6,6 +6,8 @@ Each message says what went wrong and what to do instead. Callers (CLI, GUI) sho
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RagstreamError(Exception):
     """Base class of all RAGstream errors."""
@@ -80,6 +82,21 @@ class EmptyIndexError(RagstreamError):
             f"The knowledge base collection {collection!r} holds no chunks. "
             f"Ingest documents first: python -m ragstream ingest data/kb"
         )
+
+
+class SchemaVersionError(RagstreamError):
+    """A database file has a newer schema version than this RAGstream knows."""
+
+    kind = "database version"
+
+    def __init__(self, path: str | Path, found: int, supported: int):
+        self.path = str(path)
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path} has schema version {found}, but this RAGstream knows versions up to "
+            f"{supported}: a newer RAGstream wrote it. Use that newer RAGstream, or move the "
+            f"file away (a new one is then created in its place).")
 
 
 class VectorStoreError(RagstreamError):

@@ -8,8 +8,12 @@
 Table ``interactions``: ``ts`` (ISO 8601, UTC), question, answer, mode, citations (JSON),
 invalid_citations (JSON), confidence and its reason, ``stage_latency_ms`` (JSON ``{stage:
 wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' tokens
-(``sp.extras["llm_usage"]``, summed) and the answer's latency. The schema is created when
-missing, and columns added by later versions are added to an older file.
+(``sp.extras["llm_usage"]``, summed) and the answer's latency.
+
+The schema is versioned: ``MIGRATIONS`` lists the steps in order, and ``PRAGMA user_version``
+counts the steps a file has. Opening a file applies the missing steps, each once and in its own
+transaction, so an older file is upgraded in place with its rows; a file from a newer RAGstream
+(a higher version) is refused with ``SchemaVersionError``.
 
 Only fields of the ``SuperPrompt`` and the ``Answer`` are written. As a safeguard, the value of
 every environment variable whose name looks like a secret (``*KEY*``, ``*TOKEN*``,
@@ -27,13 +31,15 @@ import sqlite3
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from ragstream.errors import SchemaVersionError
 from ragstream.super_prompt import Answer, SuperPrompt
 
 TABLE = "interactions"
-#: column -> SQL type, in table order (id comes first)
-COLUMNS: dict[str, str] = {
+#: the table's columns in schema version 1, column -> SQL type, in table order (id comes
+#: first); a later column belongs to the migration that adds it
+V1_COLUMNS: dict[str, str] = {
     "ts": "TEXT",
     "question": "TEXT",
     "answer": "TEXT",
@@ -61,6 +67,25 @@ BUSY_TIMEOUT_S = 10.0
 MASK = "***"
 
 
+def _create_table(conn: sqlite3.Connection) -> None:
+    """Version 1: the table, or the columns missing from a file written before versions were
+    recorded (the unversioned code added new columns by name)."""
+    cols = ", ".join(f"{name} {kind}" for name, kind in V1_COLUMNS.items())
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, {cols})")
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+    for name, kind in V1_COLUMNS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
+
+
+#: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table,)
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
 def _secrets(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
     wanted = {n for n in names if n}
     values = {v for k, v in environ.items()
@@ -80,14 +105,24 @@ class QALog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
         conn.row_factory = sqlite3.Row
-        cols = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, {cols})")
-        have = {r["name"] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
-        for name, kind in COLUMNS.items():
-            if name not in have:
-                conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
-        conn.commit()
+        try:
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Apply the migrations the file lacks, in order, one transaction each."""
+        while (version := _user_version(conn)) != len(MIGRATIONS):
+            if version > len(MIGRATIONS):
+                raise SchemaVersionError(self.path, version, len(MIGRATIONS))
+            # the write lock, then the version again: another process may have migrated
+            conn.execute("BEGIN IMMEDIATE")
+            with conn:  # commit, or roll the step back
+                if _user_version(conn) == version:
+                    MIGRATIONS[version](conn)
+                    conn.execute(f"PRAGMA user_version = {version + 1}")
 
     def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from datetime import datetime
 
-from ragstream.answer import answer
+import pytest
+
+from ragstream import qa_log
+from ragstream.answer import answer, answer_and_log
 from ragstream.controller import STAGE_NAMES
-from ragstream.qa_log import COLUMNS, QALog
+from ragstream.errors import SchemaVersionError
+from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog
 from ragstream.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
+
+#: the table as the code before schema versions created it (git show HEAD:ragstream/qa_log.py
+#: when versions came), with PRAGMA user_version left at 0
+UNVERSIONED_DDL = (
+    "CREATE TABLE interactions (id INTEGER PRIMARY KEY, ts TEXT, question TEXT, answer TEXT, "
+    "mode TEXT, mode_reason TEXT, citations TEXT, invalid_citations TEXT, confidence TEXT, "
+    "confidence_reason TEXT, stage_latency_ms TEXT, model TEXT, prompt_tokens INTEGER, "
+    "completion_tokens INTEGER, agent_prompt_tokens INTEGER, agent_completion_tokens INTEGER, "
+    "latency_ms REAL, first_token_ms REAL, error TEXT)")
 
 
 def _sp(question: str = "What does RRF fuse?", **extras) -> SuperPrompt:
     return SuperPrompt(user_text=question, extras=extras, stage_runs=[
         StageRun(stage="Retrieval", wall_ms=12.5), StageRun(stage="ReRanker", wall_ms=30.0)])
+
+
+def _version(path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _columns(path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [r[1] for r in conn.execute("PRAGMA table_info(interactions)")]
 
 
 def _answer(**kw) -> Answer:
@@ -55,6 +79,7 @@ def test_record_and_read_back(tmp_path):
     assert row["ts"].endswith("Z") and datetime.fromisoformat(row["ts"].replace("Z", "+00:00"))
     assert rows[0]["agent_prompt_tokens"] == 0 and rows[0]["citations"] == []
     assert [r["id"] for r in log.recent(limit=1)] == [2]
+    assert _version(log.path) == len(MIGRATIONS)
 
 
 def test_real_pipeline_interaction_has_every_stage_latency(kb_engine, tmp_path):
@@ -82,15 +107,88 @@ def test_secrets_from_the_environment_are_never_written(tmp_path):
     assert row["answer"] == "echo ***"
 
 
-def test_old_file_gets_missing_columns(tmp_path):
+def test_unversioned_file_is_upgraded_in_place(tmp_path):
     path = tmp_path / "qa.sqlite3"
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(UNVERSIONED_DDL)
+        for question in ("first", "second"):
+            conn.execute(
+                "INSERT INTO interactions (ts, question, answer, mode, citations, "
+                "invalid_citations, stage_latency_ms, prompt_tokens, latency_ms) "
+                "VALUES ('2025-01-01T00:00:00.000Z', ?, 'an answer [1]', 'llm', "
+                "'[{\"n\": 1, \"valid\": true}]', '[]', '{\"Retrieval\": 1.5}', 7, 9.5)",
+                (question,))
+    assert _version(path) == 0
+
+    log = QALog(path, environ={})
+    assert log.count() == 2 and _version(path) == len(MIGRATIONS)
+    assert _columns(path) == ["id", *V1_COLUMNS]
+    old = log.recent()
+    assert [(r["id"], r["question"]) for r in old] == [(2, "second"), (1, "first")]
+    assert old[1]["citations"] == [{"n": 1, "valid": True}] and old[1]["invalid_citations"] == []
+    assert old[1]["stage_latency_ms"] == {"Retrieval": 1.5}
+    assert (old[1]["prompt_tokens"], old[1]["latency_ms"], old[1]["error"]) == (7, 9.5, None)
+    assert log.record(_sp(), _answer()) == 3 and log.count() == 3
+
+
+def test_unversioned_file_with_fewer_columns_gets_the_rest(tmp_path):
+    path = tmp_path / "qa.sqlite3"
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("CREATE TABLE interactions (id INTEGER PRIMARY KEY, ts TEXT, question TEXT)")
         conn.execute("INSERT INTO interactions (ts, question) VALUES ('t', 'old')")
     log = QALog(path, environ={})
     log.record(_sp(), _answer())
-    with sqlite3.connect(path) as conn:
-        cols = [r[1] for r in conn.execute("PRAGMA table_info(interactions)")]
-    assert cols[0] == "id" and set(COLUMNS) <= set(cols)
+    cols = _columns(path)
+    assert cols[0] == "id" and set(V1_COLUMNS) <= set(cols)
+    assert _version(path) == len(MIGRATIONS)
     assert log.count() == 2 and log.recent()[1]["question"] == "old"
     assert log.recent()[1]["citations"] == [] and log.recent()[1]["stage_latency_ms"] == {}
+
+
+def test_migrations_run_in_order_once_each_in_a_transaction(tmp_path, monkeypatch):
+    path = tmp_path / "qa.sqlite3"
+    QALog(path, environ={}).record(_sp(), _answer())
+    base, ran = MIGRATIONS, []
+
+    def add_column(name: str, fail: bool = False):
+        def step(conn: sqlite3.Connection) -> None:
+            ran.append(name)
+            conn.execute(f"ALTER TABLE interactions ADD COLUMN {name} TEXT")
+            if fail:
+                raise sqlite3.OperationalError(f"{name} failed halfway")
+        return step
+
+    monkeypatch.setattr(qa_log, "MIGRATIONS", (*base, add_column("note"),
+                                               add_column("extra", fail=True)))
+    with pytest.raises(sqlite3.OperationalError, match="halfway"):
+        QALog(path).count()
+    # the first new step is kept; the failed one left nothing behind
+    assert ran == ["note", "extra"] and _version(path) == len(base) + 1
+    assert "note" in _columns(path) and "extra" not in _columns(path)
+
+    monkeypatch.setattr(qa_log, "MIGRATIONS", (*base, add_column("note"), add_column("extra")))
+    log = QALog(path)
+    assert log.count() == 1 and log.count() == 1
+    assert ran == ["note", "extra", "extra"] and _version(path) == len(base) + 2
+    assert _columns(path)[-2:] == ["note", "extra"]
+
+
+def test_file_from_a_newer_version_is_refused(tmp_path, kb_engine):
+    path = tmp_path / "qa.sqlite3"
+    QALog(path, environ={}).record(_sp(), _answer())
+    newer = len(MIGRATIONS) + 1
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {newer}")
+    before = path.read_bytes()
+
+    with pytest.raises(SchemaVersionError) as err:
+        QALog(path).count()
+    assert (err.value.found, err.value.supported) == (newer, len(MIGRATIONS))
+    assert str(path) in str(err.value) and "newer RAGstream" in str(err.value)
+    assert path.read_bytes() == before  # untouched
+
+    # an answer is not lost to a log it cannot write
+    sp = kb_engine.run("How does the ReRanker choose its backend?")
+    out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, sp, log_path=path)
+    assert out.answer == ans and "schema version" in out.extras["qa_log"]["error"]
+    assert path.read_bytes() == before

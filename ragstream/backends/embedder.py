@@ -21,11 +21,11 @@ computes with the same tokenizer, so all backends cut the same windows.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
+from cachetools import LRUCache, cached
 
 from ragstream.errors import ConfigError, ModelLoadError
 from ragstream.text import split_sentences
@@ -95,10 +95,13 @@ class BaseEmbedder:
         self.window_tokens = window_tokens
         self.batch_size = max(1, int(batch_size))
         # text -> vector; the ReRanker and A4 embed the same sentences, and re-running a stage
-        # embeds them again: both then cost a dictionary lookup
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = max(0, int(cache_size))
+        # embeds them again: both then cost a lookup. The model runs outside the lock; a text
+        # another thread is encoding is waited for, not encoded twice.
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=max(0, int(cache_size)))
         self._cache_lock = threading.Lock()
+        memoize = cached(self._cache, key=lambda text: text, lock=self._cache_lock,
+                         condition=threading.Condition(self._cache_lock))
+        self._embed_one = memoize(self._encode_one)
 
     # ------------------------------------------------------------------ to provide
 
@@ -130,32 +133,16 @@ class BaseEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        found: dict[str, np.ndarray] = {}
-        with self._cache_lock:
-            for t in texts:
-                vec = self._cache.get(t)
-                if vec is not None:
-                    found[t] = vec
-                    self._cache.move_to_end(t)
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
-        if missing:
-            # encoded outside the lock: concurrent callers don't wait for each other's model
-            # calls (two may encode the same new text once each; both get the same vector)
-            # one text per model call: a vector must not depend on which texts shared its
-            # batch (int8 models quantise activations per batch), or a cached query vector
-            # would depend on history and reruns would not be byte-identical
-            vectors = np.vstack([self._encode_many([t]) for t in missing])
-            with self._cache_lock:
-                for text, vec in zip(missing, vectors):
-                    vec = vec.copy()  # a row of its own: an evicted row frees its memory
-                    vec.setflags(write=False)
-                    found[text] = vec
-                    if self._cache_size:
-                        self._cache[text] = vec
-                        self._cache.move_to_end(text)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return np.stack([found[t] for t in texts])
+        vectors = {text: self._embed_one(text) for text in dict.fromkeys(texts)}
+        return np.stack([vectors[t] for t in texts])
+
+    def _encode_one(self, text: str) -> np.ndarray:
+        """One text, alone in its model call: a vector must not depend on which texts shared
+        its batch (int8 models quantise activations per batch), or a cached query vector
+        would depend on history and reruns would not be byte-identical."""
+        vec = self._encode_many([text])[0].copy()  # a row of its own: eviction frees it
+        vec.setflags(write=False)
+        return vec
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
@@ -164,8 +151,7 @@ class BaseEmbedder:
         return self._encode_many(texts)
 
     def clear_cache(self) -> None:
-        with self._cache_lock:
-            self._cache.clear()
+        self._embed_one.cache_clear()
 
     @property
     def cache_len(self) -> int:

@@ -119,24 +119,52 @@ def test_embed_batch_equals_embed(which, onnx, torch_embedder):
     assert emb.embed_batch([]).shape == (0, emb.dimension)
 
 
+class CountingEmbedder(oe.OnnxEmbedder):
+    """The real fp32 ONNX embedder, recording the texts of every model call."""
+
+    def __init__(self, cache_dir: Path, cache_size: int):
+        super().__init__("onnx", cache_dir, cache_size=cache_size)
+        self.calls: list[list[str]] = []
+
+    def _encode_many(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return super()._encode_many(texts)
+
+
 def test_cache_is_bounded_lru(cache_dir):
-    emb = oe.OnnxEmbedder("onnx", cache_dir, cache_size=5)
+    emb = CountingEmbedder(cache_dir, cache_size=5)
     texts = [f"cached text number {i}" for i in range(12)]
-    first = emb.embed(texts)
+    first = emb.embed(texts + [texts[3]])
+    assert emb.calls == [[t] for t in texts]  # one text per model call, a duplicate once
     assert emb.cache_len == 5
-    assert list(emb._cache) == texts[-5:]
-    emb.embed([texts[7]])  # a hit moves to the most recent end
-    assert list(emb._cache)[-1] == texts[7]
-    np.testing.assert_allclose(emb.embed(texts), first, atol=1e-6)
-    off = oe.OnnxEmbedder("onnx", cache_dir, cache_size=0)
-    off.embed(texts[:3])
-    assert off.cache_len == 0
+    emb.calls.clear()
+    np.testing.assert_array_equal(emb.embed(texts[7:]), first[7:12])  # the newest five
+    emb.embed([texts[7]])  # a hit: texts[7] becomes the most recent, texts[8] the oldest
+    assert emb.calls == []
+    emb.embed(["one more text"])  # evicts texts[8]
+    emb.embed([texts[7]])
+    assert emb.calls == [["one more text"]]
+    np.testing.assert_array_equal(emb.embed([texts[8]]), first[8:9])  # recomputed, the same
+    np.testing.assert_array_equal(emb.embed([texts[0]]), first[0:1])
+    assert emb.calls == [["one more text"], [texts[8]], [texts[0]]] and emb.cache_len == 5
+    emb.clear_cache()
+    assert emb.cache_len == 0
+    emb.embed([texts[0]])
+    assert emb.calls[-1] == [texts[0]]
+
+    off = CountingEmbedder(cache_dir, cache_size=0)
+    off.embed(texts[:3] + [texts[0]])
+    off.embed(texts[:1])
+    assert off.calls == [[t] for t in texts[:3] + texts[:1]] and off.cache_len == 0
 
 
 def test_cache_is_safe_under_threads(cache_dir):
-    emb = oe.OnnxEmbedder("onnx", cache_dir, cache_size=16)
+    bound = 16
+    emb = CountingEmbedder(cache_dir, cache_size=bound)
     pool = [f"thread test sentence {i} about vector stores" for i in range(40)]
-    expected = emb.embed_batch(pool)
+    expected = np.stack([emb.embed_batch([t])[0] for t in pool])  # each alone, uncached
+    emb.calls.clear()
+    sizes: list[int] = []
     errors: list[BaseException] = []
 
     def work(k: int) -> None:
@@ -144,7 +172,8 @@ def test_cache_is_safe_under_threads(cache_dir):
             for r in range(6):
                 idx = [(k * 7 + r * 5 + j) % len(pool) for j in range(10)]
                 got = emb.embed([pool[i] for i in idx])
-                np.testing.assert_allclose(got, expected[idx], atol=1e-5)
+                np.testing.assert_array_equal(got, expected[idx])
+                sizes.append(emb.cache_len)
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
@@ -154,7 +183,8 @@ def test_cache_is_safe_under_threads(cache_dir):
     for t in threads:
         t.join()
     assert not errors, errors[0]
-    assert emb.cache_len <= 16
+    assert len(sizes) == 8 * 6 and max(sizes) <= bound and emb.cache_len == bound
+    assert emb.calls and all(len(call) == 1 for call in emb.calls)
 
 
 def test_windows_partition_and_agree_across_backends(onnx, torch_embedder):

@@ -134,6 +134,11 @@ def test_edit_distance_counts_a_swap_as_one_edit():
     assert a0.edit_distance("same", "same") == 0
 
 
+def test_edit_distance_past_its_limit_is_limit_plus_one():
+    assert a0.edit_distance("context", "constraints", limit=2) == 3
+    assert a0.edit_distance("contxt", "context", limit=2) == 1
+
+
 def test_bilingual_rung(cfg):
     sp = run_a0(cfg, "Aufgabe: Fasse den Text zusammen.\nHintergrund: Es geht um RAG.\n"
                      "Zielgruppe: Studierende\nEinschränkungen: höchstens 100 Wörter")
