@@ -159,10 +159,10 @@ class LLMSettings(_Strict):
     model: str = Field("", description="default model for every agent and the answer")
     answer_model: str = Field("", description="model for the final answer; empty = model")
     api_key_env: str = Field("OPENAI_API_KEY", description="name of the variable holding the key")
-    timeout_s: float = Field(60.0, gt=0, le=3600, description="per request")
-    max_attempts: int = Field(3, ge=1, le=10, description="tries on 429, 5xx and network errors")
-    backoff_base_s: float = Field(0.5, gt=0, le=60, description="first retry waits up to this")
-    backoff_max_s: float = Field(8.0, gt=0, le=600, description="longest wait between tries")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="per request, for each try")
+    max_attempts: int = Field(3, ge=1, le=10, description=(
+        "tries in all (the openai client's max_retries + 1) on timeouts, network errors, 408, "
+        "409, 429 and 5xx; the client backs off 0.5 s doubling to 8 s, or as Retry-After says"))
 
     @model_validator(mode="after")
     def _model_with_url(self) -> "LLMSettings":
@@ -531,7 +531,9 @@ AGENT_FILES = {
 }
 
 
-def _format_validation(err: ValidationError, where: str, model: type[BaseModel]) -> str:
+def _format_validation(err: ValidationError, where: str, model: type[BaseModel],
+                       env_sources: dict[str, str] | None = None) -> str:
+    """One line per problem; a value set by an environment variable names that variable."""
     lines = [f"Invalid configuration in {where}:"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
@@ -543,7 +545,9 @@ def _format_validation(err: ValidationError, where: str, model: type[BaseModel])
             msg = "required key is missing"
         got = e.get("input")
         shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
-        lines.append(f"  - {loc}: {msg}{shown}")
+        var = (env_sources or {}).get(loc)
+        source = f", set by the environment variable {var}" if var else ""
+        lines.append(f"  - {loc}: {msg}{shown}{source}")
     return "\n".join(lines)
 
 
@@ -561,11 +565,12 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return sorted(getattr(current, "model_fields", {}).keys())
 
 
-def _validate(model: type[BaseModel], data: Any, where: str) -> Any:
+def _validate(model: type[BaseModel], data: Any, where: str,
+              env_sources: dict[str, str] | None = None) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, where, model)) from None
+        raise ConfigError(_format_validation(err, where, model, env_sources)) from None
 
 
 def _read_json(path: Path) -> Any:
@@ -597,7 +602,9 @@ def load_config(config_dir: str | Path | None = None, env: dict[str, str] | None
     limits = _validate(PipelineLimits, _read_json(cdir / "pipeline_limits.json"),
                        str(cdir / "pipeline_limits.json"))
     settings_raw = apply_env_overrides(_read_json(cdir / "settings.json"), env)
-    settings = _validate(Settings, settings_raw, str(cdir / "settings.json"))
+    from_env = {f"{section}.{key}": var for var, (section, key) in ENV_OVERRIDES.items()
+                if env.get(var)}
+    settings = _validate(Settings, settings_raw, str(cdir / "settings.json"), from_env)
     schema = _validate(PromptSchema, _read_json(cdir / "prompt_schema.json"),
                        str(cdir / "prompt_schema.json"))
     agents_raw = {name: _read_json(cdir / "agents" / fname) for name, fname in AGENT_FILES.items()}

@@ -16,7 +16,8 @@ with the request's JSON body. ``Reply`` builds the possible outcomes: ``text``, 
 timeouts), ``raw`` (any body, e.g. malformed) and ``drop`` (close without answering).
 
 Every HTTP request is recorded (``server.requests``: method, path, headers -- including
-``Authorization`` -- and the parsed JSON body); ``server.calls`` counts chat-completion
+``Authorization`` --, the parsed JSON body and ``received_at``, a ``time.monotonic()``
+timestamp for measuring the waits between retries); ``server.calls`` counts chat-completion
 requests. The server never logs headers or bodies itself.
 
 Usage::
@@ -189,7 +190,7 @@ class RecordedRequest:
     headers: dict[str, str]              # names lower-cased
     body: Any = None                     # parsed JSON body (None when absent or not JSON)
     raw: bytes = b""
-    received_at: float = field(default_factory=time.time)
+    received_at: float = field(default_factory=time.monotonic)  # once the body was read
 
     @property
     def authorization(self) -> Optional[str]:

@@ -10,8 +10,7 @@ from ragstream.config import AppConfig
 
 def llm_config(cfg: AppConfig, server, **settings) -> AppConfig:
     values = {"settings.llm.base_url": server.base_url, "settings.llm.model": "test-model",
-              "settings.llm.timeout_s": 2.0, "settings.llm.backoff_base_s": 0.01,
-              "settings.llm.backoff_max_s": 0.05}
+              "settings.llm.timeout_s": 2.0}
     values.update({f"settings.llm.{k}": v for k, v in settings.items()})
     return cfg.with_overrides(values)
 

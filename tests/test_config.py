@@ -95,9 +95,12 @@ def test_environment_overrides_paths_store_and_llm(tmp_path):
     assert cfg.settings.reranker.backend == "offline"
 
 
-def test_bad_environment_value_is_a_config_error():
-    with pytest.raises(ConfigError, match="reranker.backend"):
+def test_bad_environment_value_is_a_config_error_naming_the_variable():
+    with pytest.raises(ConfigError) as err:
         load_config(env={"RAGSTREAM_RERANKER_BACKEND": "fast"})
+    msg = str(err.value)
+    assert "reranker.backend" in msg and "'fast'" in msg and "'offline'" in msg
+    assert "set by the environment variable RAGSTREAM_RERANKER_BACKEND" in msg
 
 
 def test_config_dir_from_environment(cdir):

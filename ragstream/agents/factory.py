@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,11 +24,14 @@ from ragstream.backends.llm import AgentOutputError, JSONResult, LLMClient, LLME
 from ragstream.config import AgentCommon, AppConfig
 from ragstream.super_prompt import SuperPrompt
 
-T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)  # the agent's reply model
+R = TypeVar("R")  # what a stage's LLM or deterministic path returns
 
 
-class AgentPrompt:
-    def __init__(self, config: AgentCommon, output: type[BaseModel]):
+class AgentPrompt(Generic[M]):
+    """The messages for one agent: its config's prompt sections and its reply model's schema."""
+
+    def __init__(self, config: AgentCommon, output: type[M]):
         self.config = config
         self.output = output
 
@@ -50,17 +53,19 @@ class AgentPrompt:
 
 
 @dataclass
-class Agent:
+class Agent(Generic[M]):
+    """One agent bound to the LLM client; ``ask`` returns replies validated as ``M``."""
+
     config: AgentCommon
-    prompt: AgentPrompt
+    prompt: AgentPrompt[M]
     llm: LLMClient
-    results: list[JSONResult] = field(default_factory=list)
+    results: list[JSONResult[M]] = field(default_factory=list)
 
     @property
     def model(self) -> str:
         return self.config.model or self.llm.model
 
-    def ask(self, payload: dict[str, Any]) -> JSONResult:
+    def ask(self, payload: dict[str, Any]) -> JSONResult[M]:
         result = self.llm.chat_json(self.prompt.messages(payload), self.prompt.output,
                                     model=self.model, temperature=self.config.temperature,
                                     max_tokens=self.config.max_tokens)
@@ -78,11 +83,13 @@ class Agent:
 
 
 class AgentFactory:
+    """Builds an agent from its name in the config and its reply model."""
+
     def __init__(self, cfg: AppConfig, llm: LLMClient | None):
         self.cfg = cfg
         self.llm = llm
 
-    def create(self, name: str, output: type[BaseModel]) -> Agent:
+    def create(self, name: str, output: type[M]) -> Agent[M]:
         if self.llm is None:
             raise LLMError(f"{name} needs an LLM endpoint; none is configured.")
         config = getattr(self.cfg.agents, name)
@@ -90,8 +97,8 @@ class AgentFactory:
 
 
 def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
-              llm_path: Callable[[Agent], T], deterministic_path: Callable[[], T],
-              output: type[BaseModel]) -> T:
+              llm_path: Callable[[Agent[M]], R], deterministic_path: Callable[[], R],
+              output: type[M]) -> R:
     """Run ``llm_path`` when the agent is in LLM mode, else (or when it fails) the
     deterministic path; record which ran and why."""
     agent_cfg: AgentCommon = getattr(cfg.agents, name)

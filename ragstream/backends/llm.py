@@ -3,10 +3,11 @@
 OpenAI, Groq, Ollama (``/v1``) and a llama.cpp server all work by configuration alone
 (``llm.base_url``, ``llm.model``, and the name of the variable that holds the key).
 
-Every request has a timeout. Rate limits (429), server errors (5xx), timeouts and network
-errors are retried with exponential backoff and full jitter (tenacity), ``llm.max_attempts``
-tries in all; other 4xx errors are not retried. Failures surface as ``LLMError`` with the API
-key removed from the message.
+Retries are the openai client's own, ``llm.max_attempts`` tries in all: timeouts (every
+request has ``llm.timeout_s``), network errors, 408, 409, 429 and 5xx are retried with
+exponential backoff and jitter, or after the wait the server names in ``retry-after-ms`` /
+``Retry-After`` (a wait over 2 minutes is not retried); other 4xx errors are not retried.
+Failures surface as ``LLMError`` with the API key removed from the message.
 
 ``chat_json`` asks for a JSON object (JSON mode), validates it with a pydantic model and, if
 the reply is not valid, asks once more with the validation error (one repair attempt) before
@@ -18,15 +19,18 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
-from tenacity import (Retrying, retry_if_exception, stop_after_attempt,
-                      wait_random_exponential)
 
 from ragstream.config import LLMSettings
 from ragstream.errors import RagstreamError
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -45,6 +49,8 @@ class AgentOutputError(RagstreamError):
 
 @dataclass
 class Usage:
+    """Tokens and calls, summed over the calls of one reply or one agent."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
@@ -57,8 +63,10 @@ class Usage:
 
 
 @dataclass
-class JSONResult:
-    value: BaseModel
+class JSONResult(Generic[T]):
+    """A reply validated as the model ``T``, with the usage of the calls it took."""
+
+    value: T
     usage: Usage
     repaired: bool = False
     raw: str = ""
@@ -74,29 +82,20 @@ class StreamResult:
     first_token_ms: float | None = None
 
 
-def _retryable(err: BaseException) -> bool:
-    import openai
-
-    if isinstance(err, (openai.APITimeoutError, openai.APIConnectionError,
-                        openai.RateLimitError, openai.InternalServerError)):
-        return True
-    return isinstance(err, openai.APIStatusError) and err.status_code >= 500
-
-
 class LLMClient:
-    def __init__(self, settings: LLMSettings, environ: dict[str, str] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+    """Chat completions from one OpenAI-compatible endpoint; failures raise ``LLMError``."""
+
+    def __init__(self, settings: LLMSettings, environ: dict[str, str] | None = None):
         import openai
 
         env = os.environ if environ is None else environ
         self.settings = settings
         self._key = env.get(settings.api_key_env, "") if settings.api_key_env else ""
-        self._sleep = sleep
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=self._key or "not-needed",  # local servers (Ollama, llama.cpp) need none
             timeout=settings.timeout_s,
-            max_retries=0,  # retries are ours: only 429, 5xx and network errors
+            max_retries=settings.max_attempts - 1,
         )
 
     @property
@@ -119,33 +118,27 @@ class LLMClient:
                 text = text.replace(self._key[:8], "***").replace(self._key[-4:], "***")
         return text
 
-    def _call(self, **kwargs: Any):
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Raise what the openai client gives up with (after its retries) as ``LLMError``."""
         import openai
 
-        retrying = Retrying(
-            stop=stop_after_attempt(self.settings.max_attempts),
-            wait=wait_random_exponential(multiplier=self.settings.backoff_base_s,
-                                         max=self.settings.backoff_max_s),
-            retry=retry_if_exception(_retryable),
-            sleep=self._sleep,
-            reraise=True,
-        )
         try:
-            return retrying(self._client.chat.completions.create, **kwargs)
+            yield
         except openai.APIStatusError as err:
-            detail = err.message if hasattr(err, "message") else str(err)
+            tries = _tries(err)
             raise LLMError(self._redact(
-                f"{self.describe()} answered HTTP {err.status_code}: {detail}"
-                + (f" (after {self.settings.max_attempts} tries)" if _retryable(err) else "")
+                f"{self.describe()} answered HTTP {err.status_code}: {err.message}"
+                + (f" (after {tries} tries)" if tries > 1 else "")
             )) from None
-        except openai.APITimeoutError:
+        except openai.APITimeoutError as err:
             raise LLMError(
                 f"{self.describe()} did not answer within {self.settings.timeout_s:g} s "
-                f"({self.settings.max_attempts} tries). Raise llm.timeout_s or check the server."
+                f"({_tries(err)} tries). Raise llm.timeout_s or check the server."
             ) from None
         except openai.APIConnectionError as err:
             raise LLMError(self._redact(
-                f"Cannot reach {self.describe()}: {err} ({self.settings.max_attempts} tries). "
+                f"Cannot reach {self.describe()}: {err} ({_tries(err)} tries). "
                 f"Check llm.base_url / RAGSTREAM_LLM_BASE_URL."
             )) from None
         except openai.OpenAIError as err:
@@ -157,15 +150,18 @@ class LLMClient:
     # -- public -------------------------------------------------------------------------
 
     def chat_json(self, messages: list[dict[str, str]], schema: type[T], *, model: str = "",
-                  temperature: float = 0.0, max_tokens: int = 800) -> JSONResult:
+                  temperature: float = 0.0, max_tokens: int = 800) -> JSONResult[T]:
         """A JSON object validated as ``schema``; one repair round on an invalid reply."""
         usage = Usage()
         convo = list(messages)
         error = ""
         raw = ""
         for attempt in range(2):
-            resp = self._call(model=model or self.model, messages=convo, temperature=temperature,
-                              max_tokens=max_tokens, response_format={"type": "json_object"})
+            with self._errors():
+                resp = self._client.chat.completions.create(
+                    model=model or self.model, messages=_for_openai(convo),
+                    temperature=temperature, max_tokens=max_tokens,
+                    response_format={"type": "json_object"})
             if not hasattr(resp, "choices"):  # a 200 with a body that is no chat completion
                 raise LLMError(f"{self.describe()} answered with something that is not a chat "
                                f"completion (is llm.base_url the API root, ending in /v1?)")
@@ -191,12 +187,14 @@ class LLMClient:
                     model: str = "", temperature: float = 0.0,
                     max_tokens: int = 1500) -> Iterator[str]:
         """Yield the answer's text pieces as they arrive; ``result`` holds the whole text and
-        the usage once the iterator is exhausted."""
+        the usage once the iterator is exhausted. Only the request is retried, not a stream
+        that breaks off."""
         started = time.perf_counter()
         result.model = model or self.answer_model
-        stream = self._call(model=result.model, messages=messages, temperature=temperature,
-                            max_tokens=max_tokens, stream=True,
-                            stream_options={"include_usage": True})
+        with self._errors():
+            stream = self._client.chat.completions.create(
+                model=result.model, messages=_for_openai(messages), temperature=temperature,
+                max_tokens=max_tokens, stream=True, stream_options={"include_usage": True})
         result.usage.calls += 1
         try:
             for chunk in stream:
@@ -211,7 +209,18 @@ class LLMClient:
                     result.text += piece
                     yield piece
         except Exception as err:  # noqa: BLE001 - a broken stream is an endpoint error
-            raise LLMError(self._redact(f"the answer stream from {self.describe()} broke off: {err}")) from None
+            raise LLMError(self._redact(
+                f"the answer stream from {self.describe()} broke off: {err}")) from None
+
+
+def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
+    """Our ``{"role", "content"}`` messages, typed as the openai client's message params."""
+    return cast("list[ChatCompletionMessageParam]", messages)
+
+
+def _tries(err: openai.APIError) -> int:
+    """How many requests the openai client sent: it numbers its retries in a request header."""
+    return int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
 
 
 def _strip_fences(text: str) -> str:
@@ -223,11 +232,11 @@ def _strip_fences(text: str) -> str:
     return t.strip()
 
 
-def _short_error(err: Exception) -> str:
+def _short_error(err: json.JSONDecodeError | ValidationError) -> str:
     if isinstance(err, json.JSONDecodeError):
         return f"not JSON ({err.msg} at position {err.pos})"
     parts = []
-    for e in err.errors()[:5]:  # type: ignore[union-attr]
+    for e in err.errors()[:5]:
         loc = ".".join(str(p) for p in e["loc"]) or "(root)"
         parts.append(f"{loc}: {e['msg']}")
     return "; ".join(parts)

@@ -720,7 +720,7 @@ def judge_semantic(answer: SemanticOutput, labels: list[UnknownLabel], schema: P
 def _semantic(agent: Agent, text: str, vocab: Vocabulary, labels: list[UnknownLabel],
               cfg: AppConfig) -> Canonical:
     schema = cfg.prompt_schema
-    answer: SemanticOutput = agent.ask(semantic_payload(labels, schema)).value  # type: ignore[assignment]
+    answer: SemanticOutput = agent.ask(semantic_payload(labels, schema)).value
     rung = judge_semantic(answer, labels, schema,
                           cfg.agents.A0_PreProcessing.semantic_min_confidence)
     return canonicalize(text, dataclasses.replace(vocab, semantic=rung), schema)

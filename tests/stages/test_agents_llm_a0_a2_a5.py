@@ -28,11 +28,10 @@ FORMAT_SPEC_KEYS = ["kind", "kind_source", "matched", "clamped", "code_language"
 
 
 def llm_cfg(server, semantic: bool = False, **llm):
-    """The shipped config pointed at ``server``: a small timeout and short backoff."""
+    """The shipped config pointed at ``server``, with a small timeout."""
     cfg = load_config(env={"RAGSTREAM_LLM_BASE_URL": server.base_url,
                            "RAGSTREAM_LLM_MODEL": "test-model"})
-    values = {"settings.llm.timeout_s": 2.0, "settings.llm.backoff_base_s": 0.01,
-              "settings.llm.backoff_max_s": 0.05}
+    values = {"settings.llm.timeout_s": 2.0}
     values.update({f"settings.llm.{k}": v for k, v in llm.items()})
     if semantic:
         values["prompt_schema.modes"] = {"semantic_enabled": True}
