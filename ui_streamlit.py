@@ -13,9 +13,8 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.ui import actions
+from ragstream.ui import actions, views
 from ragstream.ui import state as S
-from ragstream.ui import views
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
 

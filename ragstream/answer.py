@@ -32,15 +32,22 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from ragstream import controller
 from ragstream.config import AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError
-from ragstream.super_prompt import (Answer, AnswerUsage, Chunk, Citation, ConversationTurn,
-                                    SuperPrompt, View)
+from ragstream.super_prompt import (
+    Answer,
+    AnswerUsage,
+    Chunk,
+    Citation,
+    ConversationTurn,
+    SuperPrompt,
+    View,
+)
 from ragstream.text import split_sentences
 
 NAME = "Answer"

@@ -54,9 +54,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -820,7 +821,7 @@ def run_bench(quick: bool = False, progress: Progress | None = None) -> dict[str
     loads = [load_start[0]]
     result: dict[str, Any] = {
         "schema": SCHEMA, "quick": quick,
-        "started_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "started_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "machine": {**machine_info(), "load_avg_start": load_start},
     }
     work = Path(tempfile.mkdtemp(prefix="ragstream-bench-"))

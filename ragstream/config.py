@@ -44,7 +44,7 @@ class PipelineLimits(_Strict):
     N4_RECENT_CONV_MAX_PAIRS: int = Field(10, ge=0, le=100)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "PipelineLimits":
+    def _ordered(self) -> PipelineLimits:
         if self.N2_RERANK_TOP_K > self.N1_RETR_MAX_CANDIDATES:
             raise ValueError(
                 f"N2_RERANK_TOP_K ({self.N2_RERANK_TOP_K}) must not exceed "
@@ -70,7 +70,7 @@ class VectorStoreSettings(_Strict):
     write_batch_size: int = Field(256, ge=1, le=5000)
 
     @model_validator(mode="after")
-    def _url_for_http(self) -> "VectorStoreSettings":
+    def _url_for_http(self) -> VectorStoreSettings:
         if self.mode == "http" and not self.url:
             raise ValueError("vector_store.url is required when vector_store.mode is 'http'")
         return self
@@ -108,7 +108,7 @@ class ChunkingSettings(_Strict):
         description="documents are embedded and written in batches of about this many chunks")
 
     @model_validator(mode="after")
-    def _min_below_max(self) -> "ChunkingSettings":
+    def _min_below_max(self) -> ChunkingSettings:
         if self.min_tokens >= self.max_tokens:
             raise ValueError("chunking.min_tokens must be smaller than chunking.max_tokens")
         return self
@@ -165,7 +165,7 @@ class LLMSettings(_Strict):
         "409, 429 and 5xx; the client backs off 0.5 s doubling to 8 s, or as Retry-After says"))
 
     @model_validator(mode="after")
-    def _model_with_url(self) -> "LLMSettings":
+    def _model_with_url(self) -> LLMSettings:
         if self.base_url and not self.model:
             raise ValueError("llm.model is required when llm.base_url is set "
                              "(or set RAGSTREAM_LLM_MODEL)")
@@ -202,7 +202,7 @@ class AnswerSettings(_Strict):
                           description="interaction log, a file name inside paths.index_dir")
 
     @model_validator(mode="after")
-    def _high_above_medium(self) -> "AnswerSettings":
+    def _high_above_medium(self) -> AnswerSettings:
         for key in ("dense", "rerank", "cited_share"):
             hi, med = getattr(self, f"high_min_{key}"), getattr(self, f"medium_min_{key}")
             if med > hi:
@@ -259,7 +259,7 @@ class A2Field(_Strict):
     rules: dict[str, list[str]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "A2Field":
+    def _consistent(self) -> A2Field:
         if self.default not in self.values:
             raise ValueError(f"default {self.default!r} is not one of {self.values}")
         unknown = [v for v in self.rules if v not in self.values]
@@ -280,7 +280,7 @@ class A2Config(AgentCommon):
         "low", description="what an out-of-enum confidence from the LLM is clamped to")
 
     @model_validator(mode="after")
-    def _confidence_consistent(self) -> "A2Config":
+    def _confidence_consistent(self) -> A2Config:
         if self.confidence_default not in self.confidence_values:
             raise ValueError(f"confidence_default {self.confidence_default!r} is not one of "
                              f"confidence_values {self.confidence_values}")
@@ -417,7 +417,7 @@ class A5Config(AgentCommon):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> "A5Config":
+    def _consistent(self) -> A5Config:
         if self.kinds and self.default_format not in self.kinds:
             raise ValueError(f"default_format {self.default_format!r} is not one of the kinds "
                              f"{list(self.kinds)}")
@@ -478,11 +478,11 @@ class AppConfig(_Strict):
     def qa_log_path(self) -> Path:
         return self.index_dir / self.settings.answer.log_file
 
-    def with_limits(self, **changes: Any) -> "AppConfig":
+    def with_limits(self, **changes: Any) -> AppConfig:
         """A copy with some N-constants changed, validated like the file."""
         return self.with_overrides({f"limits.{k}": v for k, v in changes.items()})
 
-    def with_overrides(self, values: dict[str, Any]) -> "AppConfig":
+    def with_overrides(self, values: dict[str, Any]) -> AppConfig:
         """A copy with dotted keys changed (``"limits.N3_FINAL_SELECTION_MAX"``,
         ``"settings.retrieval.tau"``, ``"agents.A3_NLI_Gate.min_relevance"``), validated by the
         same rules as the files; a bad key or value raises ``ConfigError`` naming it."""

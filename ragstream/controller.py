@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ragstream.config import AppConfig
 from ragstream.errors import RagstreamError, StageError, StageOrderError, UnknownStageError
@@ -84,7 +84,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services) -> SuperProm
         work = st.run(work, cfg, services)
     except RagstreamError:
         raise
-    except Exception as err:  # noqa: BLE001 - every failure reaches the user as a StageError
+    except Exception as err:
         raise StageError(name, f"{type(err).__name__}: {err}") from err
     wall_ms = (time.perf_counter() - started) * 1000.0
     work.stage = st.value

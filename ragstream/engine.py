@@ -11,8 +11,8 @@ The CLI and the Streamlit page use the same object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ragstream import controller
 from ragstream.config import AppConfig, load_config

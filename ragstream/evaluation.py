@@ -33,9 +33,10 @@ import platform
 import shutil
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class Doc:
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(f"{self.title}\0{self.text}".encode("utf-8")).hexdigest()
+        return hashlib.sha256(f"{self.title}\0{self.text}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def sync_index(docs: Sequence[Doc], cfg: AppConfig, services,
     cfg.index_dir.mkdir(parents=True, exist_ok=True)
     services.embedder.embed(["warm up"])  # model loading is not indexing time
     started = time.perf_counter()
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     windows = sentences = 0
     for i in range(0, len(docs), INDEX_BATCH_DOCS):
         batch = docs[i:i + INDEX_BATCH_DOCS]
@@ -225,8 +226,13 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
     """Rankings (system -> query id -> doc ids) and latencies (system -> ms per query)."""
     from ragstream.engine import Engine
     from ragstream.render import build_query
-    from ragstream.stages.retrieval import (aggregate_dense, aggregate_keyword,
-                                            dense_by_piece, keyword_by_piece, split_query)
+    from ragstream.stages.retrieval import (
+        aggregate_dense,
+        aggregate_keyword,
+        dense_by_piece,
+        keyword_by_piece,
+        split_query,
+    )
 
     rankings: dict[str, dict[str, list[str]]] = defaultdict(dict)
     latency: dict[str, list[float]] = defaultdict(list)
@@ -364,7 +370,7 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
                    "rrf_k": ecfg.settings.retrieval.rrf_k},
         **result,
         "machine": {**machine(), "load_avg_1m_start": load_start},
-        "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "measured_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
     }
 
 

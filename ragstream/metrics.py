@@ -14,8 +14,8 @@ query; a ranking is a list of document ids, best first, without duplicates.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from statistics import fmean
-from typing import Mapping, Sequence
 
 Qrels = Mapping[str, int]
 

@@ -18,7 +18,7 @@ them with accents, capitals or punctuation.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -73,7 +73,7 @@ class PromptSchema(BaseModel):
     key_descriptions: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "PromptSchema":
+    def _consistent(self) -> PromptSchema:
         keys = self.canonical_keys
         bad = [k for k in keys if not _KEY_PATTERN.match(k)]
         if bad:

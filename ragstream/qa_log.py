@@ -28,10 +28,11 @@ import json
 import os
 import re
 import sqlite3
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ragstream.errors import SchemaVersionError
 from ragstream.super_prompt import Answer, SuperPrompt
@@ -139,7 +140,7 @@ class QALog:
             latencies[run.stage] = run.wall_ms
         agents = (sp.extras.get("llm_usage") or {}).values()
         return {
-            "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds")
                   .replace("+00:00", "Z"),
             "question": sp.user_text,
             "answer": answer.text,

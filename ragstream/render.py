@@ -5,7 +5,8 @@ query strings (Retrieval's, the ReRanker's). Pure functions: same input, same by
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ragstream.super_prompt import SuperPrompt

@@ -166,7 +166,7 @@ class SuperPrompt(BaseModel):
     answer: Answer | None = Field(None, description="the final answer (auto mode), once given")
 
     @model_validator(mode="after")
-    def _unique_chunks(self) -> "SuperPrompt":
+    def _unique_chunks(self) -> SuperPrompt:
         seen: set[str] = set()
         for chunk in self.base_context_chunks:
             if chunk.id in seen:
@@ -176,7 +176,7 @@ class SuperPrompt(BaseModel):
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def working_copy(self) -> "SuperPrompt":
+    def working_copy(self) -> SuperPrompt:
         """A deep copy for a stage to change freely, sharing only the chunks and view rows:
         both are frozen, and copying them was most of the cost of a stage run."""
         import copy
@@ -201,5 +201,5 @@ class SuperPrompt(BaseModel):
         return self.model_dump_json(indent=indent)
 
     @classmethod
-    def from_json(cls, text: str) -> "SuperPrompt":
+    def from_json(cls, text: str) -> SuperPrompt:
         return cls.model_validate_json(text)

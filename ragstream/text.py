@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
 # unless the dot belongs to a common abbreviation, an initial or a number like 3.5.

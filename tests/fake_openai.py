@@ -59,9 +59,10 @@ import socketserver
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any
 
 __all__ = ["FakeOpenAI", "Reply", "RecordedRequest", "Responder", "fake_openai"]
 
@@ -93,21 +94,21 @@ class Reply:
     content: str = ""
     finish_reason: str = "stop"
     chunk_delay: float = 0.0            # text, streaming: pause before each content chunk
-    cut_after: Optional[int] = None     # text, streaming: drop the connection after N chunks
+    cut_after: int | None = None     # text, streaming: drop the connection after N chunks
     status: int = 200
     message: str = ""
-    error_type: Optional[str] = None
-    code: Optional[str] = None
-    retry_after: Optional[float] = None
+    error_type: str | None = None
+    code: str | None = None
+    retry_after: float | None = None
     body: bytes = b""
     content_type: str = "application/json"
     seconds: float = 0.0
-    then: Optional["Reply"] = None
+    then: Reply | None = None
     headers: tuple = ()                 # extra response headers: ((name, value), ...)
 
     @classmethod
     def text(cls, content: str, *, finish_reason: str = "stop", chunk_delay: float = 0.0,
-             cut_after: Optional[int] = None, headers: Mapping[str, str] | None = None) -> "Reply":
+             cut_after: int | None = None, headers: Mapping[str, str] | None = None) -> Reply:
         """A normal answer. Streamed word by word (spaces kept) when the request streams.
 
         ``chunk_delay`` paces the stream; ``cut_after=N`` sends N content chunks and then
@@ -118,14 +119,14 @@ class Reply:
                    headers=tuple((headers or {}).items()))
 
     @classmethod
-    def json(cls, obj: Any, **kwargs: Any) -> "Reply":
+    def json(cls, obj: Any, **kwargs: Any) -> Reply:
         """A normal answer whose content is ``json.dumps(obj)`` (for JSON-mode requests)."""
         return cls.text(json.dumps(obj), **kwargs)
 
     @classmethod
-    def error(cls, status: int, message: str = "", *, type_: Optional[str] = None,
-              code: Optional[str] = None, retry_after: Optional[float] = None,
-              headers: Mapping[str, str] | None = None) -> "Reply":
+    def error(cls, status: int, message: str = "", *, type_: str | None = None,
+              code: str | None = None, retry_after: float | None = None,
+              headers: Mapping[str, str] | None = None) -> Reply:
         """An HTTP error with an OpenAI error body ``{"error": {message, type, param, code}}``.
 
         ``type_``/``code`` default by status (429 -> ``rate_limit_error``/``rate_limit_exceeded``,
@@ -141,7 +142,7 @@ class Reply:
                    retry_after=retry_after, headers=tuple((headers or {}).items()))
 
     @classmethod
-    def delay(cls, seconds: float, then: Optional["Reply"] = None) -> "Reply":
+    def delay(cls, seconds: float, then: Reply | None = None) -> Reply:
         """Wait ``seconds`` before answering with ``then`` (default: an empty text answer).
 
         If the client has given up meanwhile, the late answer is discarded silently.
@@ -149,22 +150,22 @@ class Reply:
         return cls("delay", seconds=float(seconds), then=then if then is not None else cls.text(""))
 
     @classmethod
-    def raw(cls, status: int, body: Union[bytes, str], content_type: str = "application/json",
-            *, headers: Mapping[str, str] | None = None) -> "Reply":
+    def raw(cls, status: int, body: bytes | str, content_type: str = "application/json",
+            *, headers: Mapping[str, str] | None = None) -> Reply:
         """Exactly this status and body (e.g. a non-JSON body in a 200)."""
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
         return cls("raw", status=status, body=data, content_type=content_type,
                    headers=tuple((headers or {}).items()))
 
     @classmethod
-    def drop(cls) -> "Reply":
+    def drop(cls) -> Reply:
         """Close the connection without sending any response (a network error)."""
         return cls("drop")
 
 
 #: A responder gets the request's JSON body and returns a Reply (a ``str`` is taken as
 #: ``Reply.text``, a ``dict`` as ``Reply.json``).
-Responder = Callable[[dict], Union[Reply, str, dict]]
+Responder = Callable[[dict], Reply | str | dict]
 
 
 def _as_reply(value: Any) -> Reply:
@@ -193,7 +194,7 @@ class RecordedRequest:
     received_at: float = field(default_factory=time.monotonic)  # once the body was read
 
     @property
-    def authorization(self) -> Optional[str]:
+    def authorization(self) -> str | None:
         return self.headers.get("authorization")
 
     @property
@@ -201,7 +202,7 @@ class RecordedRequest:
         return (self.body or {}).get("messages", []) if isinstance(self.body, dict) else []
 
     @property
-    def model(self) -> Optional[str]:
+    def model(self) -> str | None:
         return self.body.get("model") if isinstance(self.body, dict) else None
 
     @property
@@ -248,8 +249,8 @@ def _prompt_tokens(body: dict) -> int:
     return sum(count_tokens(m.get("content")) for m in messages if isinstance(m, dict))
 
 
-def _error_body(message: str, type_: str, code: Optional[str] = None,
-                param: Optional[str] = None) -> bytes:
+def _error_body(message: str, type_: str, code: str | None = None,
+                param: str | None = None) -> bytes:
     return json.dumps({"error": {"message": message, "type": type_, "param": param,
                                  "code": code}}).encode("utf-8")
 
@@ -264,7 +265,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # we join our own threads (with a timeout) in FakeOpenAI.close
 
-    def __init__(self, fake: "FakeOpenAI"):
+    def __init__(self, fake: FakeOpenAI):
         self.fake = fake
         super().__init__(("127.0.0.1", 0), _Handler)
 
@@ -273,23 +274,23 @@ class _HTTPServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
 
-    def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
+    def verify_request(self, request, client_address) -> bool:
         return client_address[0] in ("127.0.0.1", "::1")
 
-    def process_request(self, request, client_address) -> None:  # noqa: ANN001
+    def process_request(self, request, client_address) -> None:
         thread = threading.Thread(target=self.process_request_thread,
                                   args=(request, client_address),
                                   name=f"fake-openai-conn-{client_address[1]}", daemon=True)
         self.fake._track(thread, request)
         thread.start()
 
-    def process_request_thread(self, request, client_address) -> None:  # noqa: ANN001
+    def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
             self.fake._untrack(threading.current_thread(), request)
 
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+    def handle_error(self, request, client_address) -> None:
         import sys
 
         err = sys.exc_info()[1]
@@ -308,21 +309,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- logging: never print anything (and never headers) ---------------------------------
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("fake-openai %s - %s", self.address_string(), format % args)
 
     # -- entry points --------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._dispatch("PUT")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
     def _dispatch(self, method: str) -> None:
@@ -408,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         ident, created, model = fake._new_id(), int(time.time()), body.get("model") or fake.models[0]
 
-        def chunk(delta: dict, finish: Optional[str] = None) -> dict:
+        def chunk(delta: dict, finish: str | None = None) -> dict:
             obj = {"id": ident, "object": "chat.completion.chunk", "created": created,
                    "model": model, "system_fingerprint": "fp_fake",
                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
@@ -503,10 +504,10 @@ class FakeOpenAI:
     """
 
     def __init__(self, *, models: Iterable[str] = ("gpt-4o-mini",),
-                 responder: Optional[Responder] = None, start: bool = False):
+                 responder: Responder | None = None, start: bool = False):
         self.models: list[str] = list(models) or ["gpt-4o-mini"]
         self._initial_responder = responder
-        self.responder: Optional[Responder] = responder
+        self.responder: Responder | None = responder
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -516,15 +517,15 @@ class FakeOpenAI:
         self._stopping = threading.Event()
         self._threads: set[threading.Thread] = set()
         self._sockets: set[socket.socket] = set()
-        self._httpd: Optional[_HTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
         self._closed = False
         if start:
             self.start()
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         """Bind a free loopback port and serve in a daemon thread (idempotent)."""
         with self._lock:
             if self._closed:
@@ -565,7 +566,7 @@ class FakeOpenAI:
 
     shutdown = close  # familiar name
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -595,7 +596,7 @@ class FakeOpenAI:
 
     # -- scripting -----------------------------------------------------------------------
 
-    def script(self, *replies: Union[Reply, str, dict]) -> "FakeOpenAI":
+    def script(self, *replies: Reply | str | dict) -> FakeOpenAI:
         """Append replies to the queue; each chat request takes the next one."""
         converted = [_as_reply(r) for r in replies]
         with self._lock:
@@ -633,7 +634,7 @@ class FakeOpenAI:
                 if r.method == "POST" and r.path == "/v1/chat/completions"]
 
     @property
-    def last_request(self) -> Optional[RecordedRequest]:
+    def last_request(self) -> RecordedRequest | None:
         with self._lock:
             return self._requests[-1] if self._requests else None
 
@@ -694,7 +695,7 @@ class FakeOpenAI:
                                headers={"x-should-retry": "false"})
         try:
             return _as_reply(responder(body))
-        except Exception as err:  # noqa: BLE001 - surfaced as a 500 and in server.errors
+        except Exception as err:
             self._note_error(f"the responder raised {type(err).__name__}: {err}")
             return Reply.error(500, f"FakeOpenAI responder failed: {type(err).__name__}: {err}",
                                type_="fake_openai_responder_error",

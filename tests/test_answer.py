@@ -6,18 +6,24 @@ LLM mode the real ``LLMClient`` talking to ``FakeOpenAI`` on loopback.
 
 from __future__ import annotations
 
-
 import pytest
 
 from ragstream import answer as answer_mod
-from ragstream.answer import (Signals, answer, answer_and_log, answer_sentences,
-                              citation_numbers, conversation_after, extractive_pieces,
-                              kb_titles, rate)
-from ragstream.backends.llm import LLMClient
+from ragstream.answer import (
+    Signals,
+    answer,
+    answer_and_log,
+    answer_sentences,
+    citation_numbers,
+    conversation_after,
+    extractive_pieces,
+    kb_titles,
+    rate,
+)
 from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 
 ON_TOPIC = "How do I start a Chroma server?"

@@ -4,8 +4,16 @@ import math
 
 import pytest
 
-from ragstream.metrics import (dcg_at_k, evaluate, mrr_at_k, ndcg_at_k, paired_comparison,
-                               precision_at_k, query_metrics, recall_at_k)
+from ragstream.metrics import (
+    dcg_at_k,
+    evaluate,
+    mrr_at_k,
+    ndcg_at_k,
+    paired_comparison,
+    precision_at_k,
+    query_metrics,
+    recall_at_k,
+)
 
 LOG2_3, LOG2_5 = math.log2(3), math.log2(5)
 

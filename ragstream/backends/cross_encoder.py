@@ -14,8 +14,8 @@ would map every score into (0.5, 0.73) and flatten the differences between passa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

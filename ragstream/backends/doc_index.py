@@ -23,9 +23,9 @@ import base64
 import json
 import shutil
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -226,7 +226,7 @@ class DocumentIndex:
     def from_records(cls, fingerprint: str, chunks: list[Chunk],
                      windows: dict[str, list[np.ndarray]],
                      sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]],
-                     dim: int, keyword: KeywordIndex) -> "DocumentIndex":
+                     dim: int, keyword: KeywordIndex) -> DocumentIndex:
         chunks = sorted(chunks, key=lambda c: c.id)
         w_rows, w_off, s_rows, s_spans, s_off = [], [0], [], [], [0]
         for c in chunks:
@@ -279,7 +279,7 @@ class DocumentIndex:
         shutil.rmtree(old, ignore_errors=True)
 
     @classmethod
-    def load(cls, folder: Path, fingerprint: str, keyword: KeywordIndex) -> "DocumentIndex | None":
+    def load(cls, folder: Path, fingerprint: str, keyword: KeywordIndex) -> DocumentIndex | None:
         """The snapshot in ``folder`` if it was made at ``fingerprint``, else None."""
         folder = Path(folder)
         try:
@@ -299,7 +299,7 @@ class DocumentIndex:
                        sentence_vectors=arrays["sentence_vectors"],
                        sentence_offsets=arrays["sentence_offsets"],
                        sentence_spans=arrays["sentence_spans"], keyword=keyword)
-        except Exception:  # noqa: BLE001 - a damaged copy is rebuilt from the store
+        except Exception:
             return None
 
 

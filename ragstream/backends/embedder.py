@@ -21,8 +21,9 @@ computes with the same tokenizer, so all backends cut the same windows.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from cachetools import LRUCache, cached
@@ -164,7 +165,7 @@ class BaseEmbedder:
         sizes = self.count_word_pieces([text[s:e] for s, e in spans])
         out: list[tuple[int, int]] = []
         start, used = spans[0][0], 0
-        for (s, e), n in zip(spans, sizes):
+        for (s, _e), n in zip(spans, sizes):
             if used and used + n > self.window_tokens:
                 out.append((start, s))
                 start, used = s, 0
@@ -253,7 +254,7 @@ def is_bundled_model(name: str) -> bool:
     return name in BUNDLED_MODEL_NAMES
 
 
-def resolve_backend(settings: "EmbeddingSettings") -> str:
+def resolve_backend(settings: EmbeddingSettings) -> str:
     """The backend ``settings`` asks for, with "auto" decided: the best ONNX backend for the
     bundled model, "torch" for any other model."""
     backend = settings.backend
@@ -268,7 +269,7 @@ def resolve_backend(settings: "EmbeddingSettings") -> str:
     return backend
 
 
-def make_embedder(settings: "EmbeddingSettings", cache_dir: Path) -> BaseEmbedder:
+def make_embedder(settings: EmbeddingSettings, cache_dir: Path) -> BaseEmbedder:
     """The embedder ``settings`` configure; nothing loads until it is first used. ONNX model
     files live in ``cache_dir/onnx/`` (``python -m ragstream.doctor`` prepares them)."""
     backend = resolve_backend(settings)

@@ -10,8 +10,8 @@ coverage), so no chunk text is tokenised at query time.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -58,7 +58,7 @@ class KeywordIndex:
     def ids(self) -> list[str]:
         return self._ids
 
-    def build(self, ids: Sequence[str], texts: Sequence[str]) -> "KeywordIndex":
+    def build(self, ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
         import bm25s
 
         self._ids = list(ids)
@@ -72,7 +72,7 @@ class KeywordIndex:
         if self._retriever is not None:
             self._retriever.save(str(folder), show_progress=False)
 
-    def load(self, folder: Path, ids: Sequence[str]) -> "KeywordIndex":
+    def load(self, folder: Path, ids: Sequence[str]) -> KeywordIndex:
         import bm25s
 
         self._ids = list(ids)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -208,7 +209,7 @@ class LLMClient:
                         result.first_token_ms = (time.perf_counter() - started) * 1000
                     result.text += piece
                     yield piece
-        except Exception as err:  # noqa: BLE001 - a broken stream is an endpoint error
+        except Exception as err:
             raise LLMError(self._redact(
                 f"the answer stream from {self.describe()} broke off: {err}")) from None
 

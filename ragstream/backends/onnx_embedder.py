@@ -26,8 +26,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -398,7 +398,7 @@ class OnnxEmbedder(BaseEmbedder):
                 self._session = session
             return self._session
 
-    def load(self) -> "OnnxEmbedder":
+    def load(self) -> OnnxEmbedder:
         """Load the tokenizer and the session now (else: on first use)."""
         self._load_tokenizers()
         _ = self.session

@@ -25,9 +25,10 @@ says which one ran and why, for the view and the GUI.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -164,7 +165,7 @@ def load_reranker(settings: RerankerSettings, services) -> RerankerChoice:
         ce = CrossEncoderReranker(settings.model, settings.batch_size)
         return RerankerChoice(PassageReranker(ce), "cross-encoder",
                               f"cross-encoder {settings.model} loaded")
-    except Exception as err:  # noqa: BLE001 - any load failure means "not available offline"
+    except Exception as err:
         if settings.backend == "cross-encoder":
             raise ModelLoadError(
                 f"The cross-encoder {settings.model!r} could not be loaded offline ({err}). "

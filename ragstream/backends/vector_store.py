@@ -19,9 +19,10 @@ import json
 import os
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -289,7 +290,7 @@ class ChromaStore:
             self._rollback(new_ids, old)
             try:
                 self._bump_generation()
-            except Exception:  # noqa: BLE001 - the write error below is the one to report
+            except Exception:
                 pass
             names = doc_ids[0] if len(doc_ids) == 1 else f"{len(doc_ids)} documents ({doc_ids[0]}, …)"
             raise VectorStoreError(
@@ -378,7 +379,7 @@ class ChromaStore:
             _ = self.collection  # made if it does not exist yet
             fresh = self.client.get_collection(self.settings.collection)
             generation = (fresh.metadata or {}).get(GENERATION_KEY)
-        except Exception as err:  # noqa: BLE001 - the store is unreachable: say so
+        except Exception as err:
             raise VectorStoreError(f"Cannot read collection {self.settings.collection!r} at "
                                    f"{self.location}: {err}") from err
         if generation:

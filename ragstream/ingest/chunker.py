@@ -69,10 +69,10 @@ from __future__ import annotations
 import hashlib
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import PurePosixPath
-from typing import Callable
 
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import ChunkingSettings
@@ -568,7 +568,8 @@ def _split_words(body: _Body, unit: _Unit, encoding: str, limit: int) -> list[_U
     while i < len(spans):
         start = spans[i][0]
         k = _longest_fit(
-            lambda n: count_tokens(text[start:spans[n][1]], encoding) <= limit, i, len(spans)
+            lambda n: count_tokens(text[start:spans[n][1]], encoding) <= limit,  # noqa: B023 - called at once
+            i, len(spans)
         )
         if k >= i:
             pieces.append(_Unit(start, spans[k][1], _PROSE))
@@ -579,7 +580,7 @@ def _split_words(body: _Body, unit: _Unit, encoding: str, limit: int) -> list[_U
         while pos < word_end:
             first = pos
             n = _longest_fit(
-                lambda c: count_tokens(text[first:first + c + 1], encoding) <= limit,
+                lambda c: count_tokens(text[first:first + c + 1], encoding) <= limit,  # noqa: B023
                 0,
                 word_end - first,
             )

@@ -21,9 +21,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from pydantic import BaseModel, Field
 
@@ -99,7 +99,7 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
     store = services.store
     stored = store.documents()
     seen: set[str] = set()
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     batch_chunks = cfg.settings.chunking.ingest_batch_chunks
     pending: list[_Pending] = []
 
@@ -114,7 +114,7 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
                 by_doc[rec.chunk.doc_id].append(rec)
             store.replace_documents([(p.doc_id, by_doc[p.doc_id], p.digest) for p in batch],
                                     now, str(root))
-        except Exception as err:  # noqa: BLE001 - one bad file must not stop the run
+        except Exception as err:
             if len(batch) > 1:
                 for p in batch:
                     write([p])
@@ -151,7 +151,7 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
         try:
             mtime = dt.date.fromtimestamp(file.stat().st_mtime).isoformat()
             parsed = parse_document(text, doc_id, cfg.settings.chunking, mtime)
-        except Exception as err:  # noqa: BLE001 - one bad file must not stop the run
+        except Exception as err:
             report.failed += 1
             msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
             report.errors.append(f"{doc_id}: {msg}")

@@ -1,7 +1,15 @@
 """The eight stages, in pipeline order; each module declares its ``STAGE``."""
 
-from ragstream.stages import (a0_preprocessing, a2_prompt_shaper, a3_nli_gate, a4_condenser,
-                              a5_format_enforcer, prompt_builder, reranker, retrieval)
+from ragstream.stages import (
+                              a0_preprocessing,
+                              a2_prompt_shaper,
+                              a3_nli_gate,
+                              a4_condenser,
+                              a5_format_enforcer,
+                              prompt_builder,
+                              reranker,
+                              retrieval,
+)
 from ragstream.stages.stage import Stage
 
 STAGES: tuple[Stage, ...] = (

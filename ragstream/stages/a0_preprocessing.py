@@ -93,8 +93,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, Field
 from rapidfuzz.distance import OSA
@@ -170,7 +171,7 @@ class Vocabulary:
     semantic: tuple[tuple[str, str | None, str, float], ...] = ()
 
     @classmethod
-    def from_schema(cls, schema: PromptSchema) -> "Vocabulary":
+    def from_schema(cls, schema: PromptSchema) -> Vocabulary:
         canonical = {normalize_term(k): k for k in schema.canonical_keys}
         aliases = _term_table(schema.aliases)
         bilingual: dict[str, tuple[str, str]] = {}

@@ -37,7 +37,8 @@ Both modes return an :class:`A2Output`, so everything after the decision is shar
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -29,8 +29,8 @@ from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.render import rerank_query
-from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
 from ragstream.stages.stage import Stage
+from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
 from ragstream.text import jaccard, shingles
 
 NAME = "A3_NLI_Gate"
@@ -168,7 +168,8 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
         if decision == "keep":
             out[row.chunk_id] = ("kept", "", {})
         else:
-            out[row.chunk_id] = ("dropped", f"LLM: {tag or 'dropped'}" + (f" — {reason}" if reason else ""), {})
+            why = f"LLM: {tag or 'dropped'}" + (f" — {reason}" if reason else "")
+            out[row.chunk_id] = ("dropped", why, {})
     missing = [r for r in candidates if r.chunk_id not in out]
     if missing:
         rules = _rule_gate(candidates, chunks, cfg)

@@ -35,8 +35,8 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
 from ragstream.render import build_query, rerank_query
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.stages.stage import Stage
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.text import words
 
 NAME = "A4_Condenser"
@@ -176,7 +176,8 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             if not units[cid]:
                 reason = "no prose sentence to extract (code, table or fragments only)"
             elif top < acfg.min_sentence_score:
-                reason = f"no sentence scored ≥ min_sentence_score {acfg.min_sentence_score:g} (best {top:.3f})"
+                reason = (f"no sentence scored ≥ min_sentence_score {acfg.min_sentence_score:g} "
+                          f"(best {top:.3f})")
             elif len(per_chunk) >= cfg.limits.N3_FINAL_SELECTION_MAX:
                 reason = f"over N3_FINAL_SELECTION_MAX={cfg.limits.N3_FINAL_SELECTION_MAX}"
             elif budget_hit:

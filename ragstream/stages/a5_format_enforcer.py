@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,7 +63,7 @@ from ragstream.config import A5Config, AppConfig
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
-from ragstream.text import fold, sentences, keyword_matches
+from ragstream.text import fold, keyword_matches, sentences
 
 AGENT_NAME = "A5_Format_Enforcer"
 

@@ -15,10 +15,14 @@ import re
 
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
-from ragstream.render import (compose_prompt_ready, render_conversation, render_prompt_md,
-                              render_system_md)
-from ragstream.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
+from ragstream.render import (
+    compose_prompt_ready,
+    render_conversation,
+    render_prompt_md,
+    render_system_md,
+)
 from ragstream.stages.stage import Stage
+from ragstream.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
 from ragstream.text import split_sentences
 
 NAME = "Prompt_Builder"
@@ -58,7 +62,7 @@ def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, en
             # keep as many whole sentences as fit
             spans = split_sentences(chunk.text)
             text = ""
-            for s, e in spans:
+            for _s, e in spans:
                 trial = chunk.text[:e].rstrip()
                 if used + count_tokens(attachment(n, chunk, trial, True), enc) > budget:
                     break

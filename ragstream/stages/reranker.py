@@ -13,8 +13,8 @@ from __future__ import annotations
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.render import rerank_query
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.stages.stage import Stage
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
 
 NAME = "ReRanker"
 DIGITS = 6

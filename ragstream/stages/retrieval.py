@@ -20,15 +20,14 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyIndexError, StageError
 from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.stages.stage import Stage
+from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.text import sentences
 
 NAME = "Retrieval"

@@ -8,8 +8,9 @@ mode the run used. The page takes ``label`` for the stage's button and ``view`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ragstream.config import AppConfig
 from ragstream.super_prompt import SuperPrompt

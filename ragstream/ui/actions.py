@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any, Callable, MutableMapping
+from typing import Any
 
 from ragstream import controller
 from ragstream.config import AppConfig

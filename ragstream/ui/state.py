@@ -5,7 +5,8 @@ The pipeline state is one ``SuperPrompt`` under ``SP``; nothing else holds pipel
 
 from __future__ import annotations
 
-from typing import Any, MutableMapping
+from collections.abc import MutableMapping
+from typing import Any
 
 from ragstream.controller import new_prompt
 

@@ -60,7 +60,8 @@ def view_rows(sp: SuperPrompt, stage: str, snippet_chars: int = 240) -> list[dic
             "score": r.score,
         }
         for key, value in r.scores.items():
-            row[key] = int(value) if key.endswith(("_rank", "rank_change", "sentences", "citation")) else value
+            counts = key.endswith(("_rank", "rank_change", "sentences", "citation"))
+            row[key] = int(value) if counts else value
         row["status"] = r.status
         row["reason"] = r.reason
         row["preview"] = _preview(c.text, snippet_chars) if c else ""

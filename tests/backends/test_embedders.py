@@ -174,7 +174,7 @@ def test_cache_is_safe_under_threads(cache_dir):
                 got = emb.embed([pool[i] for i in idx])
                 np.testing.assert_array_equal(got, expected[idx])
                 sizes.append(emb.cache_len)
-        except BaseException as err:  # noqa: BLE001 - reported below
+        except BaseException as err:
             errors.append(err)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]

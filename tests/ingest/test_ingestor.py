@@ -156,8 +156,8 @@ def test_replace_document_raises_vector_store_error(fresh_engine, tmp_path):
     fresh_engine.services.store = store
     write(tmp_path / "kb", "b.md", DOC_B)
     with pytest.raises(VectorStoreError):
-        from ragstream.ingest.ingestor import embed_chunks
         from ragstream.ingest.chunker import parse_document
+        from ragstream.ingest.ingestor import embed_chunks
 
         parsed = parse_document(DOC_B, "kb/b.md", fresh_engine.cfg.settings.chunking, "2026-01-01")
         store.replace_document("kb/b.md", embed_chunks(parsed.chunks, fresh_engine.services.embedder),

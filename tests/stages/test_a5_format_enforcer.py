@@ -9,7 +9,7 @@ import shutil
 import pytest
 from pydantic import ValidationError
 
-from ragstream.config import A5Config, DEFAULT_CONFIG_DIR, load_config
+from ragstream.config import DEFAULT_CONFIG_DIR, A5Config, load_config
 from ragstream.errors import ConfigError
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.super_prompt import SuperPrompt

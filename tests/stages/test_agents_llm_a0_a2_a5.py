@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ragstream.backends.llm import LLMClient
 from ragstream.config import load_config
 from ragstream.services import Services
@@ -19,7 +17,7 @@ from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.super_prompt import SuperPrompt
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import Reply
 
 KEY = "sk-secret-123456789"
 META = ("system", "audience", "tone", "depth")

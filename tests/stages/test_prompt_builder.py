@@ -22,7 +22,8 @@ def test_blocks_in_order_with_fenced_sources(cfg):
     assert "### Task\nExplain X." in sp.Prompt_MD
     assert sp.S_CTX_MD in text  # unedited
     assert "### [1] kb/a.md § Guide > Part 0" in sp.Attachments_MD
-    assert "SOURCE: kb/a.md\nSECTION: Guide > Part 1\nSPAN: lines 11-15 (chunk kb/a.md#1)" in sp.Attachments_MD
+    expected = "SOURCE: kb/a.md\nSECTION: Guide > Part 1\nSPAN: lines 11-15 (chunk kb/a.md#1)"
+    assert expected in sp.Attachments_MD
     # a chunk containing ``` is fenced with a longer fence, so it cannot break out
     assert "````text" in sp.Attachments_MD
     assert sp.stage == "a5"

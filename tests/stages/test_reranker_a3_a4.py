@@ -4,8 +4,8 @@ import pytest
 
 from ragstream import controller
 from ragstream.backends.tokens import count_tokens
-from ragstream.super_prompt import Chunk
 from ragstream.stages.a4_condenser import EMPTY
+from ragstream.super_prompt import Chunk
 
 PROMPT = "How does the ReRanker choose its backend when no cross-encoder is available?"
 
@@ -96,7 +96,8 @@ def test_a3_drops_near_duplicates(kb_engine):
 
     text = "The offline backend combines query similarity, sentence similarity and term coverage."
     chunks = [Chunk(id=f"d#{i}", doc_id="d", source="d.md", text=t, word_count=len(t.split()))
-              for i, t in enumerate([text, text + " Indeed.", "Something else entirely about BM25 scoring here."])]
+              for i, t in enumerate([text, text + " Indeed.",
+                                     "Something else entirely about BM25 scoring here."])]
     sp = SuperPrompt(stage="reranked", base_context_chunks=chunks, views_by_stage={"reranked": [
         ViewRow(chunk_id="d#0", rank=1, score=0.9), ViewRow(chunk_id="d#1", rank=2, score=0.85),
         ViewRow(chunk_id="d#2", rank=3, score=0.2)]})
@@ -126,7 +127,8 @@ def test_a4_condenses_within_budget_with_citations(sp_a4, kb_engine):
         sentence = line[2:].rsplit(" [", 1)[0]
         source = chunks[ids[n - 1]]
         # extractive: every statement's words come from the cited chunk
-        assert set(sentence.replace("`", "").split()) <= set(source.text.replace("`", "").replace("*", "").split()) | {"-"}, line
+        source_words = set(source.text.replace("`", "").replace("*", "").split()) | {"-"}
+        assert set(sentence.replace("`", "").split()) <= source_words, line
     assert sp_a4.view("a4")
     assert [r.chunk_id for r in sp_a4.view("a4") if r.status == "kept"] == ids
 

@@ -1,7 +1,6 @@
 """The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question."""
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
