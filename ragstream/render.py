@@ -73,7 +73,8 @@ def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
 
 def rerank_query(body: dict[str, str], sources: dict[str, str] | None = None) -> str:
     """The single query string the ReRanker scores against: task, purpose, context, format —
-    without System_MD or attachments (seed 001 §5.4), as plain text. Values A0 filled in as
+    without System_MD or attachments (the role and the raw excerpts are not the question), as
+    plain text. Values A0 filled in as
     defaults (``sources[key] == "default"``, e.g. format "Markdown") say nothing about the
     subject and are left out."""
     sources = sources or {}

@@ -1,6 +1,6 @@
 """The state that flows through the eight stages: ``SuperPrompt``, ``Chunk`` and view rows.
 
-Invariants (seed 001 §3):
+Invariants (every stage keeps them):
 
 * ``base_context_chunks`` holds each retrieved ``Chunk`` once, by id; no stage makes a
   second corpus.

@@ -1,4 +1,6 @@
-"""Seed 001 §7 acceptance criteria over the bundled knowledge base."""
+"""The product's acceptance criteria over the bundled knowledge base: runs are byte-identical,
+the state's invariants hold after every stage, small caps are respected, and every agent says
+which mode it ran in (an LLM mode with no endpoint is a clear error)."""
 
 import json
 

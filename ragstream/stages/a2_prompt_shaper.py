@@ -1,6 +1,6 @@
 """A2_PromptShaper: choose ``system``, ``audience``, ``tone``, ``depth`` and ``confidence``.
 
-Seed 001 §5.2 makes A2 a *Chooser*: every field takes one value from a closed list in
+A2 is a *chooser*, never a writer: every field takes one value from a closed list in
 ``config/agents/A2_PromptShaper.json``. This module implements the deterministic mode, used
 whenever no LLM endpoint is configured ("keyword rules over the enums"):
 

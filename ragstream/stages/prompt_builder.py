@@ -1,4 +1,4 @@
-"""Prompt_Builder: the final, deterministic assembly of the super-prompt (seed 001 §5.8).
+"""Prompt_Builder: the final, deterministic assembly of the super-prompt (no model, no LLM).
 
 Blocks, in order: System_MD (role, tone, depth + A5's hard rules), Prompt_MD (task, purpose,
 context, audience, format, constraints), S_CTX_MD (A4's condensed context, unedited),

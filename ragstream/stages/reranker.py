@@ -1,4 +1,4 @@
-"""ReRanker: re-score the top N2 retrieval candidates against the whole prompt (seed 001 §5.4).
+"""ReRanker: re-score the top N2 retrieval candidates against the whole prompt at once.
 
 The query is the plain-text Prompt (task, purpose, context, format — no System block, no
 attachments). Each candidate is scored with its heading path in front of its text by the

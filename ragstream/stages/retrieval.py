@@ -1,4 +1,4 @@
-"""Retrieval: the first ranked candidate list, by hybrid search (seed 001 §5.3).
+"""Retrieval: the first ranked candidate list, by hybrid (dense + keyword) search.
 
 1. Query: task, context and purpose from ``sp.body``, whitespace-normalised.
 2. Pieces: the query's sentences, short ones joined to a neighbour, then adjacent pieces
