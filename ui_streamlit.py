@@ -100,7 +100,7 @@ with st.sidebar:
     st.header("Settings")
     st.caption("For this session only; validated like the configuration files.")
     with st.form("settings"):
-        values = {}
+        values: dict[str, int | float] = {}
         for key, label in actions.EDITABLE_SETTINGS.items():
             current = actions.session_config(engine, state).get(key)
             if isinstance(current, int):

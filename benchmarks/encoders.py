@@ -160,8 +160,7 @@ def main() -> None:
         if b != "torch":
             oe.ensure_model(b, cache_dir)  # export outside the timings
     probe = oe.OnnxEmbedder("onnx", cache_dir)
-    probe._load_tokenizers()
-    docs, sentences = load_texts(args.docs, args.sentences, probe._tokenizer)
+    docs, sentences = load_texts(args.docs, args.sentences, probe._load_tokenizers().tokenizer)
     agree_sents = sentences[: args.agree_sentences]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
           f"{len(docs)} abstracts ({words(docs)} words, cut to 256 word pieces), "

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -92,6 +92,7 @@ def citation_numbers(text: str, max_range: int) -> list[int]:
     for m in _CITE.finditer(strip_code(text)):
         for part in re.split(r"\s*[,;]\s*", m.group(1).strip()):
             bounds = [int(x) for x in re.split(r"\s*[-–—]\s*", part) if x]
+            nums: Sequence[int]
             if len(bounds) == 2:
                 lo, hi = min(bounds), max(bounds)
                 nums = range(lo, hi + 1) if hi - lo < max_range else (lo, hi)

@@ -803,8 +803,11 @@ def _exit_on_sigterm() -> Callable[[], None]:
     def stop(signum, _frame):
         raise SystemExit(128 + signum)
 
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return restore
 
 
 def run_bench(quick: bool = False, progress: Progress | None = None) -> dict[str, Any]:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from ragstream.controller import STAGE_NAMES
 from ragstream.errors import RagstreamError
+
+if TYPE_CHECKING:  # pragma: no cover
+    # what click.progressbar returns; click annotates with it but does not export it
+    from click._termui_impl import ProgressBar
 
 
 def _engine():
@@ -102,9 +108,9 @@ def status() -> None:
     click.echo(json.dumps(info, indent=2))
 
 
-def _stderr_progress():
+def _stderr_progress() -> Callable[[str, int, int], None]:
     """A progress bar on stderr, one per phase ("index", "queries")."""
-    bars: dict[str, object] = {}
+    bars: dict[str, ProgressBar[int]] = {}
 
     def progress(phase: str, done: int, total: int) -> None:
         bar = bars.get(phase)

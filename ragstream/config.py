@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -318,6 +319,27 @@ class A4Config(AgentCommon):
         "requires", "at most", "at least", "do not", "cannot", "limit", "limited"])
 
 
+#: the kinds of length bound A5 recognises: 'at most 200 words', 'exactly 3 bullets', ...
+LengthBound = Literal["max", "min", "exact", "about"]
+#: the answer formats A5 knows
+FormatKind = Literal[
+    "markdown", "json", "yaml", "bullet_list", "numbered_list", "table", "checklist",
+    "code", "plain_text", "email",
+]
+#: the units a length limit can count
+LengthUnit = Literal["words", "sentences", "paragraphs", "items", "lines", "characters"]
+
+
+def _default_length_rules() -> dict[LengthBound, str]:
+    return {"exact": "Use exactly {n} {unit}.", "about": "Use about {n} {unit}.",
+            "min": "Use at least {n} {unit}.", "max": "Use at most {n} {unit}."}
+
+
+def _default_length_phrases() -> dict[LengthBound, str]:
+    return {"exact": "exactly {n} {unit}", "about": "about {n} {unit}",
+            "min": "at least {n} {unit}", "max": "at most {n} {unit}"}
+
+
 class A5Config(AgentCommon):
     """A5_Format_Enforcer: the tables that turn a requested format into hard rules.
 
@@ -346,15 +368,9 @@ class A5Config(AgentCommon):
         name: str = Field(description="English name, used in rules: 'German'")
         cues: list[str] = Field(min_length=1)
 
-    default_format: Literal[
-        "markdown", "json", "yaml", "bullet_list", "numbered_list", "table", "checklist",
-        "code", "plain_text", "email",
-    ] = "markdown"
+    default_format: FormatKind = "markdown"
     #: kinds in priority order: a tie in keyword count goes to the kind listed first
-    kinds: dict[Literal[
-        "markdown", "json", "yaml", "bullet_list", "numbered_list", "table", "checklist",
-        "code", "plain_text", "email",
-    ], A5Config.Kind] = Field(default_factory=dict)
+    kinds: dict[FormatKind, A5Config.Kind] = Field(default_factory=dict)
     #: language tag for code fences -> words naming it
     code_languages: dict[str, list[str]] = Field(default_factory=dict)
     code_language_rule: str = Field(
@@ -363,13 +379,12 @@ class A5Config(AgentCommon):
     answer_languages: dict[str, A5Config.Language] = Field(default_factory=dict)
     language_rule: str = Field("Write the answer in {name}.", description="{name}")
     language_phrase: str = Field("in {name}", description="{name}; for the one-line spec")
-    length_units: dict[Literal["words", "sentences", "paragraphs", "items", "lines",
-                               "characters"], A5Config.Unit] = Field(default_factory=dict)
+    length_units: dict[LengthUnit, A5Config.Unit] = Field(default_factory=dict)
     #: cues before the number ('at most 5 bullets'), by the bound they set
-    length_cues_before: dict[Literal["max", "min", "exact", "about"], list[str]] = Field(
+    length_cues_before: dict[LengthBound, list[str]] = Field(
         default_factory=dict)
     #: cues after the unit ('200 words or less')
-    length_cues_after: dict[Literal["max", "min", "exact", "about"], list[str]] = Field(
+    length_cues_after: dict[LengthBound, list[str]] = Field(
         default_factory=dict)
     #: words joining a range: '3 to 5 sentences'
     range_words: list[str] = Field(default_factory=lambda: ["to", "-"])
@@ -381,14 +396,10 @@ class A5Config(AgentCommon):
     #: 'one sentence per bullet', 'keep each cell under 12 words'
     per_cues: list[str] = Field(default_factory=list)
     #: one template per bound; their order is the order of the length rules
-    length_rules: dict[Literal["max", "min", "exact", "about"], str] = Field(
-        default_factory=lambda: {"exact": "Use exactly {n} {unit}.", "about": "Use about {n} {unit}.",
-                                 "min": "Use at least {n} {unit}.", "max": "Use at most {n} {unit}."},
-        description="{n}, {unit}")
-    length_phrases: dict[Literal["max", "min", "exact", "about"], str] = Field(
-        default_factory=lambda: {"exact": "exactly {n} {unit}", "about": "about {n} {unit}",
-                                 "min": "at least {n} {unit}", "max": "at most {n} {unit}"},
-        description="{n}, {unit}; for the one-line spec")
+    length_rules: dict[LengthBound, str] = Field(
+        default_factory=_default_length_rules, description="{n}, {unit}")
+    length_phrases: dict[LengthBound, str] = Field(
+        default_factory=_default_length_phrases, description="{n}, {unit}; for the one-line spec")
     #: a keyword or cue shortly after one of these does not count: 'no tables'
     negation_cues: list[str] = Field(default_factory=list)
     negation_window_words: int = Field(
@@ -584,7 +595,7 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
-def apply_env_overrides(raw: dict[str, Any], env: dict[str, str] | os._Environ) -> dict[str, Any]:
+def apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
     out = json.loads(json.dumps(raw))
     for var, (section, key) in ENV_OVERRIDES.items():
         value = env.get(var)
@@ -595,9 +606,12 @@ def apply_env_overrides(raw: dict[str, Any], env: dict[str, str] | os._Environ) 
     return out
 
 
-def load_config(config_dir: str | Path | None = None, env: dict[str, str] | None = None) -> AppConfig:
-    """Load and validate every configuration file; raise ``ConfigError`` on the first problem."""
-    env = os.environ if env is None else env
+def load_config(config_dir: str | Path | None = None,
+                env: Mapping[str, str] | None = None) -> AppConfig:
+    """Load and validate every configuration file; raise ``ConfigError`` on the first problem.
+    ``env`` stands in for the environment (default: ``os.environ``)."""
+    if env is None:
+        env = os.environ
     cdir = Path(config_dir or env.get("RAGSTREAM_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
     limits = _validate(PipelineLimits, _read_json(cdir / "pipeline_limits.json"),
                        str(cdir / "pipeline_limits.json"))

@@ -1,4 +1,5 @@
-"""The interaction log: one SQLite row per answered prompt (seed 002 §8).
+"""The interaction log: one SQLite row per answered prompt (the prompt, the answer, its
+citations, confidence and timings), so past answers can be reviewed and audited.
 
     log = QALog(cfg.index_dir / "qa_log.sqlite3")
     row_id = log.record(sp, answer)
@@ -171,7 +172,9 @@ class QALog:
                f"VALUES ({', '.join('?' for _ in names)})")
         with closing(self._connect()) as conn, conn:
             cur = conn.execute(sql, [values[n] for n in names])
-            return int(cur.lastrowid)
+            if cur.lastrowid is None:  # pragma: no cover - sqlite3 sets it after an INSERT
+                raise sqlite3.DatabaseError(f"{self.path}: the new row has no row id")
+            return cur.lastrowid
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The last ``limit`` interactions, newest first, JSON columns parsed."""

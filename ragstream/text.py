@@ -105,8 +105,13 @@ def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int
     pattern = _keyword_regex(tuple(keywords))
     if pattern is None:
         return []
-    return [(m.start(), m.end(), keywords[int(m.lastgroup[1:])])
-            for m in pattern.finditer(folded_text)]
+    out = []
+    for m in pattern.finditer(folded_text):
+        group = m.lastgroup  # "k<i>": every alternative of the pattern is one named group
+        if group is None:  # pragma: no cover - cannot happen, see above
+            raise AssertionError(f"keyword pattern matched {m.group(0)!r} outside its groups")
+        out.append((m.start(), m.end(), keywords[int(group[1:])]))
+    return out
 
 
 # --------------------------------------------------------------------------- evidence units

@@ -32,6 +32,8 @@ from ragstream.errors import ConfigError, ModelLoadError
 from ragstream.text import split_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sentence_transformers import SentenceTransformer
+
     from ragstream.config import EmbeddingSettings
 
 BUNDLED_MODEL_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -89,6 +91,9 @@ class BaseEmbedder:
     """
 
     backend = "?"
+    #: evidence sentences pooled from their window's model pass (``embed_with_spans``) rather
+    #: than encoded alone; ``make_embedder`` sets it from ``embedding.sentence_vectors``
+    late_chunking = False
 
     def __init__(self, name: str, window_tokens: int = 240, batch_size: int = 32,
                  cache_size: int = 20_000):
@@ -208,11 +213,11 @@ class SentenceTransformerEmbedder(BaseEmbedder):
     def __init__(self, model: str, window_tokens: int = 240, batch_size: int = 32,
                  cache_size: int = 20_000):
         super().__init__(model, window_tokens, batch_size, cache_size)
-        self._model = None
+        self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()
 
     @property
-    def model(self):
+    def model(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
                 from ragstream.backends import prepare_offline_env
@@ -235,7 +240,12 @@ class SentenceTransformerEmbedder(BaseEmbedder):
     def dimension(self) -> int:
         model = self.model
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(get())
+        dim = get()
+        if dim is None:  # no module of the model declares its output size
+            raise ModelLoadError(
+                f"The embedding model {self.name!r} does not declare the length of its vectors. "
+                f"Use a sentence-transformers model that does (e.g. one ending in a Pooling layer).")
+        return int(dim)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(texts, batch_size=max(len(texts), 1),

@@ -12,10 +12,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragstream.super_prompt import Chunk
+
+if TYPE_CHECKING:  # pragma: no cover
+    import bm25s
 
 
 def index_text(chunk: Chunk) -> str:
@@ -33,7 +37,7 @@ class KeywordIndex:
     def __init__(self, stemmer: str = "english", stopwords: str = "en"):
         self.stemmer_name = stemmer
         self.stopwords = stopwords
-        self._retriever = None  # bm25s.BM25, or None when no chunk is indexed
+        self._retriever: bm25s.BM25 | None = None  # None when no chunk is indexed
         self._ids: list[str] = []
 
     # -- tokens -------------------------------------------------------------------------

@@ -28,11 +28,15 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ragstream.backends.embedder import BaseEmbedder
 from ragstream.errors import ModelLoadError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -310,6 +314,14 @@ def _cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class _Tokenizers(NamedTuple):
+    """The bundled model's tokenizers, loaded together."""
+
+    counter: Tokenizer    # no special tokens, no truncation (word-piece counts)
+    tokenizer: Tokenizer  # special tokens, truncation to max_seq_length
+    dimension: int        # the model's vector length (from its pooling config)
+
+
 class OnnxEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 on onnxruntime; the tokenizer and the session load on first use."""
 
@@ -325,19 +337,18 @@ class OnnxEmbedder(BaseEmbedder):
         self.threads = threads or _cpu_count()
         self._lock = threading.Lock()
         self._tok_lock = threading.Lock()
-        self._counter = None     # tokenizer: no special tokens, no truncation (word-piece counts)
-        self._tokenizer = None   # tokenizer: special tokens, truncation to max_seq_length
+        self._tokenizers: _Tokenizers | None = None
         self._session = None
-        self._dimension: int | None = None
         self.max_seq_length = 256
         self.model_path: Path | None = None
 
     # ------------------------------------------------------------------ loading
 
-    def _load_tokenizers(self) -> None:
+    def _load_tokenizers(self) -> _Tokenizers:
+        """The tokenizers, loaded on first use."""
         with self._tok_lock:
-            if self._tokenizer is not None:
-                return
+            if self._tokenizers is not None:
+                return self._tokenizers
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             from tokenizers import Tokenizer
 
@@ -361,9 +372,9 @@ class OnnxEmbedder(BaseEmbedder):
             counter.no_padding()
             tokenizer.enable_truncation(max_length=self.max_seq_length)
             tokenizer.no_padding()  # padded per batch, after sorting by length
-            self._dimension = int(pooling["word_embedding_dimension"])
-            self._counter = counter
-            self._tokenizer = tokenizer
+            self._tokenizers = _Tokenizers(counter, tokenizer,
+                                           int(pooling["word_embedding_dimension"]))
+            return self._tokenizers
 
     @property
     def session(self):
@@ -408,16 +419,14 @@ class OnnxEmbedder(BaseEmbedder):
 
     @property
     def dimension(self) -> int:
-        if self._dimension is None:
-            self._load_tokenizers()
-        return int(self._dimension)
+        loaded = self._tokenizers
+        return (loaded if loaded is not None else self._load_tokenizers()).dimension
 
     def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
-        self._load_tokenizers()
-        return [len(e.ids) for e in self._counter.encode_batch(list(texts),
-                                                               add_special_tokens=False)]
+        counter = self._load_tokenizers().counter
+        return [len(e.ids) for e in counter.encode_batch(list(texts), add_special_tokens=False)]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return self._encode_many(texts)
@@ -425,9 +434,9 @@ class OnnxEmbedder(BaseEmbedder):
     def _batches(self, texts: Sequence[str]):
         """Tokenize once (truncated), sort by length (longest first), pad each batch to its
         longest row and run it: yields (encodings, input rows, last hidden state, mask)."""
-        self._load_tokenizers()
+        tokenizer = self._load_tokenizers().tokenizer
         session = self.session
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = tokenizer.encode_batch(list(texts))
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]

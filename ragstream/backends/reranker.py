@@ -73,10 +73,9 @@ def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
     """Each chunk's stored vectors; chunks the index does not hold are encoded now."""
     found = [index.evidence(c) if index is not None else None for c in chunks]
     missing = [c for c, e in zip(chunks, found) if e is None]
+    fresh: dict[str, Evidence] = {}
     if missing:
-        dim = None
         records = encode_chunks(missing, embedder)
-        fresh: dict[str, Evidence] = {}
         for c in missing:
             mine = [r for r in records if r.chunk.id == c.id]
             dim = len(mine[0].vector)
@@ -87,8 +86,7 @@ def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
                 sentence_vectors=(np.vstack(vecs).astype(np.float32) if vecs
                                   else np.zeros((0, dim), dtype=np.float32)),
                 sentences=[c.text[a:b] for a, b in spans])
-        found = [e if e is not None else fresh[c.id] for c, e in zip(chunks, found)]
-    return found
+    return [e if e is not None else fresh[c.id] for c, e in zip(chunks, found)]
 
 
 class OfflineReranker:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vect
 from ragstream.config import VectorStoreSettings
 from ragstream.errors import VectorStoreError
 from ragstream.super_prompt import Chunk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
 
 GENERATION_KEY = "ragstream_generation"
 #: persistent mode: a copy of the stamp beside Chroma's files (see ``ChromaStore.fingerprint``)
@@ -88,8 +93,8 @@ class ChromaStore:
     def __init__(self, settings: VectorStoreSettings, index_dir: Path):
         self.settings = settings
         self.index_dir = Path(index_dir)
-        self._client = None
-        self._collection = None
+        self._client: ClientAPI | None = None
+        self._collection: Collection | None = None
 
     # -- connection ---------------------------------------------------------------------
 
@@ -100,7 +105,7 @@ class ChromaStore:
         return str(self.index_dir / "chroma")
 
     @property
-    def client(self):
+    def client(self) -> ClientAPI:
         if self._client is None:
             import chromadb
             from chromadb.config import Settings
@@ -149,9 +154,11 @@ class ChromaStore:
         return self._collection
 
     def close(self) -> None:
-        """Forget the client (a persistent folder can then be deleted and reopened)."""
-        opened, self._client, self._collection = self._client is not None, None, None
-        if opened and self.settings.mode == "persistent":
+        """Forget the client (a persistent folder can then be deleted and reopened). Chroma
+        shares one system per folder across the clients of a process, so its cache is
+        cleared even when this object never opened one (but chromadb is not imported for it)."""
+        self._client, self._collection = None, None
+        if self.settings.mode == "persistent" and "chromadb" in sys.modules:
             from chromadb.api.shared_system_client import SharedSystemClient
 
             SharedSystemClient.clear_system_cache()
@@ -238,7 +245,7 @@ class ChromaStore:
             rows.sort(key=lambda r: r[0]["window"])
             chunks.append(_chunk_from([(m, d) for m, d, _ in rows]))
             windows[cid] = [np.asarray(v, dtype=np.float32) for _, _, v in rows]
-            sents = []
+            sents: list[tuple[tuple[int, ...], np.ndarray]] = []
             for meta, _doc, _vec in rows:
                 spans = json.loads(meta.get("sentence_spans") or "[]")
                 vecs = unpack_vectors(meta.get("sentence_vectors") or "", dim)

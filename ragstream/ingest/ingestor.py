@@ -31,6 +31,7 @@ from ragstream.backends.doc_index import WindowRecord, encode_chunks
 from ragstream.config import AppConfig
 from ragstream.errors import IngestError, RagstreamError
 from ragstream.ingest.chunker import parse_document
+from ragstream.super_prompt import Chunk
 
 Progress = Callable[[int, int, str], None]
 
@@ -75,7 +76,7 @@ def embed_chunks(chunks, embedder) -> list[WindowRecord]:
 @dataclass
 class _Pending:
     doc_id: str
-    chunks: list
+    chunks: tuple[Chunk, ...]
     digest: str
     stored: bool  # an older version is in the store
 

@@ -95,7 +95,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, Field
 from rapidfuzz.distance import OSA
@@ -151,6 +151,10 @@ _CLOSERS = "\"')]»”’"
 # --------------------------------------------------------------------------- vocabulary
 
 
+#: one label of the semantic rung: (normalised label, key or None, detail, confidence)
+SemanticEntry = tuple[str, str | None, str, float]
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """The schema's terms in normalised form, ready for the ladder's lookups."""
@@ -166,9 +170,8 @@ class Vocabulary:
     typo_chars_per_edit: int
     min_typo_label_chars: int
     max_label_words: int
-    #: the semantic rung: (normalised label, key or None, detail, confidence), filled only
-    #: from an LLM's answer by the semantic fallback
-    semantic: tuple[tuple[str, str | None, str, float], ...] = ()
+    #: the semantic rung, filled only from an LLM's answer by the semantic fallback
+    semantic: tuple[SemanticEntry, ...] = ()
 
     @classmethod
     def from_schema(cls, schema: PromptSchema) -> Vocabulary:
@@ -265,7 +268,8 @@ def _template(norm: str, vocab: Vocabulary) -> Hit | None:
 
 def _keyword(norm: str, vocab: Vocabulary) -> Hit | None:
     words = norm.split()
-    found = []  # (-end, -cue length, key, cue): the cue ending last, then the longest, wins
+    # (-end, -cue length, key, cue): the cue ending last, then the longest, wins
+    found: list[tuple[int, int, str, str]] = []
     for cue, key in vocab.cues:
         size = len(cue)
         for start in range(len(words) - size + 1):
@@ -273,8 +277,8 @@ def _keyword(norm: str, vocab: Vocabulary) -> Hit | None:
                 found.append((-(start + size), -size, key, " ".join(cue)))
     if not found:
         return None
-    _, _, key, cue = min(found)
-    return key, f"keyword '{cue}' for '{key}'"
+    _, _, key, phrase = min(found)
+    return key, f"keyword '{phrase}' for '{key}'"
 
 
 #: the rungs after normalisation, in the order they are tried
@@ -387,15 +391,29 @@ def _short(label: str, value: str, style: str, max_words: int) -> Candidate | No
     return Candidate(label=label, value=value.strip(), style=style)
 
 
+class Decision(TypedDict):
+    """How one header candidate was read: an entry of ``sp.extras["a0_decisions"]``."""
+
+    label: str
+    normalized: str
+    key: str | None
+    rung: str
+    detail: str
+    style: str
+    header: bool  # whether it opened a section
+    line: int  # 1-based
+    confidence: NotRequired[float]  # only for the semantic rung
+
+
 def parse_prompt(text: str, vocab: Vocabulary, unknown_headers: bool = True
-                 ) -> tuple[list[Section], list[dict[str, Any]]]:
+                 ) -> tuple[list[Section], list[Decision]]:
     """Split the prompt into sections at its headers; log a decision for every candidate.
 
     With ``unknown_headers=False`` a heading or bold label that maps to no key is read as
     text, like a plain one (the fallback when no header gives a task or context).
     """
     sections = [Section(label=None, key=None)]
-    decisions: list[dict[str, Any]] = []
+    decisions: list[Decision] = []
     fence: str | None = None
     for number, line in enumerate(text.split("\n"), 1):
         fence_mark = _FENCE.match(line)
@@ -420,7 +438,7 @@ def parse_prompt(text: str, vocab: Vocabulary, unknown_headers: bool = True
 
 
 def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
-              is_header: bool) -> dict[str, Any]:
+              is_header: bool) -> Decision:
     detail = mapping.detail
     if mapping.key is None:
         if is_header:
@@ -429,7 +447,7 @@ def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
             detail += "; a plain label that maps to no key is not a header, kept as text"
         else:
             detail += "; read as text because no header gives a task or context"
-    decision = {
+    decision: Decision = {
         "label": candidate.label,
         "normalized": mapping.normalized,
         "key": mapping.key,
@@ -547,14 +565,14 @@ def fill_defaults(draft: BodyDraft, schema: PromptSchema) -> None:
 class Canonical:
     """Everything A0 derives from one prompt."""
 
-    decisions: list[dict[str, Any]]
+    decisions: list[Decision]
     body: dict[str, str]
     sources: dict[str, str]
     rules: list[dict[str, str]]
     unknown: list[dict[str, str]]
 
 
-def build_body(sections: list[Section], decisions: list[dict[str, Any]],
+def build_body(sections: list[Section], decisions: list[Decision],
                schema: PromptSchema) -> Canonical:
     """The body and its bookkeeping, keys in canonical order."""
     preamble, draft, unknown = collect(sections)
@@ -675,7 +693,7 @@ def semantic_payload(labels: list[UnknownLabel], schema: PromptSchema) -> dict[s
 
 
 def judge_semantic(answer: SemanticOutput, labels: list[UnknownLabel], schema: PromptSchema,
-                   min_confidence: float) -> tuple[tuple[str, str | None, str, float], ...]:
+                   min_confidence: float) -> tuple[SemanticEntry, ...]:
     """The semantic rung from the LLM's answer: accepted and rejected labels, each with its
     reason. A label the LLM did not answer stays unknown (with that reason)."""
     keys = set(schema.canonical_keys)
@@ -684,18 +702,18 @@ def judge_semantic(answer: SemanticOutput, labels: list[UnknownLabel], schema: P
     for m in answer.mappings:
         if m.n in by_n:
             answered.setdefault(m.n, m)  # the first answer for a number counts
-    rung = []
+    rung: list[SemanticEntry] = []
     for u in labels:
-        m = answered.get(u.n)
-        if m is None:
+        mapping = answered.get(u.n)
+        if mapping is None:
             rung.append((u.normalized, None, "semantic: the LLM gave no answer for this label; "
                                              "kept unknown", 0.0))
             continue
-        raw_key = " ".join(m.key.split())
+        raw_key = " ".join(mapping.key.split())
         key = raw_key.lower()
-        confidence = m.confidence
+        confidence = mapping.confidence
         if not 0.0 <= confidence <= 1.0 or confidence != confidence:  # NaN too
-            rung.append((u.normalized, None, f"semantic: the LLM's confidence {m.confidence!r} is "
+            rung.append((u.normalized, None, f"semantic: the LLM's confidence {mapping.confidence!r} is "
                                              f"outside 0..1; kept unknown", 0.0))
             continue
         confidence = round(confidence, 4)

@@ -30,7 +30,7 @@ from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
+from ragstream.super_prompt import Chunk, RowStatus, SuperPrompt, View, ViewRow
 from ragstream.text import jaccard, shingles
 
 NAME = "A3_NLI_Gate"
@@ -38,7 +38,7 @@ DECISIONS = ("keep", "drop")
 TAGS = ("duplicate", "off-topic", "conflicting")
 
 #: (status, reason, extra scores) for one candidate
-Verdict = tuple[str, str, dict[str, float]]
+Verdict = tuple[RowStatus, str, dict[str, float]]
 
 
 class A3Decision(BaseModel):
@@ -81,7 +81,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     )
     verdicts.update(gate)
 
-    rows = []
+    rows: list[ViewRow] = []
     for row in ranked:
         status, reason, extra = verdicts[row.chunk_id]
         rows.append(ViewRow(chunk_id=row.chunk_id, rank=len(rows) + 1, score=row.score,

@@ -108,7 +108,8 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     # is embedded here (and usually found in the embedder's cache, after the ReRanker)
     evidence = evidence_for([chunks[c] for c in candidates], services.index(), services.embedder)
     units: dict[str, list[str]] = {}
-    flat, flat_vecs = [], []
+    flat: list[tuple[int, int, str]] = []  # (chunk index, sentence index, sentence)
+    flat_vecs: list[np.ndarray] = []
     for ci, (cid, ev) in enumerate(zip(candidates, evidence)):
         keep = [k for k, s in enumerate(ev.sentences) if len(s.split()) >= acfg.min_sentence_words]
         units[cid] = [ev.sentences[k] for k in keep]
@@ -161,11 +162,11 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
         budget_hit = True
     number = {cid: n for n, cid in enumerate(selected, start=1)}
 
-    best = {}
+    best: dict[int, float] = {}
     for i in taken:
         ci = flat[i][0]
         best[ci] = max(best.get(ci, -1.0), float(sims[i]))
-    rows = []
+    rows: list[ViewRow] = []
     for ci, cid in enumerate(candidates):
         top = max((float(sims[i]) for i in range(len(flat)) if flat[i][0] == ci), default=0.0)
         if ci in per_chunk:
@@ -212,7 +213,8 @@ def _render(taken, flat, candidates, selected, missing, acfg, enc) -> str:
     if not taken:
         return EMPTY
     number = {cid: n for n, cid in enumerate(selected, start=1)}
-    facts, constraints = [], []
+    facts: list[str] = []
+    constraints: list[str] = []
     for i in sorted(taken, key=lambda i: (flat[i][0], flat[i][1])):
         ci, _si, s = flat[i]
         line = f"- {s} [{number[candidates[ci]]}]"
@@ -286,7 +288,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
         (issues if issues else constraints if constraints else facts).pop()
 
     number = {c: n for n, c in enumerate(selected, start=1)}
-    rows = []
+    rows: list[ViewRow] = []
     for c in candidates:
         cites = sum(c in ids for _, ids in facts + constraints)
         if c in number:

@@ -52,14 +52,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.agents.factory import Agent, run_agent
-from ragstream.config import A5Config, AppConfig
+from ragstream.config import A5Config, AppConfig, FormatKind, LengthBound, LengthUnit
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
@@ -67,13 +67,14 @@ from ragstream.text import fold, keyword_matches, sentences
 
 AGENT_NAME = "A5_Format_Enforcer"
 
-FormatKind = A5Config.model_fields["default_format"].annotation
-LengthUnit = get_args(A5Config.model_fields["length_units"].annotation)[0]
-LengthBound = get_args(A5Config.model_fields["length_rules"].annotation)[0]
-FORMAT_KINDS: tuple[str, ...] = get_args(FormatKind)
+FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
 
+#: a body field A5 reads
+SourceKey = Literal["format", "constraints", "task"]
+#: where the kind came from: a body field, ``default_format`` or the LLM
+KindSource = Literal["format", "constraints", "task", "default", "llm"]
 #: the body fields A5 reads, in the order they take precedence
-SOURCE_KEYS: tuple[str, ...] = ("format", "constraints", "task")
+SOURCE_KEYS: tuple[SourceKey, ...] = ("format", "constraints", "task")
 
 #: punctuation that ends a clause: a negation never reaches across it
 _CLAUSE_END = re.compile(r"[.,;:!?\n]")
@@ -98,7 +99,7 @@ class FormatSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: FormatKind
-    kind_source: Literal["format", "constraints", "task", "default", "llm"]
+    kind_source: KindSource
     matched: list[str] = Field(default_factory=list, description="keywords that chose the kind")
     clamped: bool = False
     code_language: str = ""
@@ -136,7 +137,7 @@ class A5LLMOutput(BaseModel):
 class _Source:
     """One body field as A5 reads it."""
 
-    name: str
+    name: SourceKey
     raw: str
     folded: str
     #: ``folded`` with length phrases blanked out, so "no more than 5" is not a negation
@@ -150,7 +151,7 @@ def _blank(text: str, spans: Sequence[tuple[int, int]]) -> str:
     return text
 
 
-def _alternation(words: Sequence[str]) -> str:
+def _alternation(words: Iterable[str]) -> str:
     """Regex alternation of already folded words, longest first."""
     return "|".join(re.escape(w) for w in sorted(set(words), key=lambda w: (-len(w), w)))
 
@@ -162,9 +163,9 @@ def _alternation(words: Sequence[str]) -> str:
 class _LengthGrammar:
     pattern: re.Pattern[str]
     per: re.Pattern[str] | None
-    before: dict[str, str]
-    after: dict[str, str]
-    units: dict[str, str]
+    before: dict[str, LengthBound]
+    after: dict[str, LengthBound]
+    units: dict[str, LengthUnit]
     numbers: dict[str, int]
 
 
@@ -226,7 +227,7 @@ def _find_lengths(agent: A5Config, grammar: _LengthGrammar, folded: str
         n = _number(m.group("num"), grammar.numbers)
         if m.groupdict().get("num2"):
             lo, hi = sorted((n, _number(m.group("num2"), grammar.numbers)))
-            found = [("min", lo), ("max", hi)]
+            found: list[tuple[LengthBound, int]] = [("min", lo), ("max", hi)]
         elif m.groupdict().get("pre"):
             found = [(grammar.before[m.group("pre")], n)]
         elif m.groupdict().get("post"):
@@ -240,7 +241,7 @@ def _find_lengths(agent: A5Config, grammar: _LengthGrammar, folded: str
 def _merge_lengths(agent: A5Config, limits: list[LengthLimit]) -> list[LengthLimit]:
     """One limit per (unit, bound): the tightest max and min, the first exact/about value;
     ordered by unit, then bound, both in config order."""
-    merged: dict[tuple[str, str], int] = {}
+    merged: dict[tuple[LengthUnit, LengthBound], int] = {}
     for lim in limits:
         key = (lim.unit, lim.bound)
         if key not in merged:
@@ -273,7 +274,7 @@ def _hits(agent: A5Config, src: _Source, keywords: Sequence[str]) -> list[tuple[
     return [h for h in keyword_matches(keywords, src.folded) if not _negated(agent, src, h[0])]
 
 
-def _detect_kind(agent: A5Config, sources: list[_Source]) -> tuple[str, str, list[str]]:
+def _detect_kind(agent: A5Config, sources: list[_Source]) -> tuple[FormatKind, KindSource, list[str]]:
     """``(kind, source name, matched keywords)``; see the module docstring."""
     for src in sources:
         scores = {
@@ -305,7 +306,7 @@ def _first_named(agent: A5Config, sources: list[_Source], table: dict[str, list[
 # --------------------------------------------------------------------------- names
 
 
-def _name_list(agent: A5Config, kind: str, sources: list[_Source],
+def _name_list(agent: A5Config, kind: FormatKind, sources: list[_Source],
                stop_words: Sequence[str], grammar: _LengthGrammar) -> list[str]:
     """Column or key names after a cue such as "columns" / "keys", or [] if none or unclear."""
     cues = agent.name_list_cues.get(kind)
@@ -346,7 +347,7 @@ def _name_list(agent: A5Config, kind: str, sources: list[_Source],
     return []
 
 
-def _shape(agent: A5Config, kind: str, names: list[str]) -> str:
+def _shape(agent: A5Config, kind: FormatKind, names: list[str]) -> str:
     """The example skeleton: built from the names when there are any, else the config's."""
     if names and kind == "table":
         return "\n".join(["| " + " | ".join(names) + " |",
@@ -411,13 +412,14 @@ def _dedupe(rules: list[str]) -> list[str]:
     return out
 
 
-def clamp_kind(agent: A5Config, value: str) -> tuple[str, bool]:
+def clamp_kind(agent: A5Config, value: str) -> tuple[FormatKind, bool]:
     """``(kind, False)`` if ``value`` names a known kind ("JSON", "bullet list"), else
     ``(default_format, True)``. Used on the kind the LLM mode returns."""
     wanted = re.sub(r"[\s-]+", "_", (value or "").strip().lower())
     known = list(agent.kinds) or list(FORMAT_KINDS)
-    if wanted in known:
-        return wanted, False
+    for kind in known:
+        if kind == wanted:
+            return kind, False
     return agent.default_format, True
 
 
@@ -472,7 +474,7 @@ def _deterministic(agent: A5Config, body: dict[str, str],
     )
 
 
-def _spec_line(agent: A5Config, kind: str, code_language: str, names: list[str],
+def _spec_line(agent: A5Config, kind: FormatKind, code_language: str, names: list[str],
                language_name: str, length: list[LengthLimit]) -> str:
     """The one-line spec: "Markdown table (Stage | Effect), in German, at most 200 words"."""
     spec = agent.kinds.get(kind)
@@ -540,8 +542,9 @@ def _clamp_length(agent: A5Config, item: A5LLMLength) -> LengthLimit | None:
     unit = next((u for u, spec in agent.length_units.items()
                  if unit_word in {fold(u), fold(spec.label), fold(spec.label_one),
                                   *(fold(k) for k in spec.keywords)}), None)
-    bound = _fold_tag(item.bound)
-    if unit is None or bound not in agent.length_rules or item.value < 1:
+    bound_word = _fold_tag(item.bound)
+    bound = next((b for b in agent.length_rules if b == bound_word), None)
+    if unit is None or bound is None or item.value < 1:
         return None
     return LengthLimit(unit=unit, bound=bound, value=item.value)
 

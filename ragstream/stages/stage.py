@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.config import AppConfig
-from ragstream.super_prompt import SuperPrompt
+from ragstream.super_prompt import StageValue, SuperPrompt
 
 RunFn = Callable[[SuperPrompt, AppConfig, Any], SuperPrompt]
 
@@ -23,7 +23,7 @@ class Stage:
     """One pipeline stage: its identity, what it owns, and how it runs."""
 
     name: str  # "A3_NLI_Gate": what users, the CLI and the history call it
-    value: str  # what ``sp.stage`` is after it ran
+    value: StageValue  # what ``sp.stage`` is after it ran
     label: str  # the short button label on the page
     run: RunFn
     discard: Callable[[SuperPrompt], None]  # forget everything this stage wrote, in place

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,16 @@ EDITABLE_SETTINGS: dict[str, str] = {
 }
 
 
-def session_config(engine: Engine, st_state: MutableMapping[str, Any]) -> AppConfig:
+def session_config(engine: Engine, st_state: S.SessionState) -> AppConfig:
     overrides = st_state.get(S.OVERRIDES) or {}
     return engine.cfg.with_overrides(overrides) if overrides else engine.cfg
 
 
-def _fail(st_state, err: RagstreamError) -> None:
+def _fail(st_state: S.SessionState, err: RagstreamError) -> None:
     st_state[S.ERROR] = (err.kind, str(err))
 
 
-def _start_state(st_state):
+def _start_state(st_state: S.SessionState):
     """The state to run from: a new SuperPrompt when the prompt text changed (the
     conversation is kept). The session's state is replaced only when a stage succeeds."""
     sp = st_state[S.SP]
@@ -48,7 +48,7 @@ def _start_state(st_state):
     return sp
 
 
-def run_stage(engine: Engine, st_state, name: str) -> bool:
+def run_stage(engine: Engine, st_state: S.SessionState, name: str) -> bool:
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
@@ -59,7 +59,7 @@ def run_stage(engine: Engine, st_state, name: str) -> bool:
         return False
 
 
-def run_remaining(engine: Engine, st_state,
+def run_remaining(engine: Engine, st_state: S.SessionState,
                   on_stage: Callable[[int, int, str], None] | None = None) -> bool:
     """Auto mode: every remaining stage (from A0 again when the prompt text changed)."""
     st_state[S.ERROR] = None
@@ -86,7 +86,8 @@ def run_remaining(engine: Engine, st_state,
         return False
 
 
-def answer(engine: Engine, st_state, on_token: Callable[[str], None] | None = None) -> bool:
+def answer(engine: Engine, st_state: S.SessionState,
+           on_token: Callable[[str], None] | None = None) -> bool:
     """Answer the finished super-prompt (streamed through ``on_token``), log it, and carry the
     turn into the conversation the next prompt will see."""
     st_state[S.ERROR] = None
@@ -101,12 +102,12 @@ def answer(engine: Engine, st_state, on_token: Callable[[str], None] | None = No
     return True
 
 
-def clear_conversation(st_state) -> None:
+def clear_conversation(st_state: S.SessionState) -> None:
     st_state[S.CONVERSATION] = []
     st_state[S.NOTICE] = "Conversation cleared: the next prompt starts without earlier turns."
 
 
-def apply_settings(engine: Engine, st_state, values: dict[str, Any]) -> bool:
+def apply_settings(engine: Engine, st_state: S.SessionState, values: dict[str, Any]) -> bool:
     """Validate ``values`` (dotted key -> value) with the config rules; keep them if valid."""
     st_state[S.ERROR] = None
     changed = {k: v for k, v in values.items() if engine.cfg.get(k) != v}
@@ -121,13 +122,13 @@ def apply_settings(engine: Engine, st_state, values: dict[str, Any]) -> bool:
     return True
 
 
-def reset_settings(st_state) -> None:
+def reset_settings(st_state: S.SessionState) -> None:
     st_state[S.OVERRIDES] = {}
     st_state[S.ERROR] = None
     st_state[S.NOTICE] = "Settings reset to the configuration files."
 
 
-def ingest_uploads(engine: Engine, st_state, files: list[tuple[str, bytes]],
+def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[str, bytes]],
                    progress: Callable[[int, int, str], None] | None = None) -> bool:
     """Save uploaded (name, bytes) pairs under ``data/uploads/`` and ingest them."""
     st_state[S.ERROR] = None
@@ -147,7 +148,8 @@ def ingest_uploads(engine: Engine, st_state, files: list[tuple[str, bytes]],
     return ingest_folder(engine, st_state, folder, prune=False, progress=progress)
 
 
-def ingest_folder(engine: Engine, st_state, folder: str | Path, prune: bool | None = None,
+def ingest_folder(engine: Engine, st_state: S.SessionState, folder: str | Path,
+                  prune: bool | None = None,
                   progress: Callable[[int, int, str], None] | None = None) -> bool:
     st_state[S.ERROR] = None
     try:

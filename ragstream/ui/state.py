@@ -1,12 +1,11 @@
-"""Session-state keys of the page, created in one place.
+"""Session-state keys of the page, created in one place, and the session state's type.
 
 The pipeline state is one ``SuperPrompt`` under ``SP``; nothing else holds pipeline results.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 from ragstream.controller import new_prompt
 
@@ -21,6 +20,22 @@ JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
 CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
 
+
+
+class SessionState(Protocol):
+    """What the page's code needs of its session state: string keys, any values. Streamlit's
+    ``st.session_state`` is one (its keys may also be ints, so it is not a
+    ``MutableMapping[str, Any]``), and so is a plain ``dict[str, Any]``, as in the tests."""
+
+    def __contains__(self, key: object, /) -> bool: ...
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+    def __setitem__(self, key: str, value: Any, /) -> None: ...
+
+    def get(self, key: str, /) -> Any: ...
+
+
 EXAMPLE_PROMPT = (
     "Task: Explain how the ReRanker chooses its backend when no cross-encoder is installed.\n"
     "Audience: beginner\n"
@@ -28,7 +43,7 @@ EXAMPLE_PROMPT = (
 )
 
 
-def init_state(state: MutableMapping[str, Any]) -> None:
+def init_state(state: SessionState) -> None:
     defaults = {
         SP: new_prompt(""),
         PROMPT: EXAMPLE_PROMPT,

@@ -71,7 +71,7 @@ def view_rows(sp: SuperPrompt, stage: str, snippet_chars: int = 240) -> list[dic
 
 def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
     """Where one chunk stood at every stage that has a view."""
-    out = []
+    out: list[dict[str, Any]] = []
     for stage, title in VIEW_STAGES:
         if stage not in sp.views_by_stage:
             out.append({"stage": title, "rank": None, "score": None, "status": "stage not run",
