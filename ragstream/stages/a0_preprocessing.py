@@ -1,4 +1,4 @@
-"""A0_PreProcessing: turn the raw prompt into the canonical ``sp.body`` (seed 001 §5.1).
+"""A0_PreProcessing: turn the raw prompt into the canonical ``sp.body`` (known keys, values kept verbatim).
 
 Deterministic and memoryless: the same prompt and schema always give the same body, extras
 and ``prompt_ready``, byte for byte (with the optional semantic fallback below: given the same

@@ -1,4 +1,4 @@
-"""A3_NLI_Gate: keep or drop each reranked candidate, with the reason (seed 001 §5.5).
+"""A3_NLI_Gate: keep or drop each reranked candidate, with the reason.
 
 Pre-filter (always, deterministic), in reranked order:
 

@@ -1,5 +1,5 @@
-"""A4_Condenser: condense the gated chunks into ``S_CTX_MD`` within a token budget
-(seed 001 §5.6).
+"""A4_Condenser: condense the gated chunks into ``S_CTX_MD`` within a token budget, every
+statement citing its chunk.
 
 Deterministic mode — extractive, budgeted sentence selection with provenance:
 

@@ -1,6 +1,6 @@
 """A5_Format_Enforcer: turn the requested output format into hard rules for the answer.
 
-Seed 001 §5.7: A5 makes sure the final answer will follow the requested structure. It reads
+A5 makes sure the final answer will follow the requested structure. It reads
 ``body["format"]``, ``body["constraints"]`` and ``body["task"]`` and writes one
 :class:`FormatSpec` to ``sp.extras["format_enforcer"]``; Prompt_Builder later renders its
 ``hard_rules`` into the System block. A5 changes nothing else: not the body, not
