@@ -18,6 +18,9 @@ MAPS = ("retrieval_p50_ms", "retrieval_p95_ms", "rerank_p50_ms", "rerank_p95_ms"
 
 @pytest.fixture(scope="module")
 def run():
+    if not (bench.SCIFACT_DIR / "corpus.jsonl").is_file():
+        pytest.skip(f"the SciFact data set is not at {bench.SCIFACT_DIR} (shared/ beside the "
+                    f"checkout, or RAGSTREAM_BENCH_SCIFACT)")
     calls: list[tuple[str, int, int]] = []
     result = bench.run_bench(quick=True, progress=lambda *a: calls.append(a))
     return result, calls
