@@ -21,6 +21,7 @@ st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage
 
 @st.cache_resource(show_spinner=False)
 def get_engine() -> Engine:
+    """The page's engine, made once per server: knowledge base brought up to date, models loaded."""
     engine = Engine()
     engine.ensure_knowledge_base()
     engine.warm_up()
@@ -28,6 +29,7 @@ def get_engine() -> Engine:
 
 
 def table(rows: list[dict], key: str, height: int | None = None) -> None:
+    """Show ``rows`` as a table, or a caption saying there is nothing to show yet."""
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
                      height=height or "auto")
@@ -67,6 +69,7 @@ with st.sidebar:
         bar = st.progress(0.0, text="Ingesting…")
 
         def on_progress(done: int, total: int, name: str) -> None:
+            """Move the ingest bar to ``done`` of ``total`` files, naming the current document."""
             bar.progress(done / max(total, 1), text=f"{done}/{total} {name}")
 
         if folder.strip() and not uploads:
@@ -146,6 +149,7 @@ if right.button(run_label, key="run", type="primary"):
         bar = st.progress(0.0, text="Starting…")
 
         def on_stage(done: int, total: int, name: str) -> None:
+            """Move the bar to the stage about to run, or to "Done." when ``name`` is empty."""
             bar.progress(done / max(total, 1),
                          text=f"Running {name} ({done + 1}/{total})…" if name else "Done.")
 

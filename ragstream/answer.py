@@ -192,6 +192,7 @@ class Signals:
 
 
 def retrieval_signals(sp: SuperPrompt) -> Signals:
+    """Best dense score among the retrieval candidates and best rerank score among the reranked ones."""
     dense = [r.scores["dense"] for r in sp.view(View.RETRIEVAL) if "dense" in r.scores]
     rerank = [r.scores.get("rerank", r.score) for r in sp.view(View.RERANKED)]
     return Signals(max(dense) if dense else None, max(rerank) if rerank else None)
@@ -269,6 +270,7 @@ def kb_titles(store, limit: int) -> tuple[list[str], int]:
 
 
 def no_results_text(store, acfg: AnswerSettings) -> str:
+    """The no-results reply: the lead sentence plus a list of the knowledge base's document titles."""
     titles, total = kb_titles(store, acfg.no_results_max_titles)
     if not titles:
         return f"{NO_RESULTS_LEAD} {EMPTY_KB}"

@@ -91,6 +91,8 @@ PROMPTS = [  # benchmarks/stage_latency.py's five, then three more
 
 @dataclass(frozen=True)
 class Size:
+    """How much the bench measures: documents, index sizes, queries, prompts and repeats."""
+
     ingest_docs: int            # SciFact abstracts ingested with the bundled KB
     retrieval: tuple[tuple[str, int], ...]  # (label, chunks)
     queries: int                # SciFact claims (retrieval and rerank)
@@ -132,6 +134,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(values_ms: list[float]) -> dict[str, Any]:
+    """Count, p50, p95 and max of a list of millisecond timings, rounded to 0.01 ms."""
     return {"n": len(values_ms), "p50_ms": round(percentile(values_ms, 50), 2),
             "p95_ms": round(percentile(values_ms, 95), 2),
             "max_ms": round(max(values_ms), 2) if values_ms else math.nan}
@@ -164,6 +167,7 @@ def peak_rss_mb() -> float:
 
 
 def current_rss_mb() -> float:
+    """This process's current resident memory in MB, from /proc/self/statm (NaN elsewhere)."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -210,6 +214,7 @@ class _CpuMeter:
 
 
 def machine_info() -> dict[str, Any]:
+    """CPU count, Python, platform, NumPy version, and (on Linux) CPU model and memory."""
     info: dict[str, Any] = {
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -232,6 +237,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages, rounded (NaN when unavailable)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:  # pragma: no cover
@@ -243,24 +249,30 @@ def load_average() -> list[float]:
 
 @dataclass
 class Abstract:
+    """One SciFact abstract: id, title and text."""
+
     id: str
     title: str
     text: str
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, skipping blank lines."""
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
 @dataclass
 class SciFact:
+    """The SciFact corpus, the chosen claims and the doc ids judged relevant to them."""
+
     docs: list[Abstract]
     claims: list[str]  # judged claims, file order
     relevant: list[str] = field(default_factory=list)  # doc ids relevant to those claims
 
 
 def load_scifact(n_claims: int, folder: Path = SCIFACT_DIR) -> SciFact:
+    """Load the BEIR SciFact corpus and the first ``n_claims`` judged claims with their relevant doc ids."""
     from ragstream.errors import EvalDataError
 
     if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
@@ -440,6 +452,7 @@ def rerank_backends(services, work_dir: Path | None = None) -> tuple[dict[str, A
 
 def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress | None,
                    work_dir: Path | None = None) -> dict[str, Any]:
+    """Latency of each available reranker backend on the Retrieval candidates of each claim."""
     from ragstream.render import rerank_query
 
     cfg, services = engine.cfg, engine.services
@@ -479,6 +492,7 @@ def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress |
 
 def measure_pipeline(engine, prompts: list[str], repeats: int,
                      progress: Progress | None) -> dict[str, Any]:
+    """Latency of the whole pipeline plus answer per prompt, and each stage's median time."""
     engine.run(prompts[0])  # warm: reranker, tokenizers, tiktoken
     totals: list[float] = []
     stages: dict[str, list[float]] = {}
@@ -519,6 +533,7 @@ def bench_env(index_dir: Path) -> dict[str, str]:
 
 
 def measure_cold_run(index_dir: Path, runs: int, progress: Progress | None) -> dict[str, Any]:
+    """Wall time of ``runs`` fresh ``python -m ragstream run`` processes, with errors and slowest imports."""
     cmd = [sys.executable, "-m", "ragstream", "run", COLD_PROMPT, "--no-sync"]
     times, errors = [], []
     for i in range(runs):
@@ -563,6 +578,7 @@ class FixedIndexServices(Services):
     fixed_index: Any = None
 
     def index(self):
+        """The fixed index given at construction."""
         return self.fixed_index
 
 
@@ -616,6 +632,7 @@ def build_synthetic_index(n_chunks: int, docs: list[Abstract], dim: int, cfg: Ap
 
 
 def index_nbytes(index) -> dict[str, float]:
+    """Memory of an index in MB: vectors and offsets, BM25 matrix, chunk text, and their total."""
     arrays = sum(int(a.nbytes) for a in (index.window_vectors, index.window_offsets,
                                          index.sentence_vectors, index.sentence_offsets,
                                          index.sentence_spans))
@@ -661,6 +678,7 @@ def time_retrieval(prepared: list, cfg: AppConfig, services, repeats: int,
 
 def measure_retrieval(cfg: AppConfig, embedder, scifact: SciFact, size: Size, work_dir: Path,
                       progress: Progress | None) -> dict[str, Any]:
+    """Retrieval latency and index size on synthetic indexes of each configured size."""
     texts = [*scifact.claims, *PROMPTS[:size.prompts]]
     out: dict[str, Any] = {}
     total = len(size.retrieval) * len(texts) * size.retrieval_repeats
@@ -764,6 +782,7 @@ def _target(name: str, value: float, limit: float, at_least: bool, unit: str,
 
 
 def evaluate_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each measured figure checked against its limit in ``LIMITS``."""
     labels = list(r["retrieval"])
     largest = labels[-1]
     t = []

@@ -30,6 +30,7 @@ def _fail(err: RagstreamError) -> None:
 
 @click.group(help="RAGstream: turn a prompt into a grounded super-prompt, stage by stage.")
 def main() -> None:
+    """The ``ragstream`` command group; the subcommands do the work."""
     pass
 
 
@@ -39,6 +40,7 @@ def main() -> None:
               help="Remove documents of this folder whose files are gone (default: on for folders).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingestion report as JSON.")
 def ingest(path: str, prune: bool | None, as_json: bool) -> None:
+    """Ingest ``path`` and print the report (text or JSON); exit 1 when any file failed."""
     try:
         report = _engine().ingest(path, prune=prune)
     except RagstreamError as err:
@@ -65,6 +67,7 @@ def ingest(path: str, prune: bool | None, as_json: bool) -> None:
 @click.option("--answer", "with_answer", is_flag=True,
               help="After the eight stages, answer (streamed), then list sources and confidence.")
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool) -> None:
+    """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the result."""
     if with_answer and until:
         raise click.UsageError("--answer needs every stage to run; drop --until.")
     try:
@@ -101,6 +104,7 @@ def _print_answer_footer(ans) -> None:
 
 @main.command(help="Show the knowledge base: collection, documents, chunks, last ingest.")
 def status() -> None:
+    """Print the engine's knowledge-base status as JSON."""
     try:
         info = _engine().status()
     except RagstreamError as err:
@@ -145,6 +149,7 @@ def _stderr_progress() -> Callable[[str, int, int], None]:
               help="Also write the JSON result to this file.")
 def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_json: bool,
                  out: str | None) -> None:
+    """Evaluate retrieval on a BEIR data set and print a table or JSON (optionally also to a file)."""
     from ragstream.config import load_config
     from ragstream.evaluation import evaluate, format_table
 
@@ -169,6 +174,7 @@ def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_j
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
 def bench(quick: bool, as_json: bool, out: str | None) -> None:
+    """Run the benchmark and print the report or JSON (optionally also to a file)."""
     from ragstream.bench import format_report, run_bench
 
     try:

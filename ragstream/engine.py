@@ -22,6 +22,8 @@ from ragstream.super_prompt import SuperPrompt
 
 
 class Engine:
+    """The app's entry point: config and services, with ingest, status, stage, run and answer calls."""
+
     def __init__(self, cfg: AppConfig | None = None, services: Services | None = None):
         self.cfg = cfg or load_config()
         self.services = services or build_services(self.cfg)
@@ -30,6 +32,7 @@ class Engine:
 
     def ingest(self, path: str | Path | None = None, prune: bool | None = None,
                progress: Progress | None = None) -> IngestReport:
+        """Ingest ``path`` (default: the configured KB folder) into the store and return the report."""
         return ingest_path(path or self.cfg.kb_dir, self.cfg, self.services, prune, progress)
 
     def ensure_knowledge_base(self, progress: Progress | None = None) -> IngestReport:
@@ -44,6 +47,7 @@ class Engine:
         _ = self.services.reranker
 
     def status(self) -> dict:
+        """The collection's name and location, document, chunk and window counts, and each document."""
         store = self.services.store
         docs = store.documents()
         return {
@@ -71,9 +75,11 @@ class Engine:
 
     @property
     def qa_log_path(self) -> Path:
+        """The interaction log file from the config."""
         return self.cfg.qa_log_path
 
     def qa_log(self):
+        """The interaction log at ``qa_log_path``, which also scrubs the LLM API key's value."""
         from ragstream.qa_log import QALog
 
         return QALog(self.qa_log_path, secret_env=[self.cfg.settings.llm.api_key_env])
@@ -87,6 +93,7 @@ class Engine:
         return answer_and_log(cfg or self.cfg, self.services, sp, on_token=on_token)
 
     def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
+        """The recent conversation after ``answer``, at most N4 pairs."""
         from ragstream.answer import conversation_after
 
         return conversation_after(sp, answer, (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS)

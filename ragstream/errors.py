@@ -37,6 +37,8 @@ class StageOrderError(RagstreamError):
 
 
 class UnknownStageError(RagstreamError):
+    """A stage name that is not one of the pipeline's stages."""
+
     kind = "unknown stage"
 
     def __init__(self, name: str, allowed: list[str]):
@@ -55,6 +57,8 @@ class StageError(RagstreamError):
 
 
 class EmptyPromptError(RagstreamError):
+    """The prompt is empty or has no task."""
+
     kind = "empty prompt"
 
     def __init__(self, problem: str = "The prompt is empty.") -> None:
@@ -65,6 +69,8 @@ class EmptyPromptError(RagstreamError):
 
 
 class PromptTooLongError(RagstreamError):
+    """The prompt is longer than ``prompt.max_prompt_chars``."""
+
     kind = "prompt too long"
 
     def __init__(self, length: int, limit: int):
@@ -75,6 +81,8 @@ class PromptTooLongError(RagstreamError):
 
 
 class EmptyIndexError(RagstreamError):
+    """The knowledge base collection holds no chunks."""
+
     kind = "empty knowledge base"
 
     def __init__(self, collection: str):
@@ -100,14 +108,20 @@ class SchemaVersionError(RagstreamError):
 
 
 class VectorStoreError(RagstreamError):
+    """The vector store could not be opened, read or written."""
+
     kind = "vector store"
 
 
 class IngestError(RagstreamError):
+    """A file or folder could not be ingested."""
+
     kind = "ingestion"
 
 
 class ModelLoadError(RagstreamError):
+    """A model (embedder, tokenizer or reranker) could not be loaded offline."""
+
     kind = "model"
 
 

@@ -56,17 +56,22 @@ METRIC_KEYS = {"ndcg@10": "nDCG@10", "recall@100": "Recall@100", "mrr@10": "MRR@
 
 @dataclass(frozen=True)
 class Doc:
+    """One corpus document of a BEIR data set: id, title and text."""
+
     id: str
     title: str
     text: str
 
     @property
     def content_hash(self) -> str:
+        """SHA-256 of the title and text."""
         return hashlib.sha256(f"{self.title}\0{self.text}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Query:
+    """One BEIR query: id and text."""
+
     id: str
     text: str
 
@@ -87,6 +92,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def load_beir(folder: str | Path, split: str) -> tuple[list[Doc], list[Query], dict[str, dict[str, int]]]:
+    """Read a BEIR folder: corpus, queries and ``qrels/<split>.tsv``; raise EvalDataError when malformed."""
     folder = Path(folder).expanduser()
     files = {"corpus": folder / "corpus.jsonl", "queries": folder / "queries.jsonl",
              "qrels": folder / "qrels" / f"{split}.tsv"}
@@ -133,6 +139,7 @@ def eval_config(cfg: AppConfig, data_dir: Path) -> AppConfig:
 
 
 def corpus_fingerprint(docs: Sequence[Doc], cfg: AppConfig) -> str:
+    """Hash of the embedding settings, index format and every doc's id and content: the eval index's key."""
     from ragstream.backends.embedder import resolve_backend
 
     e = cfg.settings.embedding
@@ -147,6 +154,7 @@ def corpus_fingerprint(docs: Sequence[Doc], cfg: AppConfig) -> str:
 
 
 def make_chunk(doc: Doc) -> Chunk:
+    """The chunk a corpus document is indexed as: the whole text, titled and headed by the doc title."""
     return Chunk(id=doc.id, doc_id=doc.id, source=f"corpus/{doc.id}", title=doc.title,
                  heading_path=(doc.title,) if doc.title else (), section=doc.title,
                  text=doc.text, word_count=len(doc.text.split()), content_hash=doc.content_hash)
@@ -308,6 +316,7 @@ def _pct(values: Sequence[float], p: float) -> float:
 
 
 def summarize(rankings, latency, qrels, cfg: AppConfig, default: str) -> dict[str, Any]:
+    """Per-system metrics and latency percentiles, plus bootstrap nDCG@10 comparisons against hybrid."""
     systems = []
     per_query_ndcg: dict[str, list[float]] = {}
     for name, by_query in rankings.items():
@@ -333,6 +342,7 @@ def summarize(rankings, latency, qrels, cfg: AppConfig, default: str) -> dict[st
 
 
 def machine() -> dict[str, Any]:
+    """Core count, Python version, platform and the 1-minute load average."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {"cores": os.cpu_count(), "python": platform.python_version(),
             "platform": platform.platform(), "load_avg_1m": round(load[0], 2)}
@@ -375,6 +385,7 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
 
 
 def format_table(result: dict[str, Any]) -> str:
+    """The evaluation result as a plain-text table with comparisons and machine facts."""
     head = (f"{result['data']} · split {result['split']} ({result['subset']}) · "
             f"{result['queries']} queries · {result['documents']} documents")
     idx = result["index"]

@@ -34,16 +34,19 @@ def _check(ranking: Sequence[str], k: int) -> None:
 
 
 def relevant(qrels: Qrels) -> set[str]:
+    """The documents with a grade above 0."""
     return {doc for doc, grade in qrels.items() if grade > 0}
 
 
 def dcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    """Discounted cumulative gain of the top ``k`` (negative grades count as 0)."""
     _check(ranking, k)
     return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1)
                for rank, doc in enumerate(ranking[:k], start=1))
 
 
 def ndcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    """DCG at ``k`` divided by the ideal DCG of the positive grades (0 when there are none)."""
     ideal_grades = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
     idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal_grades, start=1))
     if idcg == 0:
@@ -52,6 +55,7 @@ def ndcg_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
 
 
 def recall_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    """Share of the relevant documents found in the top ``k`` (0 when none is relevant)."""
     _check(ranking, k)
     rel = relevant(qrels)
     if not rel:
@@ -60,6 +64,7 @@ def recall_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
 
 
 def mrr_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    """Reciprocal rank of the first relevant document in the top ``k``, else 0."""
     _check(ranking, k)
     rel = relevant(qrels)
     for rank, doc in enumerate(ranking[:k], start=1):
@@ -69,6 +74,7 @@ def mrr_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
 
 
 def precision_at_k(ranking: Sequence[str], qrels: Qrels, k: int) -> float:
+    """Relevant documents in the top ``k``, divided by ``k``."""
     _check(ranking, k)
     return len(relevant(qrels).intersection(ranking[:k])) / k
 

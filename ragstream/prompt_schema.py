@@ -42,6 +42,8 @@ def normalize_term(text: str) -> str:
 
 
 class PromptSchema(BaseModel):
+    """A0's header vocabulary: canonical keys, MUST keys, defaults, aliases, typo rules and cues."""
+
     model_config = ConfigDict(extra="forbid")
 
     canonical_keys: list[str] = Field(min_length=1)

@@ -96,6 +96,8 @@ def _secrets(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
 
 
 class QALog:
+    """The SQLite interaction log: one row per answered prompt, secrets scrubbed, schema migrated."""
+
     def __init__(self, path: str | Path, environ: Mapping[str, str] | None = None,
                  secret_env: Iterable[str] = ()):
         self.path = Path(path)
@@ -191,5 +193,6 @@ class QALog:
         return out
 
     def count(self) -> int:
+        """How many interactions the log holds."""
         with closing(self._connect()) as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])

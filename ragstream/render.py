@@ -27,6 +27,7 @@ PROMPT_KEYS: list[tuple[str, str]] = [
 
 
 def render_system_md(body: dict[str, str], hard_rules: Iterable[str] = ()) -> str:
+    """The ``## System`` Markdown block: the role sentence, tone/depth/audience line and any hard rules."""
     lines = ["## System"]
     role = body.get("system", "").strip()
     if role:
@@ -46,6 +47,7 @@ def render_system_md(body: dict[str, str], hard_rules: Iterable[str] = ()) -> st
 
 
 def render_prompt_md(body: dict[str, str]) -> str:
+    """The ``## Prompt`` Markdown block: one ``###`` section per non-empty body key, in fixed order."""
     parts = ["## Prompt"]
     for key, label in PROMPT_KEYS:
         value = body.get(key, "").strip()

@@ -31,4 +31,5 @@ def reciprocal_rank_fusion(rankings: Mapping[str, Sequence[str]], k: int,
 
 
 def rank_positions(ranking: Iterable[str]) -> dict[str, int]:
+    """Each item's 1-based position in ``ranking``."""
     return {item: i for i, item in enumerate(ranking, start=1)}

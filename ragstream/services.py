@@ -16,6 +16,8 @@ from ragstream.config import AppConfig
 
 @dataclass
 class Services:
+    """The embedder, store, keyword tokenizer, LLM client, index cache and reranker a stage may use."""
+
     embedder: Any = None
     store: Any = None
     keyword_index: Any = None  # a KeywordIndex used as the query tokenizer (terms, stems)
@@ -27,6 +29,7 @@ class Services:
 
     @property
     def llm_available(self) -> bool:
+        """True when an LLM client is configured."""
         return self.llm is not None
 
     def index(self):
@@ -50,6 +53,7 @@ class Services:
 
 
 def build_services(cfg: AppConfig) -> Services:
+    """The services ``cfg`` configures; models and the reranker load on first use."""
     from ragstream.backends.doc_index import IndexCache
     from ragstream.backends.embedder import make_embedder
     from ragstream.backends.keyword_index import KeywordIndex

@@ -78,6 +78,8 @@ class ViewRow(BaseModel):
 
 
 class ConversationTurn(BaseModel):
+    """One past exchange: the user's prompt and the assistant's answer."""
+
     model_config = ConfigDict(extra="forbid")
 
     user: str
@@ -110,6 +112,8 @@ class Citation(BaseModel):
 
 
 class AnswerUsage(BaseModel):
+    """Prompt and completion tokens the answer's LLM calls used."""
+
     model_config = ConfigDict(extra="forbid")
 
     prompt_tokens: int = 0
@@ -146,6 +150,8 @@ class Answer(BaseModel):
 
 
 class SuperPrompt(BaseModel):
+    """The state one prompt carries through the stages: body, chunks, views, Markdown blocks, answer."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     user_text: str = ""
@@ -187,19 +193,24 @@ class SuperPrompt(BaseModel):
         return copy.deepcopy(self, memo)
 
     def chunk_map(self) -> dict[str, Chunk]:
+        """The base context chunks by id."""
         return {c.id: c for c in self.base_context_chunks}
 
     def view(self, stage: str) -> list[ViewRow]:
+        """The view rows ``stage`` recorded, or an empty list."""
         return self.views_by_stage.get(stage, [])
 
     def kept_ids(self, stage: str) -> list[str]:
+        """Chunk ids of the rows ``stage`` kept, in view order."""
         return [r.chunk_id for r in self.view(stage) if r.status == "kept"]
 
     # -- JSON --------------------------------------------------------------------------------
 
     def to_json(self, indent: int | None = 2) -> str:
+        """The whole state as JSON text."""
         return self.model_dump_json(indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> SuperPrompt:
+        """Rebuild a state from its JSON text, validating it."""
         return cls.model_validate_json(text)

@@ -50,6 +50,7 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
 
 def sentences(text: str) -> list[str]:
+    """The non-empty sentences of ``text``, stripped."""
     return [text[s:e].strip() for s, e in split_sentences(text) if text[s:e].strip()]
 
 
@@ -64,10 +65,12 @@ def fold(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
+    """The words of ``text``, case-folded (runs of word characters)."""
     return _WORD.findall(text.casefold())
 
 
 def shingles(text: str, n: int = 3) -> set[tuple[str, ...]]:
+    """The set of ``n``-word shingles of ``text`` (all its words as one when there are fewer)."""
     w = words(text)
     if len(w) < n:
         return {tuple(w)} if w else set()
@@ -75,6 +78,7 @@ def shingles(text: str, n: int = 3) -> set[tuple[str, ...]]:
 
 
 def jaccard(a: set, b: set) -> float:
+    """Jaccard similarity of two sets (1.0 when both are empty)."""
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)

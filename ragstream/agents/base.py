@@ -17,11 +17,14 @@ from ragstream.super_prompt import SuperPrompt
 
 @dataclass(frozen=True)
 class ModeDecision:
+    """Which mode an agent runs in ("llm" or "deterministic") and why."""
+
     mode: str  # "llm" or "deterministic"
     reason: str
 
 
 def resolve_mode(agent: AgentCommon, cfg: AppConfig, llm_available: bool) -> ModeDecision:
+    """Pick LLM or deterministic mode from config and LLM availability; raise if LLM is forced but absent."""
     if agent.mode == "deterministic":
         return ModeDecision("deterministic", "agent config sets mode=deterministic")
     if not llm_available:
@@ -36,6 +39,7 @@ def resolve_mode(agent: AgentCommon, cfg: AppConfig, llm_available: bool) -> Mod
 
 
 def record_mode(sp: SuperPrompt, agent_name: str, decision: ModeDecision) -> None:
+    """Store the mode and reason in ``sp.extras["agent_modes"][agent_name]``."""
     sp.extras.setdefault("agent_modes", {})[agent_name] = {
         "mode": decision.mode,
         "reason": decision.reason,

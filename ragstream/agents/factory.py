@@ -37,6 +37,7 @@ class AgentPrompt(Generic[M]):
         self.output = output
 
     def system_message(self) -> str:
+        """Build the system message: role line, the config's prompt sections and the reply JSON schema."""
         parts = [f"You are {self.config.agent_name} ({self.config.version}), one stage of the "
                  f"RAGstream prompt pipeline."]
         for title, text in self.config.prompt_sections.items():
@@ -47,6 +48,7 @@ class AgentPrompt(Generic[M]):
         return "\n\n".join(parts)
 
     def messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:
+        """Return the chat messages: the system message and the payload as JSON in a user message."""
         return [
             {"role": "system", "content": self.system_message()},
             {"role": "user", "content": json.dumps(payload, ensure_ascii=False, indent=1)},
@@ -64,9 +66,11 @@ class Agent(Generic[M]):
 
     @property
     def model(self) -> str:
+        """The agent's model from its config, else the LLM client's default model."""
         return self.config.model or self.llm.model
 
     def ask(self, payload: dict[str, Any]) -> JSONResult[M]:
+        """Send the payload to the LLM, validate the JSON reply as ``M``, keep and return the result."""
         result = self.llm.chat_json(self.prompt.messages(payload), self.prompt.output,
                                     model=self.model, temperature=self.config.temperature,
                                     max_tokens=self.config.max_tokens)
@@ -74,6 +78,7 @@ class Agent(Generic[M]):
         return result
 
     def usage(self) -> dict[str, Any]:
+        """Sum calls and token counts over this agent's results and say whether any reply was repaired."""
         return {
             "model": self.model,
             "calls": sum(r.usage.calls for r in self.results),
@@ -91,6 +96,7 @@ class AgentFactory:
         self.llm = llm
 
     def create(self, name: str, output: type[M]) -> Agent[M]:
+        """Build the named agent from its config; raise LLMError when no LLM endpoint is configured."""
         if self.llm is None:
             raise LLMError(f"{name} needs an LLM endpoint; none is configured.")
         config = getattr(self.cfg.agents, name)

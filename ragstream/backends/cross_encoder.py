@@ -31,6 +31,8 @@ def sigmoid(x: float) -> float:
 
 
 class CrossEncoderReranker:
+    """Scores query-passage pairs with a local sentence-transformers cross-encoder on the CPU."""
+
     backend = "cross-encoder"
 
     def __init__(self, model: str, batch_size: int = 16):

@@ -57,10 +57,12 @@ class WindowRecord:
 
     @property
     def id(self) -> str:
+        """The window's id: the chunk id followed by ``@w`` and the window number."""
         return f"{self.chunk.id}@w{self.window}"
 
 
 def passage_heading(chunk: Chunk) -> str:
+    """The chunk's heading path joined with " > "."""
     return " > ".join(chunk.heading_path)
 
 
@@ -128,6 +130,7 @@ def pack_vectors(vectors: np.ndarray | None) -> str:
 
 
 def unpack_vectors(packed: str, dim: int) -> np.ndarray:
+    """Decode ``pack_vectors`` output back into a float16 matrix with ``dim`` columns."""
     if not packed:
         return np.zeros((0, dim), dtype=np.float16)
     return np.frombuffer(base64.b64decode(packed), dtype=np.float16).reshape(-1, dim)
@@ -147,6 +150,8 @@ class Evidence:
 
 @dataclass
 class DocumentIndex:
+    """Snapshot of the store at one fingerprint: chunks, window and sentence vectors, and the BM25 index."""
+
     fingerprint: str
     chunks: list[Chunk]  # sorted by id
     window_vectors: np.ndarray  # float32 (W × dim), grouped by chunk in chunk order
@@ -164,17 +169,21 @@ class DocumentIndex:
 
     @property
     def ids(self) -> list[str]:
+        """The chunk ids in index order, as the keyword index holds them."""
         return self.keyword.ids
 
     @property
     def n_chunks(self) -> int:
+        """How many chunks the index holds."""
         return len(self.chunks)
 
     @property
     def dim(self) -> int:
+        """Length of the window vectors (0 when there are none)."""
         return int(self.window_vectors.shape[1]) if self.window_vectors.ndim == 2 else 0
 
     def row(self, chunk_id: str) -> int | None:
+        """Position of ``chunk_id`` in the index, or None when it is not indexed."""
         return self._row.get(chunk_id)
 
     def holds(self, chunk: Chunk) -> bool:
@@ -227,6 +236,7 @@ class DocumentIndex:
                      windows: dict[str, list[np.ndarray]],
                      sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]],
                      dim: int, keyword: KeywordIndex) -> DocumentIndex:
+        """Build the index from the store's records: chunks sorted by id, vectors stacked, BM25 built."""
         chunks = sorted(chunks, key=lambda c: c.id)
         w_rows, w_off, s_rows, s_spans, s_off = [], [0], [], [], [0]
         for c in chunks:
@@ -314,9 +324,11 @@ class IndexCache:
         self._lock = threading.Lock()
 
     def new_keyword_index(self) -> KeywordIndex:
+        """A new, empty BM25 index with this cache's stemmer and stop words."""
         return KeywordIndex(self.stemmer, self.stopwords)
 
     def current(self, store) -> DocumentIndex:
+        """The index at the store's current fingerprint: from memory, else from disk, else built and saved."""
         fingerprint = store.fingerprint()
         with self._lock:
             if self._index is not None and self._index.fingerprint == fingerprint:
@@ -329,6 +341,7 @@ class IndexCache:
             return index
 
     def build(self, store, fingerprint: str) -> DocumentIndex:
+        """Build a fresh index from the store's window and sentence records."""
         chunks, windows, sentences, dim = store.read_index_records()
         return DocumentIndex.from_records(fingerprint, chunks, windows, sentences, dim,
                                           self.new_keyword_index())

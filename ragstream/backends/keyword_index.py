@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def index_text(chunk: Chunk) -> str:
+    """The text a chunk is indexed under: its title, heading path and text joined by spaces."""
     return " ".join([chunk.title, *chunk.heading_path, chunk.text])
 
 
@@ -34,6 +35,8 @@ def _stemmer(name: str):
 
 
 class KeywordIndex:
+    """BM25 index over chunks in a fixed id order, with stemmed terms and per-chunk term coverage."""
+
     def __init__(self, stemmer: str = "english", stopwords: str = "en"):
         self.stemmer_name = stemmer
         self.stopwords = stopwords
@@ -54,15 +57,18 @@ class KeywordIndex:
         return self._tokenize([query])[0]
 
     def terms(self, text: str) -> set[str]:
+        """The set of distinct stemmed, stop-word-free terms of ``text``."""
         return set(self.query_terms(text))
 
     # -- building, saving, loading ------------------------------------------------------
 
     @property
     def ids(self) -> list[str]:
+        """The indexed chunk ids, in index order."""
         return self._ids
 
     def build(self, ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
+        """Index ``texts`` under ``ids`` (replacing any previous index) and return self."""
         import bm25s
 
         self._ids = list(ids)
@@ -73,10 +79,12 @@ class KeywordIndex:
         return self
 
     def save(self, folder: Path) -> None:
+        """Save the BM25 index to ``folder``; nothing is written when no chunk is indexed."""
         if self._retriever is not None:
             self._retriever.save(str(folder), show_progress=False)
 
     def load(self, folder: Path, ids: Sequence[str]) -> KeywordIndex:
+        """Load the BM25 index saved in ``folder`` for ``ids`` and return self."""
         import bm25s
 
         self._ids = list(ids)
@@ -91,6 +99,7 @@ class KeywordIndex:
         return self.scores_for_terms(self.query_terms(query))
 
     def scores_for_terms(self, terms: list[str]) -> np.ndarray:
+        """BM25 score of every indexed chunk for already tokenised ``terms`` (zeros when none is known)."""
         n = len(self._ids)
         if not terms or self._retriever is None:
             return np.zeros(n, dtype=np.float32)

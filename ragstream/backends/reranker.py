@@ -39,6 +39,8 @@ from ragstream.super_prompt import Chunk
 
 
 class Reranker(Protocol):
+    """What a reranker offers: its backend name and one score per chunk for a query."""
+
     backend: str
 
     def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
@@ -47,6 +49,8 @@ class Reranker(Protocol):
 
 @dataclass
 class RerankerChoice:
+    """The reranker in use, its backend name, and why it was chosen."""
+
     reranker: Reranker
     backend: str
     reason: str
@@ -66,6 +70,7 @@ class PassageReranker:
         self.backend = model.backend
 
     def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """Score the chunks' passages (heading path, then text) with the wrapped model."""
         return self.model.score(query, [passage(c) for c in chunks])
 
 
@@ -90,6 +95,8 @@ def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
 
 
 class OfflineReranker:
+    """Reranks without a model download: a weighted mix of cosine, term coverage and BM25 features."""
+
     backend = "offline"
 
     def __init__(self, services, weights):
@@ -99,6 +106,7 @@ class OfflineReranker:
         self.weights = weights
 
     def features(self, query: str, chunks: Sequence[Chunk]) -> list[dict[str, float]]:
+        """Per chunk: window and best-sentence cosine to the query, query-term coverage and relative BM25."""
         if not chunks:
             return []
         services = self.services
@@ -130,6 +138,7 @@ class OfflineReranker:
         return out
 
     def score(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """Per chunk, the weighted mean of its features with ``offline_weights`` as weights."""
         weights = self.weights.model_dump()
         total = sum(weights.values()) or 1.0
         return [sum(w * f[name] for name, w in weights.items()) / total
@@ -149,6 +158,7 @@ def find_local_model(model: str) -> str | None:
 
 
 def load_reranker(settings: RerankerSettings, services) -> RerankerChoice:
+    """The cross-encoder when it loads offline, else the offline reranker, with the reason."""
     def offline(reason: str) -> RerankerChoice:
         return RerankerChoice(OfflineReranker(services, settings.offline_weights), "offline", reason)
 

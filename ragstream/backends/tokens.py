@@ -54,6 +54,7 @@ def prepare_tiktoken_cache(encoding: str, cache_dir: Path | None = None) -> Path
 
 @functools.lru_cache(maxsize=4)
 def get_encoding(encoding: str = "cl100k_base"):
+    """The tiktoken encoding named ``encoding``, prepared for offline use; cached."""
     prepare_tiktoken_cache(encoding)
     import tiktoken
 
@@ -61,4 +62,5 @@ def get_encoding(encoding: str = "cl100k_base"):
 
 
 def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
+    """Number of tokens in ``text`` under ``encoding`` (special tokens counted as text)."""
     return len(get_encoding(encoding).encode(text, disallowed_special=()))

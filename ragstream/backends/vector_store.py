@@ -49,6 +49,8 @@ _CHUNK_FIELDS = [
 
 @dataclass(frozen=True)
 class StoredDocument:
+    """One ingested document as the store lists it: id, hash, chunk count, ingest time and root."""
+
     doc_id: str
     doc_hash: str
     chunks: int
@@ -90,6 +92,8 @@ def _chunk_from(records: list[tuple[dict[str, Any], str]]) -> Chunk:
 
 
 class ChromaStore:
+    """The Chroma collection of chunk windows, embedded on disk or over HTTP, with all-or-nothing writes."""
+
     def __init__(self, settings: VectorStoreSettings, index_dir: Path):
         self.settings = settings
         self.index_dir = Path(index_dir)
@@ -100,12 +104,14 @@ class ChromaStore:
 
     @property
     def location(self) -> str:
+        """Where the store lives: the server URL in http mode, else ``index_dir/chroma``."""
         if self.settings.mode == "http":
             return self.settings.url
         return str(self.index_dir / "chroma")
 
     @property
     def client(self) -> ClientAPI:
+        """The Chroma client, opened on first use; raise VectorStoreError when it cannot be opened."""
         if self._client is None:
             import chromadb
             from chromadb.config import Settings
@@ -140,6 +146,7 @@ class ChromaStore:
 
     @property
     def collection(self):
+        """The cosine-space collection, created if missing; raise VectorStoreError if it cannot be opened."""
         if self._collection is None:
             try:
                 self._collection = self.client.get_or_create_collection(
@@ -166,6 +173,7 @@ class ChromaStore:
     # -- reading ------------------------------------------------------------------------
 
     def count_windows(self) -> int:
+        """How many windows the collection holds."""
         return int(self.collection.count())
 
     def _get_all(self, include: list[str], where: dict | None = None) -> dict[str, Any]:
@@ -206,6 +214,7 @@ class ChromaStore:
         return self._chunks_where(None)
 
     def get_chunks(self, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
+        """The chunks with the given ids, by id (ids not stored are left out)."""
         ids = sorted(set(chunk_ids))
         if not ids:
             return {}
@@ -318,6 +327,7 @@ class ChromaStore:
                      documents=old["documents"], metadatas=old["metadatas"])
 
     def delete_document(self, doc_id: str) -> int:
+        """Delete every window of ``doc_id`` and return how many were deleted."""
         ids = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
         if ids:
             self._bump_generation()  # before and after, as in replace_documents

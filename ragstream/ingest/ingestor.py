@@ -37,6 +37,8 @@ Progress = Callable[[int, int, str], None]
 
 
 class IngestReport(BaseModel):
+    """What one ingest did: file counts by outcome, chunks and windows written, errors, warnings, time."""
+
     root: str
     files_seen: int = 0
     processed: int = 0
@@ -50,16 +52,19 @@ class IngestReport(BaseModel):
     duration_s: float = 0.0
 
     def summary(self) -> str:
+        """The report's counts and duration as one line of text."""
         return (f"{self.processed} processed, {self.skipped} skipped (unchanged), "
                 f"{self.failed} failed, {self.deleted} deleted; {self.chunks_written} chunks in "
                 f"{self.windows_written} embedding windows written in {self.duration_s:.1f} s")
 
 
 def content_hash(text: str) -> str:
+    """SHA-256 hex digest of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def list_files(root: Path, extensions: list[str]) -> list[Path]:
+    """Files under ``root`` with one of ``extensions`` (any case), skipping hidden paths; sorted."""
     exts = {e.lower() for e in extensions}
     return sorted(
         p for p in root.rglob("*")
@@ -83,6 +88,7 @@ class _Pending:
 
 def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None = None,
                 progress: Progress | None = None) -> IngestReport:
+    """Ingest a file or folder: skip unchanged files, chunk, embed and write the rest, optionally prune."""
     started = time.perf_counter()
     target = Path(path).expanduser().resolve()
     if not target.exists():

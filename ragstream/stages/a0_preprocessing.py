@@ -175,6 +175,7 @@ class Vocabulary:
 
     @classmethod
     def from_schema(cls, schema: PromptSchema) -> Vocabulary:
+        """Normalise the schema's keys, aliases, foreign words, templates and cues into lookup tables."""
         canonical = {normalize_term(k): k for k in schema.canonical_keys}
         aliases = _term_table(schema.aliases)
         bilingual: dict[str, tuple[str, str]] = {}
@@ -210,6 +211,8 @@ def _term_table(table: dict[str, list[str]]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class LabelMapping:
+    """Where the ladder put one label: its normalised form, key (None if unmapped), rung and why."""
+
     normalized: str
     key: str | None
     rung: str
@@ -336,6 +339,7 @@ class Section:
 
     @property
     def value(self) -> str:
+        """The section's lines joined, without leading and trailing whitespace."""
         return "\n".join(self.lines).strip()
 
 
@@ -474,14 +478,17 @@ class BodyDraft:
     rules: list[dict[str, str]] = field(default_factory=list)
 
     def set(self, key: str, value: str, source: str) -> None:
+        """Set ``key`` to ``value`` and record where the value came from."""
         self.values[key] = value
         self.sources[key] = source
 
     def drop(self, key: str) -> None:
+        """Remove ``key``'s value and its source, if it has them."""
         self.values.pop(key, None)
         self.sources.pop(key, None)
 
     def note(self, rule: str, key: str, detail: str) -> None:
+        """Log that ``rule`` fired for ``key``, with ``detail`` saying why."""
         self.rules.append({"rule": rule, "key": key, "detail": detail})
 
 
@@ -554,6 +561,7 @@ def split_last_question(text: str) -> tuple[str, str] | None:
 
 
 def fill_defaults(draft: BodyDraft, schema: PromptSchema) -> None:
+    """Give every MUST key except the task that is still empty its schema default, and log it."""
     for key in schema.must_keys:
         if key != TASK_KEY and not draft.values.get(key):
             default = schema.defaults[key]
@@ -623,21 +631,26 @@ def checked_text(user_text: str, limit: int) -> str:
 
 
 def semantic_enabled(cfg: AppConfig) -> bool:
+    """Whether ``prompt_schema.modes.semantic_enabled`` turns on the LLM fallback for unknown labels."""
     return bool(cfg.prompt_schema.modes.get("semantic_enabled", False))
 
 
 # --------------------------------------------------------------------------- semantic fallback
 
 
-# The LLM's answer for one label (key and confidence are checked by A0, not here). No
-# docstrings on the reply models: pydantic would put them into the schema the model is shown.
+# Key and confidence are checked by A0, not here. Pydantic puts a reply model's docstring into
+# the schema the model is shown, so it says only what the reply holds.
 class SemanticMapping(BaseModel):
+    """One label's answer: its number, a canonical key or unknown, and how sure the mapping is."""
+
     n: int = Field(description="the label's number in the list")
     key: str = Field(description="one of the canonical keys, or unknown")
     confidence: float = Field(description="0 to 1: how sure the mapping is")
 
 
 class SemanticOutput(BaseModel):
+    """The reply: a key (or unknown) and a confidence for each numbered label."""
+
     mappings: list[SemanticMapping]
 
 
@@ -680,6 +693,7 @@ def unknown_labels(result: Canonical, text: str, cfg: AppConfig) -> list[Unknown
 
 
 def semantic_payload(labels: list[UnknownLabel], schema: PromptSchema) -> dict[str, Any]:
+    """The Chooser's input: the canonical keys with their descriptions, each label with kind and line."""
     return {
         "canonical_keys": {k: schema.key_descriptions.get(k, "") for k in schema.canonical_keys},
         "labels": [

@@ -74,9 +74,11 @@ class A2Decision(BaseModel):
 
 
 # The reply A2 asks the LLM for. Plain strings: enum checks happen in clamp(), so an
-# out-of-enum value is clamped and logged rather than failing validation. (No docstring:
-# pydantic would put it into the schema the model is shown.)
+# out-of-enum value is clamped and logged rather than failing validation. (The docstring goes
+# into the schema the model is shown.)
 class A2LLMOutput(BaseModel):
+    """The reply: the answering model's role, the audience, tone and depth, and how sure these are."""
+
     system: str = Field(description="the role the answering model should take")
     audience: str = Field(description="who will read the answer")
     tone: str = Field(description="the tone of the answer")

@@ -42,6 +42,8 @@ Verdict = tuple[RowStatus, str, dict[str, float]]
 
 
 class A3Decision(BaseModel):
+    """One candidate's verdict: its number, keep or drop, the drop's tag and a short reason."""
+
     n: int = Field(description="the candidate's number in the list")
     decision: str = Field(description="keep or drop")
     tag: str = Field("", description="for a drop: duplicate, off-topic or conflicting")
@@ -49,10 +51,13 @@ class A3Decision(BaseModel):
 
 
 class A3Output(BaseModel):
+    """The reply: a keep-or-drop decision for each numbered candidate."""
+
     decisions: list[A3Decision]
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    """Keep or drop each reranked chunk (LLM or rules); write the A3 view and ``final_selection_ids``."""
     acfg = cfg.agents.A3_NLI_Gate
     ranked = sp.view(View.RERANKED)
     if not ranked:

@@ -56,11 +56,15 @@ class Condensation:
 
 
 class A4Statement(BaseModel):
+    """One statement taken from the sources, with the numbers of the sources that support it."""
+
     text: str = Field(description="one statement taken from the sources, no new facts")
     sources: list[int] = Field(description="numbers of the sources that support it")
 
 
 class A4Output(BaseModel):
+    """The reply: facts and constraints from the sources, and what the sources leave unanswered."""
+
     facts: list[A4Statement] = Field(default_factory=list)
     constraints: list[A4Statement] = Field(default_factory=list)
     open_issues: list[str] = Field(default_factory=list,
@@ -73,6 +77,7 @@ def _is_constraint(sentence: str, cues: list[str]) -> bool:
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    """Condense the A3-kept chunks (LLM or extractive) into ``S_CTX_MD`` and the A4 view; keep ids used."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     candidates = list(sp.final_selection_ids)

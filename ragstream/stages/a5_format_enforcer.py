@@ -112,8 +112,10 @@ class FormatSpec(BaseModel):
 
 
 # One length limit as the LLM states it (checked against the config by A5). The LLM reply
-# models carry no docstrings: pydantic would put them into the schema the model is shown.
+# models' docstrings go into the schema the model is shown, so they say only what the reply holds.
 class A5LLMLength(BaseModel):
+    """One length limit: a unit, a bound (max, min, exact or about) and a number."""
+
     unit: str = Field(description="words, sentences, paragraphs, items, lines or characters")
     bound: str = Field(description="max, min, exact or about")
     value: int = Field(description="the number")
@@ -122,6 +124,8 @@ class A5LLMLength(BaseModel):
 # The reply A5 asks the LLM for: FormatSpec's fields, with plain strings so that out-of-enum
 # values reach A5 and are clamped and logged instead of failing validation.
 class A5LLMOutput(BaseModel):
+    """The reply: the answer's kind, languages, length limits, names, hard rules, shape and format line."""
+
     kind: str = Field(description="one of allowed_kinds")
     code_language: str = Field("", description="for kind code: one of code_languages, else ''")
     language: str = Field("", description="answer language code from answer_languages, or ''")

@@ -34,6 +34,7 @@ def _fence(text: str) -> str:
 
 
 def attachment(n: int, chunk: Chunk, text: str, truncated: bool) -> str:
+    """One numbered source: its citation heading, then its text fenced with SOURCE, SECTION and SPAN lines."""
     heading = " > ".join(chunk.heading_path) or chunk.title or chunk.source
     fence = _fence(text)
     note = " (truncated to fit the attachment budget)" if truncated else ""
@@ -50,6 +51,7 @@ def attachment(n: int, chunk: Chunk, text: str, truncated: bool) -> str:
 
 
 def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, enc: str) -> str:
+    """The Sources block: the selected chunks in order, cut at a sentence or omitted past the token budget."""
     if not ids:
         return "## Sources\n\n_No sources were selected._\n"
     parts = ["## Sources\n"]
@@ -79,6 +81,7 @@ def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, en
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    """Assemble the system, prompt, context, sources and conversation blocks into ``prompt_ready``."""
     rules = sp.extras.get("format_enforcer", {}).get("hard_rules", [])
     sp.System_MD = render_system_md(sp.body, rules)
     sp.Prompt_MD = render_prompt_md(sp.body)

@@ -21,6 +21,7 @@ DIGITS = 6
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    """Score the top N2 retrieval candidates against the prompt; write them, best first, to its view."""
     retrieved = sp.kept_ids(View.RETRIEVAL)
     if not retrieved:
         raise StageError(NAME, "Retrieval returned no candidates; nothing to rerank. "

@@ -35,6 +35,7 @@ DIGITS = 6  # scores are rounded so that views are byte-identical across runs
 
 
 def split_query(query: str, max_pieces: int, min_words: int) -> list[str]:
+    """The query's sentences, short ones joined to a neighbour, merged down to at most ``max_pieces``."""
     pieces = sentences(query) or [query]
     # join pieces shorter than min_words to their neighbour (the previous one if any)
     merged: list[str] = []
@@ -100,6 +101,7 @@ def aggregate_keyword(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
+    """Hybrid search for the body's query; the top N1 by fused score become the view and base context."""
     limits, rs = cfg.limits, cfg.settings.retrieval
     query = build_query(sp.body)
     if not query:

@@ -30,6 +30,7 @@ EDITABLE_SETTINGS: dict[str, str] = {
 
 
 def session_config(engine: Engine, st_state: S.SessionState) -> AppConfig:
+    """The configuration with this session's setting overrides applied."""
     overrides = st_state.get(S.OVERRIDES) or {}
     return engine.cfg.with_overrides(overrides) if overrides else engine.cfg
 
@@ -49,6 +50,7 @@ def _start_state(st_state: S.SessionState):
 
 
 def run_stage(engine: Engine, st_state: S.SessionState, name: str) -> bool:
+    """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and return False."""
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
@@ -103,6 +105,7 @@ def answer(engine: Engine, st_state: S.SessionState,
 
 
 def clear_conversation(st_state: S.SessionState) -> None:
+    """Forget the earlier turns, so the next prompt carries no conversation."""
     st_state[S.CONVERSATION] = []
     st_state[S.NOTICE] = "Conversation cleared: the next prompt starts without earlier turns."
 
@@ -123,6 +126,7 @@ def apply_settings(engine: Engine, st_state: S.SessionState, values: dict[str, A
 
 
 def reset_settings(st_state: S.SessionState) -> None:
+    """Drop the session's setting overrides, so the configuration files apply again."""
     st_state[S.OVERRIDES] = {}
     st_state[S.ERROR] = None
     st_state[S.NOTICE] = "Settings reset to the configuration files."
@@ -151,6 +155,7 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
 def ingest_folder(engine: Engine, st_state: S.SessionState, folder: str | Path,
                   prune: bool | None = None,
                   progress: Callable[[int, int, str], None] | None = None) -> bool:
+    """Ingest the files in ``folder`` and keep the report; on failure set ``ERROR`` and return False."""
     st_state[S.ERROR] = None
     try:
         report = engine.ingest(folder, prune=prune, progress=progress)

@@ -33,7 +33,9 @@ class SessionState(Protocol):
 
     def __setitem__(self, key: str, value: Any, /) -> None: ...
 
-    def get(self, key: str, /) -> Any: ...
+    def get(self, key: str, /) -> Any:
+        """The value under ``key``, or None if there is none."""
+        ...
 
 
 EXAMPLE_PROMPT = (
@@ -44,6 +46,7 @@ EXAMPLE_PROMPT = (
 
 
 def init_state(state: SessionState) -> None:
+    """Give the session state each key's default, keeping the keys it already has."""
     defaults = {
         SP: new_prompt(""),
         PROMPT: EXAMPLE_PROMPT,

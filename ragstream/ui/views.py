@@ -19,6 +19,8 @@ VIEW_STAGES: list[tuple[str, str]] = [
 
 @dataclass(frozen=True)
 class ButtonState:
+    """One stage's button: its label, whether it can be clicked, its help text and whether it has run."""
+
     name: str
     label: str
     enabled: bool
@@ -27,6 +29,7 @@ class ButtonState:
 
 
 def button_states(sp: SuperPrompt) -> list[ButtonState]:
+    """A button per stage: enabled unless an earlier stage must run first, with a help text."""
     pos = controller.position(sp)
     out = []
     for i, st in enumerate(controller.STAGES):
@@ -48,6 +51,7 @@ def _preview(text: str, limit: int) -> str:
 
 
 def view_rows(sp: SuperPrompt, stage: str, snippet_chars: int = 240) -> list[dict[str, Any]]:
+    """A table row per chunk of ``stage``'s view: rank, source, section, scores, status, reason, preview."""
     chunks = sp.chunk_map()
     rows = []
     for r in sp.view(stage):
@@ -96,11 +100,13 @@ def _absent_reason(sp: SuperPrompt, stage: str) -> str:
 
 
 def history_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
+    """A table row per stage run: its number, stage, wall time and mode."""
     return [{"#": i, "stage": r.stage, "wall ms": r.wall_ms, "mode": r.mode}
             for i, r in enumerate(sp.stage_runs, start=1)]
 
 
 def mode_rows(sp: SuperPrompt) -> list[dict[str, str]]:
+    """How each agent ran (mode and why), plus the ReRanker's backend."""
     rows = [{"component": agent, "ran as": info.get("mode", ""), "why": info.get("reason", "")}
             for agent, info in sp.extras.get("agent_modes", {}).items()]
     rr = sp.extras.get("reranker")
@@ -116,6 +122,7 @@ def score_points(sp: SuperPrompt) -> list[dict[str, Any]]:
 
 
 def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:
+    """A chunk's text, and its other fields with the heading path as a list."""
     chunk = sp.chunk_map()[chunk_id]
     meta = chunk.model_dump(exclude={"text"})
     meta["heading_path"] = list(chunk.heading_path)
@@ -123,6 +130,7 @@ def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:
 
 
 def chunk_choices(sp: SuperPrompt) -> list[str]:
+    """Ids of the chunks Retrieval returned, best first."""
     return [c.id for c in sp.base_context_chunks]
 
 
