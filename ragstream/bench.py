@@ -175,19 +175,6 @@ def current_rss_mb() -> float:
         return math.nan
 
 
-def clear_query_cache(embedder) -> str:
-    """Empty the embedder's text -> vector cache; returns how."""
-    clear = getattr(embedder, "clear_cache", None)
-    if callable(clear):
-        clear()
-        return "embedder.clear_cache()"
-    cache = getattr(embedder, "_cache", None)
-    if cache is not None:
-        cache.clear()
-        return "embedder._cache.clear()"
-    return "none (the embedder has no query cache)"
-
-
 class _CpuMeter:
     """Busy CPU time of the whole machine (/proc/stat) minus this process's and its
     children's: how many cores other processes kept busy while the bench ran."""
@@ -367,7 +354,7 @@ def measure_ingest(engine, folder: Path, progress: Progress | None) -> dict[str,
                 delattr(embedder, name)  # the class's methods again
     index = engine.services.index()
     words = sum(len(c.text.split()) for c in index.chunks)
-    clear_query_cache(embedder)  # so a replayed ``embed`` call encodes again
+    embedder.clear_cache()  # so a replayed ``embed`` call encodes again
     encode_s = 0.0
     for name, args, kwargs in calls:  # the same calls: the same batching and length sorting
         t0 = time.perf_counter()
@@ -475,7 +462,7 @@ def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress |
         times = []
         for _ in range(repeats):
             for query, chunks in work:
-                clear_query_cache(services.embedder)
+                services.embedder.clear_cache()
                 t0 = time.perf_counter()
                 reranker.score(query, chunks)
                 times.append((time.perf_counter() - t0) * 1000.0)
@@ -500,7 +487,7 @@ def measure_pipeline(engine, prompts: list[str], repeats: int,
     n = len(prompts) * repeats
     for r in range(repeats):
         for i, prompt in enumerate(prompts):
-            clear_query_cache(engine.services.embedder)
+            engine.services.embedder.clear_cache()
             t0 = time.perf_counter()
             sp = engine.run(prompt)
             t1 = time.perf_counter()
@@ -666,7 +653,7 @@ def time_retrieval(prepared: list, cfg: AppConfig, services, repeats: int,
     for _ in range(repeats):
         for sp in prepared:
             work = sp.model_copy(deep=True)
-            clear_query_cache(services.embedder)
+            services.embedder.clear_cache()
             t0 = time.perf_counter()
             out = retrieval.run(work, cfg, services)
             times.append((time.perf_counter() - t0) * 1000.0)
@@ -899,7 +886,7 @@ def run_bench(quick: bool = False, progress: Progress | None = None) -> dict[str
                                               size.pipeline_repeats, progress)
         result["pipeline_p50_ms"] = result["pipeline"]["p50_ms"]
         result["pipeline_p95_ms"] = result["pipeline"]["p95_ms"]
-        result["query_cache_clear"] = clear_query_cache(embedder)
+        result["query_cache_clear"] = "embedder.clear_cache()"
         loads.append(load_average()[0])
 
         # 4. cold CLI run on the KB-only index (this process lets go of Chroma first)

@@ -102,6 +102,16 @@ def _print_answer_footer(ans) -> None:
     click.echo(f"Mode: {ans.mode} — {ans.mode_reason}")
 
 
+def _emit(result: dict, as_json: bool, out: str | None, as_text) -> None:
+    """Print ``result`` as JSON or as text (``as_text(result)``); with ``out``, also write the JSON."""
+    text = json.dumps(result, indent=2)
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(text + "\n", encoding="utf-8")
+    click.echo(text if as_json else as_text(result))
+
+
 @main.command(help="Show the knowledge base: collection, documents, chunks, last ingest.")
 def status() -> None:
     """Print the engine's knowledge-base status as JSON."""
@@ -158,12 +168,7 @@ def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_j
                           progress=_stderr_progress())
     except RagstreamError as err:
         _fail(err)
-    text = json.dumps(result, indent=2)
-    if out:
-        from pathlib import Path
-
-        Path(out).write_text(text + "\n", encoding="utf-8")
-    click.echo(text if as_json else format_table(result))
+    _emit(result, as_json, out, format_table)
 
 
 @main.command(help="Measure speed and size on this machine: ingestion against raw encoding, "
@@ -181,9 +186,4 @@ def bench(quick: bool, as_json: bool, out: str | None) -> None:
         result = run_bench(quick=quick, progress=_stderr_progress())
     except RagstreamError as err:
         _fail(err)
-    text = json.dumps(result, indent=2)
-    if out:
-        from pathlib import Path
-
-        Path(out).write_text(text + "\n", encoding="utf-8")
-    click.echo(text if as_json else format_report(result))
+    _emit(result, as_json, out, format_report)

@@ -216,12 +216,6 @@ def sync_index(docs: Sequence[Doc], cfg: AppConfig, services,
 # --------------------------------------------------------------------------- systems
 
 
-def _clear_query_cache(embedder) -> None:
-    clear = getattr(embedder, "clear_cache", None)
-    if clear:
-        clear()
-
-
 def _top(scores: np.ndarray, ids: list[str], k: int, positive: bool = False) -> list[str]:
     from ragstream.stages.retrieval import top_rows
 
@@ -253,7 +247,7 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
         sp = engine.run(q.text, until="A2_PromptShaper")
         pieces = split_query(build_query(sp.body), limits.N0_QUERY_PIECES, rs.min_piece_tokens)
 
-        _clear_query_cache(services.embedder)
+        services.embedder.clear_cache()
         t = time.perf_counter()
         dense = aggregate_dense(dense_by_piece(index, services.embedder, pieces), all_rows, rs.tau)
         rankings["dense"][q.id] = _top(dense, index.ids, TOP_K)
@@ -263,7 +257,7 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
         rankings["bm25"][q.id] = _top(keyword, index.ids, TOP_K, positive=True)
         latency["bm25"].append((time.perf_counter() - t) * 1000)
 
-        _clear_query_cache(services.embedder)
+        services.embedder.clear_cache()
         t = time.perf_counter()
         sp = engine.run_stage(sp, "Retrieval")
         hybrid_ms = (time.perf_counter() - t) * 1000
@@ -271,7 +265,7 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
         rankings["hybrid"][q.id] = hybrid[:TOP_K]
         latency["hybrid"].append(hybrid_ms)
         for backend, rr_engine in rerankers.items():
-            _clear_query_cache(services.embedder)
+            services.embedder.clear_cache()
             t = time.perf_counter()
             out = rr_engine.run_stage(sp, "ReRanker")
             ms = (time.perf_counter() - t) * 1000

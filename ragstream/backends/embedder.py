@@ -68,6 +68,9 @@ class Embedder(Protocol):
     def windows(self, text: str) -> list[tuple[int, int]]:
         """Character spans that partition ``text`` into embeddable windows."""
 
+    def clear_cache(self) -> None:
+        """Forget the cached query vectors (the next ``embed`` of a text encodes it again)."""
+
 
 def resolve_model_path(name: str) -> str:
     """A local folder for ``name``: the bundled package, a path, or the local HF cache."""
