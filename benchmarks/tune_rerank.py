@@ -54,7 +54,7 @@ def collect(data: Path, split: str):
         chunks = sp.chunk_map()
         from ragstream.render import rerank_query
 
-        feats = reranker.features(rerank_query(sp.body, sp.extras.get("body_sources")),
+        feats = reranker.features(rerank_query(sp.body, sp.extras.body_sources),
                                   [chunks[c] for c in head])
         cases.append({"id": q.id, "hybrid": hybrid, "head": head,
                       "x": np.asarray([[f[k] for k in FEATURES] for f in feats]),

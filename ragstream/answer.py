@@ -39,6 +39,8 @@ from pathlib import Path, PurePosixPath
 from ragstream import controller
 from ragstream.config import AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError
+from ragstream.records import QALogRecord, Statement
+from ragstream.render import citation_marks
 from ragstream.super_prompt import (
     Answer,
     AnswerUsage,
@@ -281,33 +283,26 @@ def no_results_text(store, acfg: AnswerSettings) -> str:
     return f"{NO_RESULTS_LEAD} It covers:\n\n" + "\n".join(lines) + "\n"
 
 
-def parse_condensed(s_ctx_md: str) -> dict[str, list[str]]:
-    """A4's ``S_CTX_MD`` as {section: [statement, ...]} (facts, constraints, open issues)."""
-    out: dict[str, list[str]] = {}
-    section = ""
-    for line in s_ctx_md.splitlines():
-        if line.startswith("### "):
-            section = line[4:].strip().casefold()
-        elif section and _LIST_ITEM.match(line):
-            item = _LIST_ITEM.sub("", line).strip()
-            if item:
-                out.setdefault(section, []).append(item)
-    return out
-
-
 def extractive_pieces(sp: SuperPrompt) -> list[str]:
-    """The extractive answer, as the pieces it is streamed in (lines)."""
-    parts = parse_condensed(sp.S_CTX_MD)
-    facts, constraints = parts.get("facts", []), parts.get("constraints", [])
-    issues = parts.get("open issues", [])
+    """The extractive answer, as the pieces it is streamed in (lines): A4's statements, facts
+    then constraints, each citing its sources by their number in the Sources block."""
+    record = sp.extras.a4
+    statements = record.condensed if record else []
+    issues = record.open_issues if record else []
+    facts = [s for s in statements if s.kind == "fact"]
+    constraints = [s for s in statements if s.kind == "constraint"]
     if not facts and not constraints:
         return [NO_STATEMENTS]
+
+    def item(s: Statement) -> str:
+        return f"- {s.text} {citation_marks(s.chunk_ids, sp.final_selection_ids)}\n"
+
     pieces: list[str] = []
     if facts:
-        pieces += ["**What the knowledge base says**\n\n"] + [f"- {s}\n" for s in facts]
+        pieces += ["**What the knowledge base says**\n\n"] + [item(s) for s in facts]
     if constraints:
         pieces += (["\n"] if pieces else []) + ["**Constraints**\n\n"]
-        pieces += [f"- {s}\n" for s in constraints]
+        pieces += [item(s) for s in constraints]
     if issues:
         pieces += ["\n"] + [f"_{s}_\n" for s in issues]
     return pieces
@@ -426,7 +421,7 @@ def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
     and record the interaction in the QA log (``<index_dir>/qa_log.sqlite3`` by default).
 
     A log that cannot be written does not cost the answer: the problem is noted in
-    ``extras["qa_log"]["error"]`` instead of the row id."""
+    ``extras.qa_log.error`` instead of the row id."""
     from ragstream.qa_log import QALog
 
     ans = answer(sp, engine_cfg, services, on_token)
@@ -435,8 +430,8 @@ def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
     path = Path(log_path) if log_path else engine_cfg.qa_log_path
     try:
         row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
-        out.extras["qa_log"] = {"path": str(path), "id": row}
+        out.extras.qa_log = QALogRecord(path=str(path), id=row)
     except (sqlite3.Error, OSError, SchemaVersionError) as err:
-        out.extras["qa_log"] = {"path": str(path),
-                                "error": f"the interaction could not be logged: {err}"}
+        out.extras.qa_log = QALogRecord(path=str(path),
+                                        error=f"the interaction could not be logged: {err}")
     return out, ans

@@ -447,7 +447,7 @@ def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress |
     work = []
     for claim in claims:  # the candidates and the query the ReRanker stage would get
         sp = engine.run(claim, until="Retrieval")
-        work.append((rerank_query(sp.body, sp.extras.get("body_sources")),
+        work.append((rerank_query(sp.body, sp.extras.body_sources),
                      sp.base_context_chunks[:n2]))
     ready, skipped = rerank_backends(services, work_dir)
     out: dict[str, Any] = {"candidates": n2, "queries": len(claims), "repeats": repeats,
@@ -657,7 +657,7 @@ def time_retrieval(prepared: list, cfg: AppConfig, services, repeats: int,
             t0 = time.perf_counter()
             out = retrieval.run(work, cfg, services)
             times.append((time.perf_counter() - t0) * 1000.0)
-            pieces.append(len(out.extras["retrieval"]["pieces"]))
+            pieces.append(len(out.extras.retrieval.pieces) if out.extras.retrieval else 0)
             if tick:
                 tick()
     return times, pieces

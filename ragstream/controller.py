@@ -63,10 +63,10 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
     """Remove the results of stage ``idx`` and all later stages (in place): each of them
     forgets what it owns, in pipeline order; an answer belongs to one finished pass."""
     sp.answer = None
-    sp.extras.pop("qa_log", None)
+    sp.extras.qa_log = None
     for stage in STAGES[idx:]:
         stage.discard(sp)
-        sp.extras.get("agent_modes", {}).pop(stage.name, None)
+        sp.extras.agent_modes.pop(stage.name, None)
     sp.stage = STAGES[idx - 1].value if idx > 0 else "raw"
 
 

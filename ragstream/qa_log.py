@@ -9,7 +9,7 @@ citations, confidence and timings), so past answers can be reviewed and audited.
 Table ``interactions``: ``ts`` (ISO 8601, UTC), question, answer, mode, citations (JSON),
 invalid_citations (JSON), confidence and its reason, ``stage_latency_ms`` (JSON ``{stage:
 wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' tokens
-(``sp.extras["llm_usage"]``, summed) and the answer's latency.
+(``sp.extras.llm_usage``, summed) and the answer's latency.
 
 The schema is versioned: ``MIGRATIONS`` lists the steps in order, and ``PRAGMA user_version``
 counts the steps a file has. Opening a file applies the missing steps, each once and in its own
@@ -141,7 +141,7 @@ class QALog:
         latencies: dict[str, float] = {}
         for run in sp.stage_runs:
             latencies[run.stage] = run.wall_ms
-        agents = (sp.extras.get("llm_usage") or {}).values()
+        agents = sp.extras.llm_usage.values()
         return {
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds")
                   .replace("+00:00", "Z"),
@@ -158,9 +158,8 @@ class QALog:
             "model": answer.model,
             "prompt_tokens": answer.usage.prompt_tokens,
             "completion_tokens": answer.usage.completion_tokens,
-            "agent_prompt_tokens": sum(int(u.get("prompt_tokens", 0) or 0) for u in agents),
-            "agent_completion_tokens": sum(int(u.get("completion_tokens", 0) or 0)
-                                           for u in agents),
+            "agent_prompt_tokens": sum(u.prompt_tokens for u in agents),
+            "agent_completion_tokens": sum(u.completion_tokens for u in agents),
             "latency_ms": answer.latency_ms,
             "first_token_ms": answer.first_token_ms,
             "error": answer.error,

@@ -1,6 +1,8 @@
 """The texts made from a SuperPrompt's fields, shared by the stages and the answer: the
-Markdown prompt blocks (A0's preview, Prompt_Builder's assembly, the conversation) and the
-query strings (Retrieval's, the ReRanker's). Pure functions: same input, same bytes out."""
+Markdown prompt blocks (A0's preview, A4's condensed context, Prompt_Builder's assembly, the
+conversation) and the query strings (Retrieval's, the ReRanker's). Pure functions: same input,
+same bytes out. Markdown is only written here, never read back: what a later step needs comes
+from the typed records the Markdown was rendered from."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ragstream.records import Statement
     from ragstream.super_prompt import SuperPrompt
 
 #: the body fields Retrieval searches for, in this order
@@ -87,3 +90,35 @@ def rerank_query(body: dict[str, str], sources: dict[str, str] | None = None) ->
 def compose_prompt_ready(body: dict[str, str], hard_rules: Iterable[str] = ()) -> str:
     """The preview shown after A0/A2: the System and Prompt blocks of the current body."""
     return render_system_md(body, hard_rules) + "\n" + render_prompt_md(body)
+
+
+#: the heading of A4's condensed context, and the block when no chunk passed the gate
+CONDENSED_HEADER = "## Condensed context\n"
+CONDENSED_EMPTY = (CONDENSED_HEADER + "\n_No retrieved chunk passed the A3 gate, so no context "
+                   "can ground the answer._\n")
+
+
+def citation_marks(chunk_ids: Iterable[str], selection: list[str]) -> str:
+    """``[n]`` for each cited chunk, n being its 1-based place in ``selection`` (the Sources block)."""
+    number = {c: n for n, c in enumerate(selection, start=1)}
+    return "".join(f"[{number[c]}]" for c in chunk_ids if c in number)
+
+
+def render_condensed(statements: list[Statement], open_issues: list[str], selection: list[str]) -> str:
+    """A4's ``S_CTX_MD``: the facts, the constraints (each citing its sources) and the open issues."""
+    facts = [s for s in statements if s.kind == "fact"]
+    constraints = [s for s in statements if s.kind == "constraint"]
+    if not (facts or constraints):
+        return CONDENSED_EMPTY
+
+    def items(group: list[Statement]) -> str:
+        return "\n".join(f"- {s.text} {citation_marks(s.chunk_ids, selection)}" for s in group) + "\n"
+
+    parts = [CONDENSED_HEADER]
+    if facts:
+        parts.append("### Facts\n" + items(facts))
+    if constraints:
+        parts.append("### Constraints\n" + items(constraints))
+    if open_issues:
+        parts.append("### Open issues\n" + "\n".join(f"- {t}" for t in open_issues) + "\n")
+    return "\n".join(parts)

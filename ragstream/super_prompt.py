@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragstream.records import Extras
+
 StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
 RowStatus = Literal["kept", "dropped"]
 
@@ -158,7 +160,7 @@ class SuperPrompt(BaseModel):
     stage: StageValue = "raw"
     history_of_stages: list[str] = Field(default_factory=list)
     body: dict[str, str] = Field(default_factory=dict)
-    extras: dict[str, Any] = Field(default_factory=dict)
+    extras: Extras = Field(default_factory=Extras)
     base_context_chunks: list[Chunk] = Field(default_factory=list)
     views_by_stage: dict[str, list[ViewRow]] = Field(default_factory=dict)
     final_selection_ids: list[str] = Field(default_factory=list)

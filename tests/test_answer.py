@@ -22,6 +22,7 @@ from ragstream.answer import (
 )
 from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
+from ragstream.records import QALogRecord
 from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
@@ -68,14 +69,26 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
     assert ans.model == "" and ans.usage.prompt_tokens == 0 and ans.error == ""
     assert ans.first_token_ms is not None and ans.latency_ms >= 0
 
-    # facts first, then constraints, each statement with its [n], in S_CTX_MD's order
-    parsed = answer_mod.parse_condensed(on_topic.S_CTX_MD)
-    statements = parsed.get("facts", []) + parsed.get("constraints", [])
-    assert statements
-    positions = [ans.text.index(f"- {s}") for s in statements]
+    # A4's statements, facts first, then constraints, each with the [n] of its chunk; the
+    # same statements, in the same order, are what S_CTX_MD shows
+    record = on_topic.extras.a4
+    assert record is not None and record.condensed
+    facts = [s for s in record.condensed if s.kind == "fact"]
+    constraints = [s for s in record.condensed if s.kind == "constraint"]
+    lines = [f"- {s.text} [{on_topic.final_selection_ids.index(s.chunk_ids[0]) + 1}]"
+             for s in facts + constraints]
+    positions = [ans.text.index(line) for line in lines]
     assert positions == sorted(positions)
-    if parsed.get("constraints"):
-        assert ans.text.index("**Constraints**") > positions[len(parsed.get("facts", [])) - 1]
+    in_context = [on_topic.S_CTX_MD.index(line) for line in lines]
+    assert in_context == sorted(in_context)
+    if constraints:
+        assert ans.text.index("**Constraints**") > positions[len(facts) - 1]
+    # each extracted statement points at the sentence of its chunk it was taken from
+    chunks = on_topic.chunk_map()
+    for s in record.condensed:
+        assert s.span is not None
+        start, end = s.span
+        assert " ".join(chunks[s.chunk_ids[0]].text[start:end].split()).endswith(s.text[-12:])
 
     # every citation is valid and names the chunk at that position of final_selection_ids
     chunks = on_topic.chunk_map()
@@ -97,8 +110,24 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
 
 
 def test_extractive_without_statements_says_so():
-    sp = SuperPrompt(S_CTX_MD="## Condensed context\n\n_nothing_\n")
+    sp = SuperPrompt(S_CTX_MD="## Condensed context\n\n### Facts\n- Looks like a fact. [1]\n",
+                     extras={"a4": {"budget_tokens": 900, "used_tokens": 5, "statements": 0}})
+    # the answer is made of A4's statements, never of Markdown read back from S_CTX_MD
     assert extractive_pieces(sp) == [answer_mod.NO_STATEMENTS]
+    assert extractive_pieces(SuperPrompt()) == [answer_mod.NO_STATEMENTS]
+
+
+def test_extractive_answer_renders_statements_with_their_source_numbers():
+    sp = SuperPrompt(final_selection_ids=["a#0", "b#0"], extras={"a4": {
+        "budget_tokens": 900, "used_tokens": 50, "statements": 3,
+        "condensed": [{"text": "B says so.", "kind": "fact", "chunk_ids": ["b#0"]},
+                      {"text": "Both agree.", "kind": "fact", "chunk_ids": ["a#0", "b#0"]},
+                      {"text": "It must be short.", "kind": "constraint", "chunk_ids": ["a#0"]}],
+        "open_issues": ["The selected sources do not mention: speed."]}})
+    assert "".join(extractive_pieces(sp)) == (
+        "**What the knowledge base says**\n\n- B says so. [2]\n- Both agree. [1][2]\n"
+        "\n**Constraints**\n\n- It must be short. [1]\n"
+        "\n_The selected sources do not mention: speed._\n")
 
 
 # --------------------------------------------------------------------------- no results
@@ -267,7 +296,7 @@ def test_answer_and_log_stores_the_answer_on_a_copy_and_logs_it(kb_engine, on_to
     path = tmp_path / "log.sqlite3"
     out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, on_topic, log_path=path)
     assert on_topic.answer is None
-    assert out.answer == ans and out.extras["qa_log"] == {"path": str(path), "id": 1}
+    assert out.answer == ans and out.extras.qa_log == QALogRecord(path=str(path), id=1)
     assert SuperPrompt.from_json(out.to_json()).answer == ans
     rows = QALog(path).recent()
     assert len(rows) == 1 and rows[0]["answer"] == ans.text and rows[0]["question"] == ON_TOPIC
@@ -279,4 +308,4 @@ def test_answer_and_log_keeps_the_answer_when_the_log_cannot_be_written(kb_engin
     blocker.write_text("not a folder")
     out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, on_topic,
                               log_path=blocker / "log.sqlite3")
-    assert out.answer == ans and "could not be logged" in out.extras["qa_log"]["error"]
+    assert out.answer == ans and "could not be logged" in out.extras.qa_log.error

@@ -43,7 +43,7 @@ def test_rerunning_an_earlier_stage_discards_later_results(kb_engine):
     assert again.stage == "retrieval"
     assert set(again.views_by_stage) == {"retrieval"}
     assert again.final_selection_ids == [] and again.S_CTX_MD == ""
-    assert again.Attachments_MD == "" and "format_enforcer" not in again.extras
+    assert again.Attachments_MD == "" and again.extras.format_enforcer is None
     assert "## Sources" not in again.prompt_ready
     assert again.history_of_stages[-1] == "retrieval"  # history is append-only
     assert len(again.history_of_stages) == len(full.history_of_stages) + 1

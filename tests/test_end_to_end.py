@@ -69,7 +69,7 @@ def test_small_caps_are_respected_everywhere(kb_engine):
     cfg = kb_engine.cfg.with_limits(N1_RETR_MAX_CANDIDATES=9, N2_RERANK_TOP_K=6,
                                     N3_FINAL_SELECTION_MAX=2, N0_QUERY_PIECES=1)
     sp = controller.run_all(controller.new_prompt(PROMPTS[2]), cfg, kb_engine.services)
-    assert len(sp.extras["retrieval"]["pieces"]) == 1
+    assert len(sp.extras.retrieval.pieces) == 1
     assert len(sp.view("retrieval")) <= 9
     assert len(sp.view("reranked")) <= 6
     assert len(sp.final_selection_ids) <= 2
@@ -93,7 +93,7 @@ def test_llm_mode_without_endpoint_blocks_with_a_clear_error(kb_engine, tmp_path
 
 def test_every_agent_says_it_ran_deterministically(kb_engine):
     sp = kb_engine.run(PROMPTS[0])
-    modes = sp.extras["agent_modes"]
+    modes = sp.extras.agent_modes
     for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser", "A5_Format_Enforcer"):
-        assert modes[agent]["mode"] == "deterministic"
-        assert modes[agent]["reason"] == "no LLM endpoint configured"
+        assert modes[agent].mode == "deterministic"
+        assert modes[agent].reason == "no LLM endpoint configured"

@@ -55,9 +55,9 @@ def test_record_and_read_back(tmp_path):
     log = QALog(tmp_path / "sub" / "qa.sqlite3", environ={})
     assert log.count() == 0 and log.recent() == []
     usage = {"A2_PromptShaper": {"model": "m", "calls": 1, "prompt_tokens": 40,
-                                 "completion_tokens": 5},
+                                 "completion_tokens": 5, "repaired": False},
              "A4_Condenser": {"model": "m", "calls": 2, "prompt_tokens": 60,
-                              "completion_tokens": 15}}
+                              "completion_tokens": 15, "repaired": True}}
     first = log.record(_sp(llm_usage=usage), _answer())
     second = log.record(_sp("second"), _answer(text="other", mode="no-results", citations=[],
                                                invalid_citations=[], usage=AnswerUsage()))
@@ -190,5 +190,5 @@ def test_file_from_a_newer_version_is_refused(tmp_path, kb_engine):
     # an answer is not lost to a log it cannot write
     sp = kb_engine.run("How does the ReRanker choose its backend?")
     out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, sp, log_path=path)
-    assert out.answer == ans and "schema version" in out.extras["qa_log"]["error"]
+    assert out.answer == ans and "schema version" in out.extras.qa_log.error
     assert path.read_bytes() == before

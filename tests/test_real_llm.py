@@ -43,13 +43,13 @@ def real(kb_engine):
 def test_auto_mode_with_a_real_model(real, prompt):
     cfg, services = real
     sp = controller.run_all(controller.new_prompt(prompt), cfg, services)
-    modes = sp.extras["agent_modes"]
+    modes = sp.extras.agent_modes
     # every agent either used the model or says exactly why it fell back (JSON validity)
     for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser", "A5_Format_Enforcer"):
-        assert modes[agent]["mode"] in ("llm", "deterministic"), modes[agent]
-        if modes[agent]["mode"] == "deterministic":
-            assert modes[agent].get("fallback") and modes[agent]["reason"]
-    llm_agents = [a for a, m in modes.items() if m["mode"] == "llm"]
+        assert modes[agent].mode in ("llm", "deterministic"), modes[agent]
+        if modes[agent].mode == "deterministic":
+            assert modes[agent].fallback and modes[agent].reason
+    llm_agents = [a for a, m in modes.items() if m.mode == "llm"]
     assert llm_agents, f"no agent produced valid JSON: {modes}"
     # stage invariants
     ids = [c.id for c in sp.base_context_chunks]

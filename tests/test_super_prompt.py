@@ -1,3 +1,5 @@
+import json
+
 import pydantic
 import pytest
 
@@ -21,7 +23,8 @@ def test_superprompt_round_trips_through_json():
         stage="a3",
         history_of_stages=["preprocessed", "a2", "retrieval", "reranked", "a3"],
         body={"task": "explain"},
-        extras={"nested": {"x": [1, 2]}},
+        extras={"body_sources": {"task": "user"}, "semantic_used": False,
+                "a3": {"kept": 0, "dropped": 1, "working_set": 1}},
         base_context_chunks=[chunk(0), chunk(1, "Other.")],
         views_by_stage={"a3": [ViewRow(chunk_id="kb/a.md#1", rank=1, score=0.5,
                                        scores={"rerank": 0.5}, status="dropped",
@@ -44,3 +47,26 @@ def test_unknown_field_is_rejected():
         SuperPrompt(stage="raw", bogus=1)
     with pytest.raises(pydantic.ValidationError):
         SuperPrompt(stage="done")
+
+
+def test_extras_json_keeps_the_entry_names_and_leaves_out_unwritten_ones():
+    sp = SuperPrompt(extras={"body_sources": {"task": "user"},
+                             "agent_modes": {"A3_NLI_Gate": {"mode": "deterministic", "reason": "r"}},
+                             "a3": {"kept": 2, "dropped": 1, "working_set": 3}})
+    data = json.loads(sp.to_json())["extras"]
+    # declaration order, no null for entries nobody wrote, no null for unset optional fields
+    assert data == {"body_sources": {"task": "user"},
+                    "agent_modes": {"A3_NLI_Gate": {"mode": "deterministic", "reason": "r"}},
+                    "a3": {"kept": 2, "dropped": 1, "working_set": 3}}
+    assert json.loads(SuperPrompt().to_json())["extras"] == {}
+    # the typed record is what a reader gets
+    assert sp.extras.a3 is not None and sp.extras.a3.kept == 2
+    assert sp.extras.mode_of("A3_NLI_Gate") == "deterministic" and sp.extras.mode_of("A4") == ""
+    assert SuperPrompt.from_json(sp.to_json()) == sp
+
+
+def test_extras_reject_unknown_entries_and_wrong_shapes():
+    with pytest.raises(pydantic.ValidationError, match="other"):
+        SuperPrompt(extras={"other": 1})
+    with pytest.raises(pydantic.ValidationError, match="kept"):
+        SuperPrompt(extras={"a3": {"dropped": 1, "working_set": 1}})

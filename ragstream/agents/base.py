@@ -2,7 +2,7 @@
 
 An agent runs in LLM mode when its config allows it (``mode`` is ``auto`` or ``llm``) and an
 LLM endpoint is configured; otherwise it runs its deterministic algorithm. Either way the
-decision and its reason are recorded in ``sp.extras["agent_modes"][agent_name]`` so the GUI
+decision and its reason are recorded in ``sp.extras.agent_modes[agent_name]`` so the GUI
 and the JSON export can show it.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ragstream.config import AgentCommon, AppConfig
 from ragstream.errors import ConfigError
+from ragstream.records import AgentModeRecord
 from ragstream.super_prompt import SuperPrompt
 
 
@@ -39,8 +40,5 @@ def resolve_mode(agent: AgentCommon, cfg: AppConfig, llm_available: bool) -> Mod
 
 
 def record_mode(sp: SuperPrompt, agent_name: str, decision: ModeDecision) -> None:
-    """Store the mode and reason in ``sp.extras["agent_modes"][agent_name]``."""
-    sp.extras.setdefault("agent_modes", {})[agent_name] = {
-        "mode": decision.mode,
-        "reason": decision.reason,
-    }
+    """Store the mode and reason in ``sp.extras.agent_modes[agent_name]``."""
+    sp.extras.agent_modes[agent_name] = AgentModeRecord(mode=decision.mode, reason=decision.reason)

@@ -8,7 +8,7 @@
   mode) and returns the validated output (one repair attempt inside the client).
 * ``run_agent`` is how a stage uses it: in LLM mode it calls the LLM path; if the endpoint
   fails or the reply stays invalid, it falls back to the deterministic path and records why
-  in ``sp.extras["agent_modes"]``. Token usage goes to ``sp.extras["llm_usage"]``.
+  in ``sp.extras.agent_modes``. Token usage goes to ``sp.extras.llm_usage``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from ragstream.agents.base import ModeDecision, record_mode, resolve_mode
 from ragstream.backends.llm import AgentOutputError, JSONResult, LLMClient, LLMError
 from ragstream.config import AgentCommon, AppConfig
+from ragstream.records import AgentUsage
 from ragstream.super_prompt import SuperPrompt
 
 M = TypeVar("M", bound=BaseModel)  # the agent's reply model
@@ -77,15 +78,15 @@ class Agent(Generic[M]):
         self.results.append(result)
         return result
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> AgentUsage:
         """Sum calls and token counts over this agent's results and say whether any reply was repaired."""
-        return {
-            "model": self.model,
-            "calls": sum(r.usage.calls for r in self.results),
-            "prompt_tokens": sum(r.usage.prompt_tokens for r in self.results),
-            "completion_tokens": sum(r.usage.completion_tokens for r in self.results),
-            "repaired": any(r.repaired for r in self.results),
-        }
+        return AgentUsage(
+            model=self.model,
+            calls=sum(r.usage.calls for r in self.results),
+            prompt_tokens=sum(r.usage.prompt_tokens for r in self.results),
+            completion_tokens=sum(r.usage.completion_tokens for r in self.results),
+            repaired=any(r.repaired for r in self.results),
+        )
 
 
 class AgentFactory:
@@ -120,10 +121,10 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
         except (LLMError, AgentOutputError) as err:
             decision = ModeDecision("deterministic", f"LLM mode failed, fell back: {err}")
             record_mode(sp, name, decision)
-            sp.extras["agent_modes"][name]["fallback"] = True
+            sp.extras.agent_modes[name].fallback = True
             return deterministic_path()
         finally:
             if agent.results:
-                sp.extras.setdefault("llm_usage", {})[name] = agent.usage()
+                sp.extras.llm_usage[name] = agent.usage()
     record_mode(sp, name, decision)
     return deterministic_path()

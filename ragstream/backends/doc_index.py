@@ -146,6 +146,7 @@ class Evidence:
     window_vectors: np.ndarray  # float32 (windows × dim)
     sentence_vectors: np.ndarray  # float32 (sentences × dim)
     sentences: list[str]  # clean sentence texts, in reading order
+    spans: list[tuple[int, int]]  # each sentence's character span in the chunk's text
 
 
 @dataclass
@@ -223,10 +224,12 @@ class DocumentIndex:
         w0, w1 = self.window_offsets[i], self.window_offsets[i + 1]
         s0, s1 = self.sentence_offsets[i], self.sentence_offsets[i + 1]
         text = chunk.text
+        spans = [(int(a), int(b)) for a, b in self.sentence_spans[s0:s1]]
         return Evidence(
             window_vectors=self.window_vectors[w0:w1],
             sentence_vectors=self.sentence_vectors[s0:s1].astype(np.float32),
-            sentences=[clean_sentence(text[a:b]) for a, b in self.sentence_spans[s0:s1]],
+            sentences=[clean_sentence(text[a:b]) for a, b in spans],
+            spans=spans,
         )
 
     # -- building -----------------------------------------------------------------------

@@ -90,7 +90,7 @@ def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
                 window_vectors=np.vstack([r.vector for r in mine]).astype(np.float32),
                 sentence_vectors=(np.vstack(vecs).astype(np.float32) if vecs
                                   else np.zeros((0, dim), dtype=np.float32)),
-                sentences=[c.text[a:b] for a, b in spans])
+                sentences=[c.text[a:b] for a, b in spans], spans=list(spans))
     return [e if e is not None else fresh[c.id] for c, e in zip(chunks, found)]
 
 

@@ -21,7 +21,7 @@ in one of three styles:
 
 A heading or bold candidate is always a header (its formatting says so): if the ladder maps it
 to no key it is an *unknown attribute*, and its value goes to
-``sp.extras["unknown_attributes"]``. A plain candidate is a header only if the ladder maps it
+``sp.extras.unknown_attributes``. A plain candidate is a header only if the ladder maps it
 to a key; otherwise (``Note: bring the slides``, ``The reason is simple: ...``) the line stays
 part of the text it stands in. Every candidate's decision is logged in ``a0_decisions``
 (``header`` says whether it opened a section). One exception keeps a titled prompt usable: when
@@ -60,9 +60,9 @@ MUST keys
 ``task`` is always required (TASK/CONTEXT rule): when it is empty but ``context`` is not, the
 last question (a sentence ending in ``?``) moves from the context to the task; with no
 question, the whole context becomes the task. Both empty raises ``EmptyPromptError``. Every
-other MUST key that is still empty gets its schema default. ``sp.extras["body_sources"]`` says
+other MUST key that is still empty gets its schema default. ``sp.extras.body_sources`` says
 for each body key whether its value is the user's (``user``), A0's inference (``derived``) or
-a default (``default``); ``sp.extras["a0_rules"]`` says which rule fired and why.
+a default (``default``); ``sp.extras.a0_rules`` says which rule fired and why.
 
 Output
 ------
@@ -83,7 +83,7 @@ parsed again with the accepted mappings as an eighth rung, **semantic**, after t
 deterministic ones (so nothing the ladder maps can change). An accepted label is a real header:
 its value enters ``sp.body`` and leaves ``unknown_attributes``. Every label the LLM judged has
 a decision with rung ``semantic`` and its ``confidence`` (its key is None when rejected, with
-the reason in ``detail``), and ``sp.extras["semantic_used"]`` is True. With no unknown label
+the reason in ``detail``), and ``sp.extras.semantic_used`` is True. With no unknown label
 the LLM is not called; if the call fails or its reply stays invalid, A0 keeps the
 deterministic result and ``agent_modes`` says why (``fallback``). Given the LLM's answer the
 result is deterministic: a fixed threshold and every decision logged.
@@ -95,16 +95,16 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from pydantic import BaseModel, Field
 from rapidfuzz.distance import OSA
 
-from ragstream.agents.base import ModeDecision
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyPromptError, PromptTooLongError
 from ragstream.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema, normalize_term
+from ragstream.records import A0Decision, A0Rule, AgentModeRecord, Extras, UnknownAttribute
 from ragstream.render import compose_prompt_ready
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
@@ -115,18 +115,6 @@ AGENT_NAME = "A0_PreProcessing"
 
 #: joins the values of repeated headers for one key, and preamble + context
 VALUE_JOINER = "\n\n"
-
-#: the ``sp.extras`` entries A0 owns, rewritten on every run in this order (A0 also writes
-#: its own entry of ``agent_modes``, which it shares with the other agents)
-OWNED_EXTRAS = (
-    "a0_decisions",
-    "normalized_map",
-    "unknown_attributes",
-    "a0_rules",
-    "body_sources",
-    "semantic_used",
-    "a0_body",
-)
 
 SOURCE_USER, SOURCE_DERIVED, SOURCE_DEFAULT = "user", "derived", "default"
 
@@ -395,29 +383,15 @@ def _short(label: str, value: str, style: str, max_words: int) -> Candidate | No
     return Candidate(label=label, value=value.strip(), style=style)
 
 
-class Decision(TypedDict):
-    """How one header candidate was read: an entry of ``sp.extras["a0_decisions"]``."""
-
-    label: str
-    normalized: str
-    key: str | None
-    rung: str
-    detail: str
-    style: str
-    header: bool  # whether it opened a section
-    line: int  # 1-based
-    confidence: NotRequired[float]  # only for the semantic rung
-
-
 def parse_prompt(text: str, vocab: Vocabulary, unknown_headers: bool = True
-                 ) -> tuple[list[Section], list[Decision]]:
+                 ) -> tuple[list[Section], list[A0Decision]]:
     """Split the prompt into sections at its headers; log a decision for every candidate.
 
     With ``unknown_headers=False`` a heading or bold label that maps to no key is read as
     text, like a plain one (the fallback when no header gives a task or context).
     """
     sections = [Section(label=None, key=None)]
-    decisions: list[Decision] = []
+    decisions: list[A0Decision] = []
     fence: str | None = None
     for number, line in enumerate(text.split("\n"), 1):
         fence_mark = _FENCE.match(line)
@@ -442,7 +416,7 @@ def parse_prompt(text: str, vocab: Vocabulary, unknown_headers: bool = True
 
 
 def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
-              is_header: bool) -> Decision:
+              is_header: bool) -> A0Decision:
     detail = mapping.detail
     if mapping.key is None:
         if is_header:
@@ -451,19 +425,9 @@ def _decision(candidate: Candidate, mapping: LabelMapping, line: int,
             detail += "; a plain label that maps to no key is not a header, kept as text"
         else:
             detail += "; read as text because no header gives a task or context"
-    decision: Decision = {
-        "label": candidate.label,
-        "normalized": mapping.normalized,
-        "key": mapping.key,
-        "rung": mapping.rung,
-        "detail": detail,
-        "style": candidate.style,
-        "header": is_header,
-        "line": line,
-    }
-    if mapping.confidence is not None:
-        decision["confidence"] = mapping.confidence
-    return decision
+    return A0Decision(label=candidate.label, normalized=mapping.normalized, key=mapping.key,
+                      rung=mapping.rung, detail=detail, style=candidate.style, header=is_header,
+                      line=line, confidence=mapping.confidence)
 
 
 # --------------------------------------------------------------------------- the body
@@ -475,7 +439,7 @@ class BodyDraft:
 
     values: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
-    rules: list[dict[str, str]] = field(default_factory=list)
+    rules: list[A0Rule] = field(default_factory=list)
 
     def set(self, key: str, value: str, source: str) -> None:
         """Set ``key`` to ``value`` and record where the value came from."""
@@ -489,17 +453,17 @@ class BodyDraft:
 
     def note(self, rule: str, key: str, detail: str) -> None:
         """Log that ``rule`` fired for ``key``, with ``detail`` saying why."""
-        self.rules.append({"rule": rule, "key": key, "detail": detail})
+        self.rules.append(A0Rule(rule=rule, key=key, detail=detail))
 
 
-def collect(sections: list[Section]) -> tuple[str, BodyDraft, list[dict[str, str]]]:
+def collect(sections: list[Section]) -> tuple[str, BodyDraft, list[UnknownAttribute]]:
     """The preamble, the user's values by key (repeats joined) and the unknown attributes."""
     preamble = sections[0].value
     joined: dict[str, list[str]] = {}
-    unknown: list[dict[str, str]] = []
+    unknown: list[UnknownAttribute] = []
     for section in sections[1:]:
         if section.key is None:
-            unknown.append({"label": section.label or "", "value": section.value})
+            unknown.append(UnknownAttribute(label=section.label or "", value=section.value))
         elif section.value:
             joined.setdefault(section.key, []).append(section.value)
     draft = BodyDraft()
@@ -573,14 +537,14 @@ def fill_defaults(draft: BodyDraft, schema: PromptSchema) -> None:
 class Canonical:
     """Everything A0 derives from one prompt."""
 
-    decisions: list[Decision]
+    decisions: list[A0Decision]
     body: dict[str, str]
     sources: dict[str, str]
-    rules: list[dict[str, str]]
-    unknown: list[dict[str, str]]
+    rules: list[A0Rule]
+    unknown: list[UnknownAttribute]
 
 
-def build_body(sections: list[Section], decisions: list[Decision],
+def build_body(sections: list[Section], decisions: list[A0Decision],
                schema: PromptSchema) -> Canonical:
     """The body and its bookkeeping, keys in canonical order."""
     preamble, draft, unknown = collect(sections)
@@ -605,16 +569,14 @@ def canonicalize(text: str, vocab: Vocabulary, schema: PromptSchema) -> Canonica
     try:
         return build_body(sections, decisions, schema)
     except EmptyPromptError:
-        if not any(d["header"] and d["key"] is None for d in decisions):
+        if not any(d.header and d.key is None for d in decisions):
             raise
     sections, decisions = parse_prompt(text, vocab, unknown_headers=False)
     result = build_body(sections, decisions, schema)
-    result.rules.insert(0, {
-        "rule": "unknown_headers_as_text",
-        "key": TASK_KEY,
-        "detail": "no header gives a task or context: unknown headings and bold labels "
-                  "were read as text",
-    })
+    result.rules.insert(0, A0Rule(
+        rule="unknown_headers_as_text", key=TASK_KEY,
+        detail="no header gives a task or context: unknown headings and bold labels were read as text",
+    ))
     return result
 
 
@@ -671,23 +633,23 @@ def unknown_labels(result: Canonical, text: str, cfg: AppConfig) -> list[Unknown
     ``semantic_max_labels``."""
     agent = cfg.agents.A0_PreProcessing
     lines = text.split("\n")
-    starts = sorted({d["line"] for d in result.decisions})
+    starts = sorted({d.line for d in result.decisions})
     seen: set[str] = set()
     out: list[UnknownLabel] = []
     for d in result.decisions:
-        if d["key"] is not None or d["rung"] != "unknown" or not d["normalized"]:
+        if d.key is not None or d.rung != "unknown" or not d.normalized:
             continue
-        if d["normalized"] in seen:
+        if d.normalized in seen:
             continue
-        seen.add(d["normalized"])
+        seen.add(d.normalized)
         if len(out) >= agent.semantic_max_labels:
             break
         # the label's line and what follows it, up to the next candidate (3 lines at most)
-        stop = next((n for n in starts if n > d["line"]), len(lines) + 1)
-        stop = min(stop, d["line"] + 3)
-        following = " ".join(" ".join(lines[d["line"] - 1:stop - 1]).split())
-        out.append(UnknownLabel(n=len(out) + 1, label=d["label"], normalized=d["normalized"],
-                                style=d["style"], header=d["header"],
+        stop = next((n for n in starts if n > d.line), len(lines) + 1)
+        stop = min(stop, d.line + 3)
+        following = " ".join(" ".join(lines[d.line - 1:stop - 1]).split())
+        out.append(UnknownLabel(n=len(out) + 1, label=d.label, normalized=d.normalized,
+                                style=d.style, header=d.header,
                                 preview=following[:agent.semantic_preview_chars]))
     return out
 
@@ -760,17 +722,17 @@ def _semantic(agent: Agent, text: str, vocab: Vocabulary, labels: list[UnknownLa
 
 
 def resolve_canonical(sp: SuperPrompt, text: str, vocab: Vocabulary, cfg: AppConfig,
-                      services: Services | None) -> tuple[Canonical, dict[str, Any], bool]:
+                      services: Services | None) -> tuple[Canonical, AgentModeRecord, bool]:
     """The body (with the semantic fallback when it applies), A0's ``agent_modes`` entry and
     whether the LLM's answer was used."""
     ladder = canonicalize(text, vocab, cfg.prompt_schema)
     if not semantic_enabled(cfg):
         reason = "prompt_schema.modes.semantic_enabled is false"
-        return ladder, {"mode": "deterministic", "reason": reason}, False
+        return ladder, AgentModeRecord(mode="deterministic", reason=reason), False
     labels = unknown_labels(ladder, text, cfg)
     if not labels:
         reason = "no unknown headers: the deterministic ladder mapped every label"
-        return ladder, {"mode": "deterministic", "reason": reason}, False
+        return ladder, AgentModeRecord(mode="deterministic", reason=reason), False
     used: list[bool] = []
 
     def llm_path(agent: Agent) -> Canonical:
@@ -780,32 +742,25 @@ def resolve_canonical(sp: SuperPrompt, text: str, vocab: Vocabulary, cfg: AppCon
 
     result = run_agent(sp, AGENT_NAME, cfg, services, llm_path=llm_path,
                        deterministic_path=lambda: ladder, output=SemanticOutput)
-    entry = dict(sp.extras.get("agent_modes", {}).get(AGENT_NAME, {}))
-    return result, entry, bool(used)
+    return result, sp.extras.agent_modes[AGENT_NAME], bool(used)
 
 
-def write_extras(sp: SuperPrompt, result: Canonical, mode: ModeDecision | dict[str, Any],
+def write_extras(sp: SuperPrompt, result: Canonical, mode: AgentModeRecord,
                  semantic_used: bool = False) -> None:
-    """Replace A0's extras, in a fixed order whether or not A0 ran before on this prompt."""
-    modes = sp.extras.pop("agent_modes", {})
-    modes.pop(AGENT_NAME, None)
-    for key in OWNED_EXTRAS:
-        sp.extras.pop(key, None)
+    """Replace A0's records; the other agents' modes and LLM usage stay."""
     normalized_map: dict[str, str | None] = {}
     for decision in result.decisions:
-        if decision["header"]:
-            normalized_map.setdefault(decision["label"], decision["key"])
-    sp.extras["a0_decisions"] = result.decisions
-    sp.extras["normalized_map"] = normalized_map
-    sp.extras["unknown_attributes"] = result.unknown
-    sp.extras["a0_rules"] = result.rules
-    sp.extras["body_sources"] = result.sources
-    sp.extras["semantic_used"] = semantic_used
-    if isinstance(mode, ModeDecision):
-        mode = {"mode": mode.mode, "reason": mode.reason}
-    modes[AGENT_NAME] = dict(mode)
-    sp.extras["agent_modes"] = modes
-    sp.extras["a0_body"] = dict(result.body)
+        if decision.header:
+            normalized_map.setdefault(decision.label, decision.key)
+    ex = sp.extras
+    ex.a0_decisions = result.decisions
+    ex.normalized_map = normalized_map
+    ex.unknown_attributes = result.unknown
+    ex.a0_rules = result.rules
+    ex.body_sources = result.sources
+    ex.semantic_used = semantic_used
+    ex.agent_modes[AGENT_NAME] = mode
+    ex.a0_body = dict(result.body)
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
@@ -816,11 +771,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     """
     text = checked_text(sp.user_text, cfg.settings.prompt.max_prompt_chars)
     vocab = Vocabulary.from_schema(cfg.prompt_schema)
-    usage = sp.extras.get("llm_usage")
-    if isinstance(usage, dict):  # a usage entry from an earlier run is not this run's
-        usage.pop(AGENT_NAME, None)
-        if not usage:
-            sp.extras.pop("llm_usage")
+    sp.extras.llm_usage.pop(AGENT_NAME, None)  # an earlier run's usage is not this run's
     result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
 
     sp.body = result.body
@@ -831,7 +782,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
 
 def discard(sp: SuperPrompt) -> None:
     """Forget A0's work: the body, every extra (all later stages build on them), the prompt."""
-    sp.body, sp.extras, sp.prompt_ready = {}, {}, ""
+    sp.body, sp.extras, sp.prompt_ready = {}, Extras(), ""
 
 
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard)

@@ -4,7 +4,7 @@ A2 is a *chooser*, never a writer: every field takes one value from a closed lis
 ``config/agents/A2_PromptShaper.json``. This module implements the deterministic mode, used
 whenever no LLM endpoint is configured ("keyword rules over the enums"):
 
-1. Start from A0's snapshot of the body (``sp.extras["a0_body"]``), so running A2 twice gives
+1. Start from A0's snapshot of the body (``sp.extras.a0_body``), so running A2 twice gives
    the same result.
 2. A field the user wrote (``body_sources[key] == "user"``) is kept verbatim; the log notes
    whether it happens to be one of the enum values.
@@ -38,13 +38,13 @@ Both modes return an :class:`A2Output`, so everything after the decision is shar
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream import render
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A2Config, A2Field, AppConfig
+from ragstream.records import A2Decision
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
@@ -55,22 +55,6 @@ AGENT_NAME = "A2_PromptShaper"
 #: the body fields whose text the keyword rules read
 SOURCE_KEYS: tuple[str, ...] = ("task", "context", "purpose", "format")
 
-DecisionSource = Literal["user", "rule", "default", "llm"]
-
-
-class A2Decision(BaseModel):
-    """How one field got its value; one entry of ``sp.extras["a2_decisions"]``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    field: str
-    value: str
-    source: DecisionSource
-    matched: list[str] = Field(default_factory=list, description="keywords that chose the value")
-    clamped: bool = False
-    in_enum: bool = True
-    #: what the LLM answered, when it was clamped (left out of the log otherwise)
-    original: str | None = None
 
 
 # The reply A2 asks the LLM for. Plain strings: enum checks happen in clamp(), so an
@@ -240,8 +224,8 @@ def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
     """Fill the meta-fields of ``sp.body`` and log each decision in ``sp.extras``."""
     agent = cfg.agents.A2_PromptShaper
-    body = dict(sp.extras.get("a0_body", sp.body))
-    sources = dict(sp.extras.get("body_sources", {}))
+    body = dict(sp.extras.a0_body if sp.extras.a0_body is not None else sp.body)
+    sources = dict(sp.extras.body_sources or {})
     output = run_agent(
         sp, AGENT_NAME, cfg, services,
         llm_path=lambda llm_agent: _llm(llm_agent, agent, body, sources, sp.user_text),
@@ -259,8 +243,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sources["confidence"] = "a2"
 
     sp.body = body
-    sp.extras["body_sources"] = sources
-    sp.extras["a2_decisions"] = [d.model_dump(exclude_none=True) for d in output.decisions]
+    sp.extras.body_sources = sources
+    sp.extras.a2_decisions = list(output.decisions)
     sp.prompt_ready = render.compose_prompt_ready(sp.body)
     return sp
 
@@ -268,9 +252,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
 def discard(sp: SuperPrompt) -> None:
     """Forget A2's work: the body as A0 left it, A2's decisions and the fields it filled."""
     ex = sp.extras
-    sp.body = dict(ex.get("a0_body", sp.body))
-    ex.pop("a2_decisions", None)
-    sources = ex.get("body_sources", {})
+    sp.body = dict(ex.a0_body if ex.a0_body is not None else sp.body)
+    ex.a2_decisions = None
+    sources = ex.body_sources or {}
     for key in [k for k, v in sources.items() if v == "a2"]:
         if key in sp.body:
             sources[key] = "default"

@@ -15,7 +15,7 @@ Gate over the working set — deterministic mode (no LLM endpoint, or the LLM fa
 LLM mode: the model sees the prompt and the numbered candidates (id, source, snippet) and
 answers keep/drop with a tag (duplicate, off-topic, conflicting) and a short reason for each.
 Out-of-enum values are clamped (decision → ``default_decision``, tag → "") and logged in
-``extras["a3"]["clamped"]``; a candidate the model did not judge gets the deterministic
+``extras.a3["clamped"]``; a candidate the model did not judge gets the deterministic
 decision, also logged.
 
 Kept ids, in reranked order, become ``final_selection_ids``. Chunks are never modified.
@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
+from ragstream.records import A3Clamp, A3Record
 from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import Chunk, RowStatus, SuperPrompt, View, ViewRow
@@ -93,12 +94,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
                             scores={"rerank": row.score, **extra}, status=status, reason=reason))
     sp.views_by_stage[View.A3] = rows
     sp.final_selection_ids = [r.chunk_id for r in rows if r.status == "kept"]
-    sp.extras["a3"] = {
-        "kept": len(sp.final_selection_ids),
-        "dropped": len(rows) - len(sp.final_selection_ids),
-        "working_set": len(candidates),
-        **log,
-    }
+    sp.extras.a3 = A3Record(kept=len(sp.final_selection_ids),
+                            dropped=len(rows) - len(sp.final_selection_ids),
+                            working_set=len(candidates), **log)
     return sp
 
 
@@ -143,7 +141,7 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
         return {}
     snippet = cfg.settings.prompt.snippet_chars
     payload = {
-        "prompt": rerank_query(sp.body, sp.extras.get("body_sources")),
+        "prompt": rerank_query(sp.body, sp.extras.body_sources),
         "allowed_decisions": list(DECISIONS),
         "allowed_tags": list(TAGS),
         "candidates": [
@@ -154,7 +152,9 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
     }
     answer: A3Output = agent.ask(payload).value
     by_n = {r_n: r for r_n, r in enumerate(candidates, start=1)}
-    clamped, unjudged, unknown = [], [], []
+    clamped: list[A3Clamp] = []
+    unjudged: list[str] = []
+    unknown: list[int] = []
     out: dict[str, Verdict] = {}
     for d in answer.decisions:
         row = by_n.get(d.n)
@@ -163,11 +163,11 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
             continue
         decision, tag = d.decision.strip().lower(), d.tag.strip().lower()
         if decision not in DECISIONS:
-            clamped.append({"n": d.n, "field": "decision", "value": d.decision,
-                            "clamped_to": acfg.default_decision})
+            clamped.append(A3Clamp(n=d.n, field="decision", value=d.decision,
+                                   clamped_to=acfg.default_decision))
             decision = acfg.default_decision
         if tag and tag not in TAGS:
-            clamped.append({"n": d.n, "field": "tag", "value": d.tag, "clamped_to": ""})
+            clamped.append(A3Clamp(n=d.n, field="tag", value=d.tag, clamped_to=""))
             tag = ""
         reason = " ".join(d.reason.split())
         if decision == "keep":
@@ -190,7 +190,7 @@ def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: 
 def discard(sp: SuperPrompt) -> None:
     """Forget the gate's view, its facts and the selection it made."""
     sp.views_by_stage.pop(View.A3, None)
-    sp.extras.pop("a3", None)
+    sp.extras.a3 = None
     sp.final_selection_ids = []
 
 

@@ -13,10 +13,12 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
    N3 chunks contribute, a sentence is not a near-repeat (word Jaccard ≥
    ``redundancy_jaccard``) of one already taken, and the whole ``S_CTX_MD`` stays within
    ``budget_tokens`` (tiktoken).
-4. Render them in reading order under Facts / Constraints (a sentence with a constraint cue
-   word such as "must" or "at most"), each citing its source as ``[n]``; n is the chunk's
-   position in the new ``final_selection_ids``. An "Open issues" list names prompt terms
-   that none of the selected sources mention.
+4. Each becomes a ``Statement`` (text, fact or constraint — a sentence with a constraint cue
+   word such as "must" or "at most" —, its chunk and its span in the chunk), kept in reading
+   order in ``extras.a4.condensed``. An open issue names prompt terms that none of the
+   selected sources mention. ``S_CTX_MD`` is rendered from them (``render.render_condensed``),
+   each statement citing its source as ``[n]``, n being the chunk's position in the new
+   ``final_selection_ids``; the extractive answer is rendered from the same statements.
 
 ``final_selection_ids`` becomes the chunks that contributed (≤ N3), in A3 order.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -34,25 +37,32 @@ from ragstream.agents.factory import Agent, run_agent
 from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
-from ragstream.render import build_query, rerank_query
+from ragstream.records import A4Record, Statement, StatementKind
+from ragstream.render import CONDENSED_EMPTY, CONDENSED_HEADER, build_query, render_condensed, rerank_query
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.text import words
 
 NAME = "A4_Condenser"
 DIGITS = 6
-HEADER = "## Condensed context\n"
-EMPTY = HEADER + "\n_No retrieved chunk passed the A3 gate, so no context can ground the answer._\n"
+EMPTY = CONDENSED_EMPTY
 
 
 @dataclass
 class Condensation:
-    """What either mode produces: the context block, the surviving ids and the view rows."""
+    """What either mode produces: the statements and open issues, the surviving ids (the
+    numbering of the citations), the view rows and what the mode has to say about its run."""
 
-    s_ctx_md: str
+    statements: list[Statement]
+    open_issues: list[str]
     selected: list[str]
     rows: list[ViewRow]
-    info: dict = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def s_ctx_md(self) -> str:
+        """The condensed context block, rendered from the statements."""
+        return render_condensed(self.statements, self.open_issues, self.selected)
 
 
 class A4Statement(BaseModel):
@@ -71,9 +81,14 @@ class A4Output(BaseModel):
                                    description="what the prompt asks that the sources do not answer")
 
 
-def _is_constraint(sentence: str, cues: list[str]) -> bool:
+def _kind(sentence: str, cues: list[str]) -> StatementKind:
     folded = " " + " ".join(words(sentence)) + " "
-    return any(f" {c} " in folded for c in cues)
+    return "constraint" if any(f" {c} " in folded for c in cues) else "fact"
+
+
+def _span(text: str, chunk_text: str) -> tuple[int, int] | None:
+    start = chunk_text.find(text)
+    return (start, start + len(text)) if start >= 0 else None
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
@@ -86,8 +101,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         record_mode(sp, NAME, resolve_mode(acfg, cfg, llm_available=llm is not None))
         sp.S_CTX_MD = EMPTY
         sp.views_by_stage[View.A4] = []
-        sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
-                           "used_tokens": count_tokens(EMPTY, enc), "statements": 0}
+        sp.extras.a4 = A4Record(budget_tokens=acfg.budget_tokens,
+                                used_tokens=count_tokens(EMPTY, enc), statements=0)
         return sp
     result = run_agent(
         sp, NAME, cfg, services,
@@ -98,8 +113,10 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     sp.S_CTX_MD = result.s_ctx_md
     sp.views_by_stage[View.A4] = result.rows
     sp.final_selection_ids = result.selected
-    sp.extras["a4"] = {"budget_tokens": acfg.budget_tokens,
-                       "used_tokens": count_tokens(result.s_ctx_md, enc), **result.info}
+    sp.extras.a4 = A4Record(budget_tokens=acfg.budget_tokens,
+                            used_tokens=count_tokens(sp.S_CTX_MD, enc),
+                            statements=len(result.statements), condensed=result.statements,
+                            open_issues=result.open_issues, **result.info)
     return sp
 
 
@@ -108,23 +125,25 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
-    query = rerank_query(sp.body, sp.extras.get("body_sources"))
+    query = rerank_query(sp.body, sp.extras.body_sources)
     # the evidence sentences and their vectors were computed at ingestion: only the query
     # is embedded here (and usually found in the embedder's cache, after the ReRanker)
     evidence = evidence_for([chunks[c] for c in candidates], services.index(), services.embedder)
     units: dict[str, list[str]] = {}
     flat: list[tuple[int, int, str]] = []  # (chunk index, sentence index, sentence)
+    flat_spans: list[tuple[int, int]] = []
     flat_vecs: list[np.ndarray] = []
     for ci, (cid, ev) in enumerate(zip(candidates, evidence)):
         keep = [k for k, s in enumerate(ev.sentences) if len(s.split()) >= acfg.min_sentence_words]
         units[cid] = [ev.sentences[k] for k in keep]
         flat.extend((ci, si, ev.sentences[k]) for si, k in enumerate(keep))
+        flat_spans.extend(ev.spans[k] for k in keep)
         flat_vecs.extend(ev.sentence_vectors[k] for k in keep)
     q = services.embedder.embed([query])[0]
     sims = np.round(np.vstack(flat_vecs) @ q, DIGITS) if flat else np.zeros(0)
     pool = sorted(range(len(flat)), key=lambda i: (-round(float(sims[i]), DIGITS), flat[i][0], flat[i][1]))
 
-    used = count_tokens(HEADER + "\n### Facts\n\n### Constraints\n", enc)
+    used = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
     taken: list[int] = []
     per_chunk: dict[int, int] = {}
     taken_words: list[set[str]] = []
@@ -149,13 +168,24 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
         taken_words.append(ws)
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
 
+    def fits(statements: list[Statement], issues: list[str], selected: list[str]) -> bool:
+        return count_tokens(render_condensed(statements, issues, selected), enc) <= acfg.budget_tokens
+
     missing: list[str] = []
     while True:
         selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
         missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services,
                                    set(acfg.uncovered_ignore))
-        s_ctx_md = _render(taken, flat, candidates, selected, missing, acfg, enc)
-        if count_tokens(s_ctx_md, enc) <= acfg.budget_tokens or not taken:
+        statements = [
+            Statement(text=flat[i][2], kind=_kind(flat[i][2], acfg.constraint_cues),
+                      chunk_ids=[candidates[flat[i][0]]], span=flat_spans[i])
+            for i in sorted(taken, key=lambda i: (flat[i][0], flat[i][1]))
+        ]
+        # the open issue is said only beside statements, and when it fits in the budget
+        issues = [f"The selected sources do not mention: {', '.join(missing)}."] if missing else []
+        if not statements or not fits(statements, issues, selected):
+            issues = []
+        if fits(statements, issues, selected) or not taken:
             break
         # token counts of parts and of the whole can differ by a few: drop the weakest sentence
         weakest = min(taken, key=lambda i: (round(float(sims[i]), DIGITS), -i))
@@ -193,8 +223,7 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(top, DIGITS),
                           scores={"best_sentence": round(top, DIGITS)}, status="dropped", reason=reason)
         rows.append(row)
-    return Condensation(s_ctx_md, selected, rows,
-                        {"statements": len(taken), "uncovered_terms": missing})
+    return Condensation(statements, issues, selected, rows, {"uncovered_terms": missing})
 
 
 def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -> list[str]:
@@ -212,29 +241,6 @@ def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -
             seen.add(w.lower())
             out.append(w)
     return out
-
-
-def _render(taken, flat, candidates, selected, missing, acfg, enc) -> str:
-    if not taken:
-        return EMPTY
-    number = {cid: n for n, cid in enumerate(selected, start=1)}
-    facts: list[str] = []
-    constraints: list[str] = []
-    for i in sorted(taken, key=lambda i: (flat[i][0], flat[i][1])):
-        ci, _si, s = flat[i]
-        line = f"- {s} [{number[candidates[ci]]}]"
-        (constraints if _is_constraint(s, acfg.constraint_cues) else facts).append(line)
-    parts = [HEADER]
-    if facts:
-        parts.append("### Facts\n" + "\n".join(facts) + "\n")
-    if constraints:
-        parts.append("### Constraints\n" + "\n".join(constraints) + "\n")
-    body = "\n".join(parts)
-    if missing:
-        issues = f"### Open issues\n- The selected sources do not mention: {', '.join(missing)}.\n"
-        if count_tokens(body + "\n" + issues, enc) <= acfg.budget_tokens:
-            body += "\n" + issues
-    return body
 
 
 # --------------------------------------------------------------------------- LLM mode
@@ -255,7 +261,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     chunks = sp.chunk_map()
     sent = candidates[:n3]
     payload = {
-        "prompt": rerank_query(sp.body, sp.extras.get("body_sources")),
+        "prompt": rerank_query(sp.body, sp.extras.body_sources),
         "budget_tokens": acfg.budget_tokens,
         "sources": [{"n": n, "source": chunks[c].citation_label, "text": chunks[c].text}
                     for n, c in enumerate(sent, start=1)],
@@ -264,7 +270,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     invalid: list[int] = []
     uncited: list[str] = []
 
-    def keep(items: list[A4Statement]) -> list[tuple[str, list[str]]]:
+    def keep(items: list[A4Statement], kind: StatementKind) -> list[Statement]:
         kept = []
         for item in items:
             ids = []
@@ -276,17 +282,18 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
                     invalid.append(n)
             text = " ".join(item.text.split())
             if ids and text:
-                kept.append((text, ids))
+                kept.append(Statement(text=text, kind=kind, chunk_ids=ids,
+                                      span=_span(text, chunks[ids[0]].text)))
             elif text:
                 uncited.append(text)
         return kept
 
-    facts, constraints = keep(out.facts), keep(out.constraints)
+    facts, constraints = keep(out.facts, "fact"), keep(out.constraints, "constraint")
     issues = [" ".join(t.split()) for t in out.open_issues if t.strip()]
     trimmed = 0
     while True:
-        selected = [c for c in candidates if any(c in ids for _, ids in facts + constraints)]
-        md = _render_statements(facts, constraints, issues, selected)
+        selected = [c for c in candidates if any(c in s.chunk_ids for s in facts + constraints)]
+        md = render_condensed(facts + constraints, issues, selected)
         if count_tokens(md, enc) <= acfg.budget_tokens or not (facts or constraints or issues):
             break
         trimmed += 1
@@ -295,7 +302,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     number = {c: n for n, c in enumerate(selected, start=1)}
     rows: list[ViewRow] = []
     for c in candidates:
-        cites = sum(c in ids for _, ids in facts + constraints)
+        cites = sum(c in s.chunk_ids for s in facts + constraints)
         if c in number:
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=float(cites),
                                 scores={"citations": float(cites), "citation": float(number[c])}))
@@ -304,34 +311,17 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
                       f"{n3}" if c not in sent else "not cited by the condenser")
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=0.0,
                                 scores={"citations": 0.0}, status="dropped", reason=reason))
-    return Condensation(md if (facts or constraints) else EMPTY, selected, rows, {
-        "statements": len(facts) + len(constraints),
+    return Condensation(facts + constraints, issues if (facts or constraints) else [], selected, rows, {
         "invalid_citations": sorted(set(invalid)),
         "uncited_dropped": uncited,
         "trimmed_for_budget": trimmed,
     })
 
 
-def _render_statements(facts, constraints, issues, selected) -> str:
-    number = {c: n for n, c in enumerate(selected, start=1)}
-
-    def line(text: str, ids: list[str]) -> str:
-        return f"- {text} " + "".join(f"[{number[i]}]" for i in ids if i in number)
-
-    parts = [HEADER]
-    if facts:
-        parts.append("### Facts\n" + "\n".join(line(t, ids) for t, ids in facts) + "\n")
-    if constraints:
-        parts.append("### Constraints\n" + "\n".join(line(t, ids) for t, ids in constraints) + "\n")
-    if issues:
-        parts.append("### Open issues\n" + "\n".join(f"- {t}" for t in issues) + "\n")
-    return "\n".join(parts)
-
-
 def discard(sp: SuperPrompt) -> None:
     """Forget the condensed context and its view; the selection goes back to what A3 kept."""
     sp.views_by_stage.pop(View.A4, None)
-    sp.extras.pop("a4", None)
+    sp.extras.a4 = None
     sp.final_selection_ids = sp.kept_ids(View.A3)
     sp.S_CTX_MD = ""
 

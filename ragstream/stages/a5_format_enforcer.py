@@ -2,7 +2,7 @@
 
 A5 makes sure the final answer will follow the requested structure. It reads
 ``body["format"]``, ``body["constraints"]`` and ``body["task"]`` and writes one
-:class:`FormatSpec` to ``sp.extras["format_enforcer"]``; Prompt_Builder later renders its
+:class:`FormatSpec` to ``sp.extras.format_enforcer``; Prompt_Builder later renders its
 ``hard_rules`` into the System block. A5 changes nothing else: not the body, not
 ``prompt_ready``, not ``final_selection_ids`` or ``S_CTX_MD``.
 
@@ -37,7 +37,7 @@ strings) becomes the same ``FormatSpec``:
 
 * ``kind`` through :func:`clamp_kind` (unknown → ``default_format``); the answer language,
   code language and length limits are checked against the config tables too. Every value
-  that had to be changed or dropped is listed in ``format_enforcer["clamps"]``.
+  that had to be changed or dropped is listed in ``format_enforcer.clamps``.
 * ``hard_rules``: the model's rules, one line each, without empty or duplicate ones (or the
   kind's rule if it gave none), then the ``always_rules`` — always present and always last,
   exactly as in deterministic mode.
@@ -56,10 +56,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A5Config, AppConfig, FormatKind, LengthBound, LengthUnit
+from ragstream.records import FormatClamp, FormatSpec, KindSource, LengthLimit
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
@@ -72,7 +73,6 @@ FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
 #: a body field A5 reads
 SourceKey = Literal["format", "constraints", "task"]
 #: where the kind came from: a body field, ``default_format`` or the LLM
-KindSource = Literal["format", "constraints", "task", "default", "llm"]
 #: the body fields A5 reads, in the order they take precedence
 SOURCE_KEYS: tuple[SourceKey, ...] = ("format", "constraints", "task")
 
@@ -81,34 +81,6 @@ _CLAUSE_END = re.compile(r"[.,;:!?\n]")
 #: list markers at the start of a constraint line: "- ", "* ", "1. ", "2) ", "[ ] "
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|\[[ xX]?\])\s+")
 _THOUSANDS = re.compile(r"[,.]")
-
-
-class LengthLimit(BaseModel):
-    """One length limit: ``bound`` (max/min/exact/about) ``value`` ``unit``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    unit: LengthUnit
-    bound: LengthBound
-    value: int = Field(ge=1)
-
-
-class FormatSpec(BaseModel):
-    """What A5 decides; ``sp.extras["format_enforcer"]`` is its ``model_dump()``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: FormatKind
-    kind_source: KindSource
-    matched: list[str] = Field(default_factory=list, description="keywords that chose the kind")
-    clamped: bool = False
-    code_language: str = ""
-    language: str = ""
-    length: list[LengthLimit] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list, description="table columns or JSON/YAML keys")
-    hard_rules: list[str] = Field(default_factory=list)
-    example_shape: str = ""
-    normalized_format_spec: str = ""
 
 
 # One length limit as the LLM states it (checked against the config by A5). The LLM reply
@@ -565,13 +537,13 @@ def _clean_rules(agent: A5Config, rules: list[str]) -> list[str]:
     return _dedupe(out)
 
 
-def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[dict]]:
+def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[FormatClamp]]:
     """The model's answer as a ``FormatSpec``, every value checked against the config; and the
     list of values that were clamped or dropped."""
-    clamps: list[dict] = []
+    clamps: list[FormatClamp] = []
 
     def note(field: str, value: object, clamped_to: object, why: str) -> None:
-        clamps.append({"field": field, "value": value, "clamped_to": clamped_to, "why": why})
+        clamps.append(FormatClamp(field=field, value=value, clamped_to=clamped_to, why=why))
 
     kind, kind_clamped = clamp_kind(agent, answer.kind)
     if kind_clamped:
@@ -632,20 +604,20 @@ def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[dic
 
 
 def _llm(llm_agent: Agent, agent: A5Config, body: dict[str, str],
-         body_sources: dict[str, str]) -> dict:
+         body_sources: dict[str, str]) -> FormatSpec:
     answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources)).value
     spec, clamps = from_llm(agent, answer)
-    return {**spec.model_dump(), "mode": "llm", "clamps": clamps}
+    return spec.model_copy(update={"mode": "llm", "clamps": clamps})
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
-    """Write the answer's format rules to ``sp.extras["format_enforcer"]``."""
+    """Write the answer's format rules to ``sp.extras.format_enforcer``."""
     agent = cfg.agents.A5_Format_Enforcer
-    body_sources = sp.extras.get("body_sources", {})
-    sp.extras["format_enforcer"] = run_agent(
+    body_sources = sp.extras.body_sources or {}
+    sp.extras.format_enforcer = run_agent(
         sp, AGENT_NAME, cfg, services,
         llm_path=lambda llm_agent: _llm(llm_agent, agent, sp.body, body_sources),
-        deterministic_path=lambda: _deterministic(agent, sp.body, body_sources).model_dump(),
+        deterministic_path=lambda: _deterministic(agent, sp.body, body_sources),
         output=A5LLMOutput,
     )
     return sp
@@ -653,7 +625,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
 
 def discard(sp: SuperPrompt) -> None:
     """Forget the format spec and hard rules."""
-    sp.extras.pop("format_enforcer", None)
+    sp.extras.format_enforcer = None
 
 
 STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format", run=run, discard=discard)

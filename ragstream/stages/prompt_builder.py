@@ -82,7 +82,7 @@ def render_attachments(ids: list[str], chunks: dict[str, Chunk], budget: int, en
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     """Assemble the system, prompt, context, sources and conversation blocks into ``prompt_ready``."""
-    rules = sp.extras.get("format_enforcer", {}).get("hard_rules", [])
+    rules = sp.extras.format_enforcer.hard_rules if sp.extras.format_enforcer else []
     sp.System_MD = render_system_md(sp.body, rules)
     sp.Prompt_MD = render_prompt_md(sp.body)
     chunks = sp.chunk_map()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
+from ragstream.records import RerankerRecord
 from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt, View, ViewRow
@@ -29,7 +30,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     candidates = retrieved[: cfg.limits.N2_RERANK_TOP_K]
     chunks = sp.chunk_map()
     choice = services.reranker
-    query = rerank_query(sp.body, sp.extras.get("body_sources"))
+    query = rerank_query(sp.body, sp.extras.body_sources)
     scores = choice.reranker.score(query, [chunks[c] for c in candidates])
     if len(scores) != len(candidates):
         raise StageError(NAME, f"the {choice.backend} backend returned {len(scores)} scores "
@@ -44,24 +45,20 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
                 reason=f"scored by the {choice.backend} backend")
         for rank, cid in enumerate(order, start=1)
     ]
-    sp.extras["reranker"] = {
-        "backend": choice.backend,
-        "reason": choice.reason,
-        "query": query,
-        "candidates": len(candidates),
-    }
+    sp.extras.reranker = RerankerRecord(backend=choice.backend, reason=choice.reason, query=query,
+                                        candidates=len(candidates))
     return sp
 
 
 def discard(sp: SuperPrompt) -> None:
     """Forget the reranked view and the backend facts."""
     sp.views_by_stage.pop(View.RERANKED, None)
-    sp.extras.pop("reranker", None)
+    sp.extras.reranker = None
 
 
 def mode(sp: SuperPrompt) -> str:
     """The backend that scored (cross-encoder or offline)."""
-    return sp.extras.get("reranker", {}).get("backend", "")
+    return sp.extras.reranker.backend if sp.extras.reranker else ""
 
 
 STAGE = Stage(name=NAME, value="reranked", label="Rerank", run=run, discard=discard,

@@ -24,6 +24,7 @@ import numpy as np
 
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyIndexError, StageError
+from ragstream.records import RetrievalRecord
 from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
 from ragstream.stages.stage import Stage
@@ -144,15 +145,10 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
 
     sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]
     sp.views_by_stage[View.RETRIEVAL] = out_rows
-    sp.extras["retrieval"] = {
-        "query": query,
-        "pieces": pieces,
-        "candidates_considered": len(ordered),
-        "returned": len(out_rows),
-        "tau": rs.tau,
-        "rrf_k": rs.rrf_k,
-        "index_chunks": index.n_chunks,
-    }
+    sp.extras.retrieval = RetrievalRecord(
+        query=query, pieces=pieces, candidates_considered=len(ordered), returned=len(out_rows),
+        tau=rs.tau, rrf_k=rs.rrf_k, index_chunks=index.n_chunks,
+    )
     return sp
 
 
@@ -160,7 +156,7 @@ def discard(sp: SuperPrompt) -> None:
     """Forget the candidates, their view and the query facts."""
     sp.base_context_chunks = []
     sp.views_by_stage.pop(View.RETRIEVAL, None)
-    sp.extras.pop("retrieval", None)
+    sp.extras.retrieval = None
 
 
 STAGE = Stage(name=NAME, value="retrieval", label="Retrieve", run=run, discard=discard,

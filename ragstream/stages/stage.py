@@ -41,4 +41,4 @@ class Stage:
         stage's own, e.g. the ReRanker's backend); empty when it records none."""
         if self.mode is not None:
             return self.mode(sp)
-        return sp.extras.get("agent_modes", {}).get(self.name, {}).get("mode", "")
+        return sp.extras.mode_of(self.name)

@@ -107,11 +107,11 @@ def history_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
 
 def mode_rows(sp: SuperPrompt) -> list[dict[str, str]]:
     """How each agent ran (mode and why), plus the ReRanker's backend."""
-    rows = [{"component": agent, "ran as": info.get("mode", ""), "why": info.get("reason", "")}
-            for agent, info in sp.extras.get("agent_modes", {}).items()]
-    rr = sp.extras.get("reranker")
+    rows = [{"component": agent, "ran as": info.mode, "why": info.reason}
+            for agent, info in sp.extras.agent_modes.items()]
+    rr = sp.extras.reranker
     if rr:
-        rows.append({"component": "ReRanker backend", "ran as": rr["backend"], "why": rr["reason"]})
+        rows.append({"component": "ReRanker backend", "ran as": rr.backend, "why": rr.reason})
     return rows
 
 

@@ -9,6 +9,7 @@ import pytest
 from ragstream.config import load_config
 from ragstream.errors import ConfigError, EmptyPromptError, PromptTooLongError
 from ragstream.prompt_schema import PromptSchema
+from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
@@ -29,7 +30,7 @@ def run_a0(cfg, text: str) -> SuperPrompt:
 
 
 def decision(sp: SuperPrompt, label: str) -> dict:
-    found = [d for d in sp.extras["a0_decisions"] if d["label"] == label]
+    found = [d for d in sp.extras.a0_decisions if d.label == label]
     assert len(found) == 1, f"expected one decision for {label!r}, got {found}"
     return found[0]
 
@@ -40,11 +41,11 @@ def decision(sp: SuperPrompt, label: str) -> dict:
 def test_plain_prompt_is_the_task(cfg):
     sp = run_a0(cfg, "  How does the ReRanker choose its backend?\n")
     assert sp.body == {"task": "How does the ReRanker choose its backend?", "format": "Markdown"}
-    assert sp.extras["body_sources"] == {"task": "user", "format": "default"}
-    assert sp.extras["a0_decisions"] == []
-    assert sp.extras["normalized_map"] == {}
-    assert sp.extras["unknown_attributes"] == []
-    assert [r["rule"] for r in sp.extras["a0_rules"]] == ["preamble_is_task", "default"]
+    assert sp.extras.body_sources == {"task": "user", "format": "default"}
+    assert sp.extras.a0_decisions == []
+    assert sp.extras.normalized_map == {}
+    assert sp.extras.unknown_attributes == []
+    assert [r.rule for r in sp.extras.a0_rules] == ["preamble_is_task", "default"]
     assert sp.prompt_ready == (
         "## System\n\n## Prompt\n\n### Task\nHow does the ReRanker choose its backend?"
         "\n\n### Format\nMarkdown\n"
@@ -58,13 +59,13 @@ def test_sentences_with_colons_are_not_headers(cfg):
             "See http://example.org/x for details.")
     sp = run_a0(cfg, text)
     assert sp.body["task"] == text
-    assert sp.extras["unknown_attributes"] == []
-    assert sp.extras["normalized_map"] == {}
+    assert sp.extras.unknown_attributes == []
+    assert sp.extras.normalized_map == {}
     # the short plain labels were considered, and kept as text
-    assert decision(sp, "The reason is simple")["header"] is False
-    assert decision(sp, "Note")["key"] is None
-    assert "kept as text" in decision(sp, "Note")["detail"]
-    assert len(sp.extras["a0_decisions"]) == 2  # the 6-word label is not even a candidate
+    assert decision(sp, "The reason is simple").header is False
+    assert decision(sp, "Note").key is None
+    assert "kept as text" in decision(sp, "Note").detail
+    assert len(sp.extras.a0_decisions) == 2  # the 6-word label is not even a candidate
 
 
 # --------------------------------------------------------------------------- the ladder
@@ -74,11 +75,11 @@ def test_exact_rung(cfg):
     sp = run_a0(cfg, "Task: Summarise the paper.\nContext: It is about RAG.\nFormat: JSON")
     assert sp.body == {"task": "Summarise the paper.", "context": "It is about RAG.",
                        "format": "JSON"}
-    assert [(d["label"], d["key"], d["rung"]) for d in sp.extras["a0_decisions"]] == [
+    assert [(d.label, d.key, d.rung) for d in sp.extras.a0_decisions] == [
         ("Task", "task", "exact"), ("Context", "context", "exact"), ("Format", "format", "exact"),
     ]
-    assert sp.extras["body_sources"] == {"task": "user", "context": "user", "format": "user"}
-    assert sp.extras["normalized_map"] == {"Task": "task", "Context": "context",
+    assert sp.extras.body_sources == {"task": "user", "context": "user", "format": "user"}
+    assert sp.extras.normalized_map == {"Task": "task", "Context": "context",
                                            "Format": "format"}
 
 
@@ -99,9 +100,9 @@ def test_alias_rung(cfg):
         "constraints": "cite sources",
         "text": "abc",
     }
-    rungs = {d["label"]: d["rung"] for d in sp.extras["a0_decisions"]}
+    rungs = {d.label: d.rung for d in sp.extras.a0_decisions}
     assert set(rungs.values()) == {"alias"}
-    assert decision(sp, "Goal")["detail"] == "alias 'goal' of 'purpose'"
+    assert decision(sp, "Goal").detail == "alias 'goal' of 'purpose'"
 
 
 def test_typo_rung(cfg):
@@ -109,10 +110,10 @@ def test_typo_rung(cfg):
     assert sp.body["task"] == "explain BM25"
     assert sp.body["context"] == "for a blog post"
     contxt = decision(sp, "Contxt")
-    assert (contxt["key"], contxt["rung"]) == ("context", "typo")
-    assert contxt["detail"] == "edit distance 1 to 'context'"
+    assert (contxt.key, contxt.rung) == ("context", "typo")
+    assert contxt.detail == "edit distance 1 to 'context'"
     taks = decision(sp, "Taks")
-    assert (taks["key"], taks["rung"], taks["detail"]) == ("task", "typo",
+    assert (taks.key, taks.rung, taks.detail) == ("task", "typo",
                                                             "edit distance 1 to 'task'")
 
 
@@ -150,10 +151,10 @@ def test_bilingual_rung(cfg):
         "constraints": "höchstens 100 Wörter",
     }
     aufgabe = decision(sp, "Aufgabe")
-    assert (aufgabe["key"], aufgabe["rung"]) == ("task", "bilingual")
-    assert aufgabe["detail"] == "de word 'aufgabe' for 'task'"
-    assert decision(sp, "Hintergrund")["rung"] == "bilingual"
-    assert decision(sp, "Einschränkungen")["normalized"] == "einschrankungen"
+    assert (aufgabe.key, aufgabe.rung) == ("task", "bilingual")
+    assert aufgabe.detail == "de word 'aufgabe' for 'task'"
+    assert decision(sp, "Hintergrund").rung == "bilingual"
+    assert decision(sp, "Einschränkungen").normalized == "einschrankungen"
 
 
 def test_template_rung(cfg):
@@ -163,8 +164,8 @@ def test_template_rung(cfg):
     assert sp.body["purpose"] == "onboarding new staff"
     assert sp.body["system"] == "a senior data engineer"
     need = decision(sp, "What I need")
-    assert (need["key"], need["rung"]) == ("task", "template")
-    assert need["detail"] == "phrase template 'what i need' for 'task'"
+    assert (need.key, need.rung) == ("task", "template")
+    assert need.detail == "phrase template 'what i need' for 'task'"
 
 
 def test_keyword_rung(cfg):
@@ -173,24 +174,24 @@ def test_keyword_rung(cfg):
     assert sp.body["context"] == "v2"
     assert sp.body["constraints"] == "Friday\n\nno tables"
     deadline = decision(sp, "Hard deadline")
-    assert (deadline["key"], deadline["rung"]) == ("constraints", "keyword")
-    assert deadline["detail"] == "keyword 'deadline' for 'constraints'"
+    assert (deadline.key, deadline.rung) == ("constraints", "keyword")
+    assert deadline.detail == "keyword 'deadline' for 'constraints'"
     # two cues: the one ending last (the head noun) wins
-    assert decision(sp, "Format requirements")["key"] == "constraints"
+    assert decision(sp, "Format requirements").key == "constraints"
 
 
 def test_unknown_formatted_headers_are_kept_in_extras(cfg):
     sp = run_a0(cfg, "Task: plan the migration\n## Remarks\nowner is Ana\n"
                      "**Owner:** finance\n**Misc:**\nnothing")
     assert sp.body == {"task": "plan the migration", "format": "Markdown"}
-    assert sp.extras["unknown_attributes"] == [
+    assert [u.model_dump() for u in sp.extras.unknown_attributes] == [
         {"label": "Remarks", "value": "owner is Ana"},
         {"label": "Owner", "value": "finance"},
         {"label": "Misc", "value": "nothing"},
     ]
     remarks = decision(sp, "Remarks")
-    assert (remarks["key"], remarks["rung"], remarks["header"]) == (None, "unknown", True)
-    assert sp.extras["normalized_map"] == {"Task": "task", "Remarks": None, "Owner": None,
+    assert (remarks.key, remarks.rung, remarks.header) == (None, "unknown", True)
+    assert sp.extras.normalized_map == {"Task": "task", "Remarks": None, "Owner": None,
                                            "Misc": None}
     assert "finance" not in sp.prompt_ready  # unknown attributes stay out of the body
 
@@ -226,18 +227,18 @@ def test_markdown_heading_and_bold_headers(cfg):
         "format": "bullet list",
         "constraints": "under 300 words",
     }
-    styles = {d["label"]: d["style"] for d in sp.extras["a0_decisions"]}
+    styles = {d.label: d.style for d in sp.extras.a0_decisions}
     assert styles == {"Thesis helper": "heading", "Task": "heading", "Audience": "heading",
                       "Tone": "bold", "Purpose": "bold", "Depth": "bold",
                       "CONSTRAINTS": "plain", "Format": "heading"}
-    assert sp.extras["unknown_attributes"] == [{"label": "Thesis helper", "value": ""}]
+    assert sp.extras.unknown_attributes == [UnknownAttribute(label="Thesis helper", value="")]
 
 
 def test_bold_emphasis_and_long_headings_are_text(cfg):
     text = "**Important** remember the index.\n## How the ReRanker picks its backend\nexplain"
     sp = run_a0(cfg, text)
     assert sp.body["task"] == text
-    assert sp.extras["a0_decisions"] == []
+    assert sp.extras.a0_decisions == []
 
 
 def test_fenced_code_is_never_parsed(cfg):
@@ -245,7 +246,7 @@ def test_fenced_code_is_never_parsed(cfg):
     sp = run_a0(cfg, text)
     assert sp.body["text"] == "```\nContext: not a header\n## Format\n```"
     assert "context" not in sp.body
-    assert [d["label"] for d in sp.extras["a0_decisions"]] == ["Task", "Text"]
+    assert [d.label for d in sp.extras.a0_decisions] == ["Task", "Text"]
 
 
 def test_repeated_headers_join_with_a_blank_line(cfg):
@@ -257,25 +258,25 @@ def test_repeated_headers_join_with_a_blank_line(cfg):
 def test_text_before_the_first_header(cfg):
     no_task = run_a0(cfg, "Explain RRF to me.\nAudience: managers")
     assert no_task.body["task"] == "Explain RRF to me."
-    assert no_task.extras["a0_rules"][0]["rule"] == "preamble_is_task"
+    assert no_task.extras.a0_rules[0].rule == "preamble_is_task"
 
     with_task = run_a0(cfg, "We index 5,000 abstracts.\nTask: choose k for RRF\nContext: SciFact")
     assert with_task.body["task"] == "choose k for RRF"
     assert with_task.body["context"] == "We index 5,000 abstracts.\n\nSciFact"
-    assert with_task.extras["body_sources"]["context"] == "user"
+    assert with_task.extras.body_sources["context"] == "user"
 
     only_preamble = run_a0(cfg, "We index 5,000 abstracts.\nTask: choose k")
     assert only_preamble.body["context"] == "We index 5,000 abstracts."
-    assert only_preamble.extras["body_sources"]["context"] == "derived"
+    assert only_preamble.extras.body_sources["context"] == "derived"
 
 
 def test_titled_prompt_without_known_headers_is_the_task(cfg):
     text = "# Chroma backups\nHow do I back up the Chroma folder?"
     sp = run_a0(cfg, text)
     assert sp.body["task"] == text
-    assert sp.extras["unknown_attributes"] == []
-    assert sp.extras["a0_rules"][0]["rule"] == "unknown_headers_as_text"
-    assert decision(sp, "Chroma backups")["header"] is False
+    assert sp.extras.unknown_attributes == []
+    assert sp.extras.a0_rules[0].rule == "unknown_headers_as_text"
+    assert decision(sp, "Chroma backups").header is False
 
 
 # --------------------------------------------------------------------------- MUST rules
@@ -285,16 +286,16 @@ def test_task_from_the_last_question_of_the_context(cfg):
     sp = run_a0(cfg, "Context: We run Chroma. Is it safe? How do I back it up? Thanks.")
     assert sp.body["task"] == "How do I back it up?"
     assert sp.body["context"] == "We run Chroma. Is it safe? Thanks."
-    assert sp.extras["body_sources"]["task"] == "derived"
-    assert sp.extras["body_sources"]["context"] == "user"
-    assert sp.extras["a0_rules"][0]["rule"] == "task_from_context_question"
+    assert sp.extras.body_sources["task"] == "derived"
+    assert sp.extras.body_sources["context"] == "user"
+    assert sp.extras.a0_rules[0].rule == "task_from_context_question"
 
 
 def test_task_from_the_whole_context_without_a_question(cfg):
     sp = run_a0(cfg, "Hintergrund: Wir nutzen Chroma.\nFormat: Tabelle")
     assert sp.body == {"task": "Wir nutzen Chroma.", "format": "Tabelle"}
-    assert sp.extras["body_sources"] == {"task": "derived", "format": "user"}
-    assert sp.extras["a0_rules"][0]["rule"] == "task_from_context"
+    assert sp.extras.body_sources == {"task": "derived", "format": "user"}
+    assert sp.extras.a0_rules[0].rule == "task_from_context"
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t", "Format: JSON", "Task:\nContext:\n"])
@@ -314,8 +315,8 @@ def test_too_long_prompt(cfg):
 def test_defaults_fill_must_keys_only(cfg):
     sp = run_a0(cfg, "Task: list the stages")
     assert sp.body["format"] == cfg.prompt_schema.defaults["format"] == "Markdown"
-    assert sp.extras["body_sources"] == {"task": "user", "format": "default"}
-    assert sp.extras["a0_rules"] == [{
+    assert sp.extras.body_sources == {"task": "user", "format": "default"}
+    assert [r.model_dump() for r in sp.extras.a0_rules or []] == [{
         "rule": "default", "key": "format",
         "detail": "MUST key 'format' was empty: default 'Markdown'",
     }]
@@ -327,10 +328,10 @@ def test_defaults_fill_must_keys_only(cfg):
 
 def test_snapshot_mode_and_semantic_flag(cfg):
     sp = run_a0(cfg, "Task: a\nTone: b")
-    assert sp.extras["a0_body"] == sp.body
-    assert sp.extras["a0_body"] is not sp.body
-    assert sp.extras["semantic_used"] is False
-    assert sp.extras["agent_modes"]["A0_PreProcessing"] == {
+    assert sp.extras.a0_body == sp.body
+    assert sp.extras.a0_body is not sp.body
+    assert sp.extras.semantic_used is False
+    assert sp.extras.agent_modes["A0_PreProcessing"].model_dump() == {
         "mode": "deterministic", "reason": "prompt_schema.modes.semantic_enabled is false",
     }
 
@@ -341,19 +342,19 @@ def test_semantic_mode_without_an_llm_or_unknown_labels_stays_deterministic(cfg)
     schema = cfg.prompt_schema.model_copy(update={"modes": {"semantic_enabled": True}})
     semantic_cfg = cfg.model_copy(update={"prompt_schema": schema})
     offline = a0.run(SuperPrompt(user_text="## Remarks\nx\nTask: y"), semantic_cfg, None)
-    assert offline.extras["agent_modes"]["A0_PreProcessing"] == {
+    assert offline.extras.agent_modes["A0_PreProcessing"].model_dump() == {
         "mode": "deterministic", "reason": "no LLM endpoint configured",
     }
-    assert offline.extras["semantic_used"] is False
-    assert offline.extras["unknown_attributes"] == [{"label": "Remarks", "value": "x"}]
+    assert offline.extras.semantic_used is False
+    assert offline.extras.unknown_attributes == [UnknownAttribute(label="Remarks", value="x")]
     # every label mapped by the ladder: the LLM is not asked (this client would crash if it were)
     known = a0.run(SuperPrompt(user_text="Task: y\nTone: calm"), semantic_cfg,
                    Services(llm=object()))
-    mode = known.extras["agent_modes"]["A0_PreProcessing"]
-    assert mode["mode"] == "deterministic"
-    assert mode["reason"].startswith("no unknown headers")
-    assert known.extras["semantic_used"] is False
-    assert "llm_usage" not in known.extras
+    mode = known.extras.agent_modes["A0_PreProcessing"]
+    assert mode.mode == "deterministic"
+    assert mode.reason.startswith("no unknown headers")
+    assert known.extras.semantic_used is False
+    assert not known.extras.llm_usage
     assert known.body == run_a0(cfg, "Task: y\nTone: calm").body
 
 
@@ -379,14 +380,14 @@ def test_stage_fields_and_retrieval_fields_untouched(cfg):
         base_context_chunks=[chunk],
         views_by_stage={"retrieval": [ViewRow(chunk_id="c1", rank=1, score=0.5)]},
         final_selection_ids=["c1"],
-        extras={"other": 1},
+        extras={"qa_log": {"path": "qa.sqlite3", "id": 7}},
     )
     before = sp.model_dump(include={"stage", "history_of_stages", "base_context_chunks",
                                     "views_by_stage", "final_selection_ids", "user_text"})
     out = a0.run(sp, cfg, None)
     after = out.model_dump(include=set(before))
     assert after == before
-    assert out.extras["other"] == 1
+    assert out.extras.qa_log is not None and out.extras.qa_log.id == 7
 
 
 # --------------------------------------------------------------------------- the schema

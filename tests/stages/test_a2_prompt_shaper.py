@@ -32,7 +32,7 @@ def shaped(cfg, task: str, **fields: str) -> SuperPrompt:
 
 
 def decision(sp: SuperPrompt, field: str) -> dict:
-    (d,) = [d for d in sp.extras["a2_decisions"] if d["field"] == field]
+    (d,) = [d for d in sp.extras.a2_decisions if d.field == field]
     return d
 
 
@@ -86,8 +86,8 @@ def test_keyword_rules_choose_the_value(cfg, task, field, expected):
     sp = shaped(cfg, task)
     assert sp.body[field] == expected
     d = decision(sp, field)
-    assert d["source"] == "rule" and d["matched"] and not d["clamped"]
-    assert sp.extras["body_sources"][field] == "a2"
+    assert d.source == "rule" and d.matched and not d.clamped
+    assert sp.extras.body_sources[field] == "a2"
 
 
 def test_rules_read_context_purpose_and_format_but_not_text(cfg):
@@ -95,7 +95,7 @@ def test_rules_read_context_purpose_and_format_but_not_text(cfg):
     assert sp.body["audience"] == "executive"
     sp = shaped(cfg, "Summarize the release", text="a note for executives")
     assert sp.body["audience"] == "general"
-    assert decision(sp, "audience")["source"] == "default"
+    assert decision(sp, "audience").source == "default"
 
 
 def test_fields_a0_defaulted_are_not_read(cfg):
@@ -107,11 +107,11 @@ def test_fields_a0_defaulted_are_not_read(cfg):
 
 def test_decision_log_names_the_matched_keywords(cfg):
     sp = shaped(cfg, "Explain to a beginner in simple terms how BM25 works")
-    assert decision(sp, "audience") == {
+    assert decision(sp, "audience").model_dump() == {
         "field": "audience", "value": "beginner", "source": "rule",
         "matched": ["beginner", "simple terms"], "clamped": False, "in_enum": True,
     }
-    assert [d["field"] for d in sp.extras["a2_decisions"]] == list(META)
+    assert [d.field for d in sp.extras.a2_decisions] == list(META)
 
 
 def test_tie_goes_to_the_value_listed_first():
@@ -140,13 +140,13 @@ def test_user_specified_fields_are_kept_verbatim(cfg):
                 audience="CTOs and staff engineers", tone="Friendly")
     assert sp.body["audience"] == "CTOs and staff engineers"
     assert sp.body["tone"] == "Friendly"
-    assert decision(sp, "audience") == {
+    assert decision(sp, "audience").model_dump() == {
         "field": "audience", "value": "CTOs and staff engineers", "source": "user",
         "matched": [], "clamped": False, "in_enum": False,
     }
-    assert decision(sp, "tone")["in_enum"] is True  # folded "friendly" is an enum value
-    assert sp.extras["body_sources"]["audience"] == "user"
-    assert sp.extras["body_sources"]["tone"] == "user"
+    assert decision(sp, "tone").in_enum is True  # folded "friendly" is an enum value
+    assert sp.extras.body_sources["audience"] == "user"
+    assert sp.extras.body_sources["tone"] == "user"
     # the other two fields are still chosen by rules
     assert sp.body["system"] == "teacher" and sp.body["depth"] == "standard"
 
@@ -155,7 +155,7 @@ def test_a0_defaults_are_replaced_by_rules(cfg):
     body = {"task": "Write a detailed Python function", "audience": "general"}
     sp = a2.run(make_sp(body, {"audience": "default"}), cfg, None)
     assert sp.body["audience"] == "general"
-    assert decision(sp, "audience")["source"] == "default"
+    assert decision(sp, "audience").source == "default"
     sp = a2.run(make_sp({**body, "task": "A detailed note for the dev team"},
                         {"audience": "default"}), cfg, None)
     assert sp.body["audience"] == "developer"
@@ -169,24 +169,24 @@ def test_bland_prompt_gets_defaults_and_low_confidence(cfg):
     assert {k: sp.body[k] for k in META} == {"system": "assistant", "audience": "general",
                                               "tone": "neutral", "depth": "standard"}
     assert sp.body["confidence"] == "low"
-    assert all(d["source"] == "default" and d["matched"] == [] for d in sp.extras["a2_decisions"])
-    assert sp.extras["body_sources"]["confidence"] == "a2"
+    assert all(d.source == "default" and d.matched == [] for d in sp.extras.a2_decisions)
+    assert sp.extras.body_sources["confidence"] == "a2"
 
 
 def test_one_rule_gives_medium_confidence(cfg):
     sp = shaped(cfg, "Fix the bug in this Python function")
-    assert [decision(sp, f)["source"] for f in META] == ["rule", "default", "default", "default"]
+    assert [decision(sp, f).source for f in META] == ["rule", "default", "default", "default"]
     assert sp.body["confidence"] == "medium"
 
 
 def test_three_or_more_rules_give_high_confidence(cfg):
     sp = shaped(cfg, "Explain to a beginner in simple terms how BM25 works")
-    assert [decision(sp, f)["source"] for f in META] == ["rule", "rule", "rule", "default"]
+    assert [decision(sp, f).source for f in META] == ["rule", "rule", "rule", "default"]
     assert sp.body["confidence"] == "high"
     sp = shaped(cfg, "Write a detailed Python function for the dev team, concisely")
-    assert [decision(sp, f)["source"] for f in META] == ["rule"] * 4
+    assert [decision(sp, f).source for f in META] == ["rule"] * 4
     sp = shaped(cfg, "Give management a persuasive pitch with a strategy recommendation")
-    assert [decision(sp, f)["source"] for f in META] == ["rule", "rule", "rule", "default"]
+    assert [decision(sp, f).source for f in META] == ["rule", "rule", "rule", "default"]
     assert sp.body["confidence"] == "high"
 
 
@@ -257,7 +257,7 @@ def test_stage_fields_mode_and_retrieval_untouched(cfg):
     assert out.stage == "preprocessed" and out.history_of_stages == ["preprocessed"]
     assert out.final_selection_ids == ["x"] and out.S_CTX_MD == "ctx"
     assert out.views_by_stage == {} and out.base_context_chunks == []
-    assert out.extras["agent_modes"]["A2_PromptShaper"] == {
+    assert out.extras.agent_modes["A2_PromptShaper"].model_dump() == {
         "mode": "deterministic", "reason": "no LLM endpoint configured"}
 
 
@@ -265,7 +265,7 @@ def test_without_a0_bookkeeping_present_fields_count_as_the_users(cfg):
     sp = SuperPrompt(user_text="x", stage="preprocessed",
                      body={"task": "Explain BM25 to a beginner", "tone": "formal"})
     out = a2.run(sp, cfg, None)
-    assert out.body["tone"] == "formal" and decision(out, "tone")["source"] == "user"
+    assert out.body["tone"] == "formal" and decision(out, "tone").source == "user"
     assert out.body["audience"] == "beginner"
 
 

@@ -27,11 +27,11 @@ def cfg():
 
 def enforce(cfg, task: str = "Explain reciprocal rank fusion", **fields: str) -> dict:
     sp = SuperPrompt(user_text=task, stage="a4", body={"task": task, **fields})
-    return a5.run(sp, cfg, None).extras["format_enforcer"]
+    return a5.run(sp, cfg, None).extras.format_enforcer
 
 
 def lengths(spec: dict) -> list[tuple[str, int, str]]:
-    return [(lim["bound"], lim["value"], lim["unit"]) for lim in spec["length"]]
+    return [(lim.bound, lim.value, lim.unit) for lim in spec.length]
 
 
 # --------------------------------------------------------------------------- config
@@ -73,61 +73,61 @@ def test_a_bad_a5_file_is_a_config_error(tmp_path):
 
 def test_json_kind_rule_and_shape(cfg):
     spec = enforce(cfg, format="JSON object")
-    assert spec["kind"] == "json" and spec["kind_source"] == "format"
-    assert spec["matched"] == ["json"]
-    assert spec["hard_rules"] == [
+    assert spec.kind == "json" and spec.kind_source == "format"
+    assert spec.matched == ["json"]
+    assert spec.hard_rules == [
         "Answer with one valid JSON object and no text outside it.", CITE, ONLY_CONTEXT]
-    assert json.loads(spec["example_shape"]) == {"answer": "...", "sources": [1]}
-    assert spec["normalized_format_spec"] == "JSON object"
+    assert json.loads(spec.example_shape) == {"answer": "...", "sources": [1]}
+    assert spec.normalized_format_spec == "JSON object"
 
 
 def test_json_keys_from_the_task_become_the_shape(cfg):
     spec = enforce(cfg, "Give me the answer as a JSON object with keys name, year and summary")
-    assert (spec["kind"], spec["kind_source"]) == ("json", "task")
-    assert spec["names"] == ["name", "year", "summary"]
-    assert json.loads(spec["example_shape"]) == {"name": "...", "year": "...", "summary": "..."}
-    assert "Use exactly these keys: name, year, summary." in spec["hard_rules"]
+    assert (spec.kind, spec.kind_source) == ("json", "task")
+    assert spec.names == ["name", "year", "summary"]
+    assert json.loads(spec.example_shape) == {"name": "...", "year": "...", "summary": "..."}
+    assert "Use exactly these keys: name, year, summary." in spec.hard_rules
 
 
 def test_table_in_german_with_a_word_limit(cfg):
     spec = enforce(cfg, "Compare BM25 and dense retrieval",
                    format="Markdown table in German", constraints="under 200 words")
-    assert spec["kind"] == "table"
-    assert spec["language"] == "de"
+    assert spec.kind == "table"
+    assert spec.language == "de"
     assert lengths(spec) == [("max", 200, "words")]
-    assert spec["hard_rules"] == [
+    assert spec.hard_rules == [
         "Present the answer as a Markdown table with a header row; keep each cell short.",
         "Write the answer in German.",
         "Use at most 200 words.",
         CITE, ONLY_CONTEXT,
     ]
-    assert spec["normalized_format_spec"] == "Markdown table, in German, at most 200 words"
-    assert spec["example_shape"].splitlines()[1] == "| --- | --- | --- |"
+    assert spec.normalized_format_spec == "Markdown table, in German, at most 200 words"
+    assert spec.example_shape.splitlines()[1] == "| --- | --- | --- |"
 
 
 def test_table_columns(cfg):
     spec = enforce(cfg, format="Tabelle mit Spalten: Methode, Stärke und Schwäche, auf Deutsch")
-    assert spec["kind"] == "table" and spec["language"] == "de"
-    assert spec["names"] == ["Methode", "Stärke", "Schwäche"]
-    assert spec["example_shape"] == ("| Methode | Stärke | Schwäche |\n| --- | --- | --- |\n"
+    assert spec.kind == "table" and spec.language == "de"
+    assert spec.names == ["Methode", "Stärke", "Schwäche"]
+    assert spec.example_shape == ("| Methode | Stärke | Schwäche |\n| --- | --- | --- |\n"
                                      "| ... | ... | ... |")
     assert "Use these table columns, in this order: Methode, Stärke, Schwäche." in \
-        spec["hard_rules"]
-    assert spec["normalized_format_spec"] == \
+        spec.hard_rules
+    assert spec.normalized_format_spec == \
         "Markdown table (Methode | Stärke | Schwäche), in German"
 
 
 def test_numbered_steps(cfg):
     spec = enforce(cfg, "How do I ingest my notes?", format="numbered steps, max 5 steps")
-    assert spec["kind"] == "numbered_list" and spec["matched"] == ["numbered", "steps"]
+    assert spec.kind == "numbered_list" and spec.matched == ["numbered", "steps"]
     assert lengths(spec) == [("max", 5, "items")]
-    assert spec["hard_rules"][:2] == [
+    assert spec.hard_rules[:2] == [
         "Format the answer as a numbered list, one step or point per item, in order.",
         "Use at most 5 list items.",
     ]
-    assert spec["example_shape"] == ""
+    assert spec.example_shape == ""
     german = enforce(cfg, "Wie installiere ich das? Schritt für Schritt bitte")
-    assert (german["kind"], german["kind_source"]) == ("numbered_list", "task")
+    assert (german.kind, german.kind_source) == ("numbered_list", "task")
 
 
 @pytest.mark.parametrize("fields, kind", [
@@ -142,57 +142,57 @@ def test_numbered_steps(cfg):
 ])
 def test_kind_keywords(cfg, fields, kind):
     body = {"task": "Explain reciprocal rank fusion", **fields}
-    assert enforce(cfg, **body)["kind"] == kind
+    assert enforce(cfg, **body).kind == kind
 
 
 def test_code_records_the_fence_language(cfg):
     spec = enforce(cfg, "Write a function that parses dates", format="Python code")
-    assert spec["kind"] == "code" and spec["code_language"] == "python"
-    assert "Mark every code block with the language tag `python`." in spec["hard_rules"]
-    assert spec["normalized_format_spec"] == "Code (python)"
+    assert spec.kind == "code" and spec.code_language == "python"
+    assert "Mark every code block with the language tag `python`." in spec.hard_rules
+    assert spec.normalized_format_spec == "Code (python)"
     spec = enforce(cfg, "Write a SQL query that counts chunks per document")
-    assert (spec["kind"], spec["kind_source"], spec["code_language"]) == ("code", "task", "sql")
+    assert (spec.kind, spec.kind_source, spec.code_language) == ("code", "task", "sql")
 
 
 def test_task_needs_a_stricter_cue_than_the_format_field(cfg):
-    assert enforce(cfg, "Explain the schema of the users table")["kind"] == "markdown"
-    assert enforce(cfg, "List the settings as a table")["kind"] == "table"
+    assert enforce(cfg, "Explain the schema of the users table").kind == "markdown"
+    assert enforce(cfg, "List the settings as a table").kind == "table"
 
 
 def test_a_default_format_from_a0_is_not_a_request(cfg):
     body = {"task": "Give the answer as a JSON object", "format": "Markdown"}
     sp = SuperPrompt(user_text=body["task"], stage="a4", body=dict(body),
                      extras={"body_sources": {"task": "user", "format": "default"}})
-    spec = a5.run(sp, cfg, None).extras["format_enforcer"]
-    assert (spec["kind"], spec["kind_source"]) == ("json", "task")
-    sp.extras["body_sources"]["format"] = "user"
-    spec = a5.run(sp, cfg, None).extras["format_enforcer"]
-    assert (spec["kind"], spec["kind_source"]) == ("markdown", "format")
+    spec = a5.run(sp, cfg, None).extras.format_enforcer
+    assert (spec.kind, spec.kind_source) == ("json", "task")
+    sp.extras.body_sources["format"] = "user"
+    spec = a5.run(sp, cfg, None).extras.format_enforcer
+    assert (spec.kind, spec.kind_source) == ("markdown", "format")
 
 
 def test_format_field_wins_over_task(cfg):
     spec = enforce(cfg, "Show the results as a table", format="bullet list")
-    assert (spec["kind"], spec["kind_source"]) == ("bullet_list", "format")
+    assert (spec.kind, spec.kind_source) == ("bullet_list", "format")
 
 
 def test_negated_keywords_do_not_count(cfg):
     spec = enforce(cfg, format="Use a table, not bullet points")
-    assert spec["kind"] == "table"
-    assert "Follow the requested format: Use a table, not bullet points." in spec["hard_rules"]
+    assert spec.kind == "table"
+    assert "Follow the requested format: Use a table, not bullet points." in spec.hard_rules
     spec = enforce(cfg, format="bullet points", constraints="Not in German. Do not use tables")
-    assert spec["kind"] == "bullet_list" and spec["language"] == ""
-    assert spec["hard_rules"][1:3] == ["Not in German.", "Do not use tables."]
-    assert enforce(cfg, constraints="Keine Tabelle")["kind"] == "markdown"
+    assert spec.kind == "bullet_list" and spec.language == ""
+    assert spec.hard_rules[1:3] == ["Not in German.", "Do not use tables."]
+    assert enforce(cfg, constraints="Keine Tabelle").kind == "markdown"
 
 
 def test_default_is_markdown(cfg):
     spec = enforce(cfg, "What is a chunk?")
-    assert (spec["kind"], spec["kind_source"], spec["matched"]) == ("markdown", "default", [])
-    assert spec["hard_rules"] == [
+    assert (spec.kind, spec.kind_source, spec.matched) == ("markdown", "default", [])
+    assert spec.hard_rules == [
         "Format the answer in Markdown; use headings and lists only where they help.",
         CITE, ONLY_CONTEXT]
-    assert spec["normalized_format_spec"] == "Markdown"
-    assert (spec["language"], spec["length"], spec["example_shape"]) == ("", [], "")
+    assert spec.normalized_format_spec == "Markdown"
+    assert (spec.language, spec.length, spec.example_shape) == ("", [], "")
 
 
 # --------------------------------------------------------------------------- language, length
@@ -206,7 +206,7 @@ def test_default_is_markdown(cfg):
     ("Summarize the paper", ""),
 ])
 def test_answer_language(cfg, task, language):
-    assert enforce(cfg, task)["language"] == language
+    assert enforce(cfg, task).language == language
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -234,8 +234,8 @@ def test_length_limits(cfg, text, expected):
 
 def test_length_rules_read_well(cfg):
     spec = enforce(cfg, "Summarize the paper in one sentence")
-    assert "Use exactly 1 sentence." in spec["hard_rules"]
-    assert spec["normalized_format_spec"] == "Markdown, exactly 1 sentence"
+    assert "Use exactly 1 sentence." in spec.hard_rules
+    assert spec.normalized_format_spec == "Markdown, exactly 1 sentence"
 
 
 def test_repeated_limits_keep_the_tightest(cfg):
@@ -251,7 +251,7 @@ def test_constraints_are_restated_as_rules(cfg):
     spec = enforce(cfg, format="bullet points",
                    constraints="- no jargon\n- mention the constant k = 60. Keep it friendly\n"
                                "* höchstens 100 Wörter\n2) one sentence per bullet")
-    assert spec["hard_rules"] == [
+    assert spec.hard_rules == [
         "Format the answer as a bulleted Markdown list, one point per bullet.",
         "Use at most 100 words.",
         "No jargon.",
@@ -264,12 +264,12 @@ def test_constraints_are_restated_as_rules(cfg):
 
 def test_semicolons_split_constraints(cfg):
     spec = enforce(cfg, constraints="under 200 words; no jargon; name the stages")
-    assert spec["hard_rules"][1:4] == ["Use at most 200 words.", "No jargon.", "Name the stages."]
+    assert spec.hard_rules[1:4] == ["Use at most 200 words.", "No jargon.", "Name the stages."]
 
 
 def test_constraints_already_said_are_not_repeated(cfg):
     spec = enforce(cfg, constraints="Under 200 words. In German.")
-    assert spec["hard_rules"] == [
+    assert spec.hard_rules == [
         "Format the answer in Markdown; use headings and lists only where they help.",
         "Write the answer in German.",
         "Use at most 200 words.",
@@ -279,7 +279,7 @@ def test_constraints_already_said_are_not_repeated(cfg):
 
 def test_format_text_with_more_detail_is_restated(cfg):
     spec = enforce(cfg, format="Markdown table, one row per stage, sorted by order")
-    assert spec["hard_rules"][1] == \
+    assert spec.hard_rules[1] == \
         "Follow the requested format: Markdown table, one row per stage, sorted by order."
 
 
@@ -291,7 +291,7 @@ def test_format_text_with_more_detail_is_restated(cfg):
     {"format": "Python code", "constraints": "in 3 sentences"},
 ])
 def test_citation_and_context_rules_always_close_the_list(cfg, fields):
-    assert enforce(cfg, **fields)["hard_rules"][-2:] == [CITE, ONLY_CONTEXT]
+    assert enforce(cfg, **fields).hard_rules[-2:] == [CITE, ONLY_CONTEXT]
 
 
 # --------------------------------------------------------------------------- stage contract
@@ -302,15 +302,15 @@ def test_only_extras_change(cfg):
             "system": "teacher"}
     sp = SuperPrompt(user_text="Explain RRF", stage="a4", history_of_stages=["a4"],
                      body=dict(body), final_selection_ids=["c2", "c1"], S_CTX_MD="ctx [1]",
-                     prompt_ready="ready", extras={"keep": 1})
+                     prompt_ready="ready", extras={"qa_log": {"path": "qa.sqlite3", "id": 7}})
     before = sp.model_copy(deep=True)
     out = a5.run(sp, cfg, None)
     assert out.body == body
     assert out.final_selection_ids == ["c2", "c1"] and out.S_CTX_MD == "ctx [1]"
     assert out.prompt_ready == "ready"
     assert (out.stage, out.history_of_stages) == ("a4", ["a4"])
-    assert set(out.extras) == {"keep", "format_enforcer", "agent_modes"}
-    assert out.extras["agent_modes"]["A5_Format_Enforcer"]["mode"] == "deterministic"
+    assert set(out.extras.model_dump()) == {"qa_log", "format_enforcer", "agent_modes"}
+    assert out.extras.agent_modes["A5_Format_Enforcer"].mode == "deterministic"
     after = out.model_dump(exclude={"extras"})
     assert after == before.model_dump(exclude={"extras"})
 
@@ -319,9 +319,9 @@ def test_output_validates_and_is_deterministic(cfg):
     fields = {"format": "Markdown table with columns Stage, Effect in German",
               "constraints": "under 200 words\n- no jargon"}
     first, second = enforce(cfg, **fields), enforce(cfg, **fields)
-    assert json.dumps(first, ensure_ascii=False) == json.dumps(second, ensure_ascii=False)
-    assert a5.FormatSpec.model_validate(first).model_dump() == first
-    assert list(first) == ["kind", "kind_source", "matched", "clamped", "code_language",
+    assert first.model_dump_json() == second.model_dump_json()
+    assert a5.FormatSpec.model_validate_json(first.model_dump_json()) == first
+    assert list(first.model_dump()) == ["kind", "kind_source", "matched", "clamped", "code_language",
                            "language", "length", "names", "hard_rules", "example_shape",
                            "normalized_format_spec"]
 
@@ -331,7 +331,7 @@ def test_rerun_gives_the_same_spec(cfg):
     once = a5.run(sp, cfg, None)
     twice = a5.run(once.model_copy(deep=True), cfg, None)
     assert twice.extras == once.extras
-    assert once.extras["format_enforcer"]["example_shape"].startswith("- [ ] ")
+    assert once.extras.format_enforcer.example_shape.startswith("- [ ] ")
 
 
 def test_clamp_kind(cfg):

@@ -12,6 +12,7 @@ import json
 
 from ragstream.backends.llm import LLMClient
 from ragstream.config import load_config
+from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2
@@ -48,7 +49,7 @@ def payload(request) -> dict:
 
 
 def mode(sp: SuperPrompt, agent: str) -> dict:
-    return sp.extras["agent_modes"][agent]
+    return sp.extras.agent_modes[agent]
 
 
 # --------------------------------------------------------------------------- A2
@@ -72,7 +73,7 @@ A2_REPLY = {"system": "teacher", "audience": "beginner", "tone": "friendly",
 
 
 def a2_decision(sp: SuperPrompt, field: str) -> dict:
-    (d,) = [d for d in sp.extras["a2_decisions"] if d["field"] == field]
+    (d,) = [d for d in sp.extras.a2_decisions if d.field == field]
     return d
 
 
@@ -82,17 +83,17 @@ def test_a2_valid_reply_is_applied(server):
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
 
     assert {k: sp.body[k] for k in (*META, "confidence")} == A2_REPLY
-    assert mode(sp, "A2_PromptShaper")["mode"] == "llm"
+    assert mode(sp, "A2_PromptShaper").mode == "llm"
     assert "fallback" not in mode(sp, "A2_PromptShaper")
     for field in META:
         d = a2_decision(sp, field)
-        assert d["source"] == "llm" and d["clamped"] is False and "original" not in d
-        assert sp.extras["body_sources"][field] == "a2"
-    assert a2_decision(sp, "confidence")["source"] == "llm"
-    usage = sp.extras["llm_usage"]["A2_PromptShaper"]
-    assert usage["calls"] == 1 and usage["model"] == "test-model"
-    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
-    assert usage["repaired"] is False
+        assert d.source == "llm" and d.clamped is False and "original" not in d.model_dump()
+        assert sp.extras.body_sources[field] == "a2"
+    assert a2_decision(sp, "confidence").source == "llm"
+    usage = sp.extras.llm_usage["A2_PromptShaper"]
+    assert usage.calls == 1 and usage.model == "test-model"
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.repaired is False
     assert "BM25" in sp.prompt_ready
 
     (req,) = server.chat_requests
@@ -122,14 +123,14 @@ def test_a2_out_of_enum_values_are_clamped_and_logged(server):
     assert sp.body["tone"] == fields["tone"].default == "neutral"
     assert sp.body["depth"] == "overview"
     assert sp.body["confidence"] == cfg.agents.A2_PromptShaper.confidence_default == "low"
-    assert a2_decision(sp, "system") == {
+    assert a2_decision(sp, "system").model_dump() == {
         "field": "system", "value": "assistant", "source": "llm", "matched": [],
         "clamped": True, "in_enum": True, "original": "pirate captain"}
-    assert a2_decision(sp, "tone")["original"] == "sarcastic"
-    assert a2_decision(sp, "confidence")["clamped"] is True
-    assert a2_decision(sp, "confidence")["original"] == "very high"
-    assert a2_decision(sp, "audience")["clamped"] is False
-    assert mode(sp, "A2_PromptShaper")["mode"] == "llm"
+    assert a2_decision(sp, "tone").original == "sarcastic"
+    assert a2_decision(sp, "confidence").clamped is True
+    assert a2_decision(sp, "confidence").original == "very high"
+    assert a2_decision(sp, "audience").clamped is False
+    assert mode(sp, "A2_PromptShaper").mode == "llm"
 
 
 def test_a2_user_fields_stay_as_written(server):
@@ -139,12 +140,12 @@ def test_a2_user_fields_stay_as_written(server):
     sp = a2.run(a2_sp(body), cfg, services(cfg))
 
     assert sp.body["audience"] == "CFO and board" and sp.body["tone"] == "Formal"
-    assert a2_decision(sp, "audience") == {
+    assert a2_decision(sp, "audience").model_dump() == {
         "field": "audience", "value": "CFO and board", "source": "user", "matched": [],
         "clamped": False, "in_enum": False}
-    assert a2_decision(sp, "tone")["in_enum"] is True  # "Formal" folds to an enum value
-    assert sp.extras["body_sources"]["audience"] == "user"
-    assert sp.body["system"] == "teacher" and a2_decision(sp, "system")["source"] == "llm"
+    assert a2_decision(sp, "tone").in_enum is True  # "Formal" folds to an enum value
+    assert sp.extras.body_sources["audience"] == "user"
+    assert sp.body["system"] == "teacher" and a2_decision(sp, "system").source == "llm"
     assert payload(server.chat_requests[0])["set_by_user"] == {"audience": "CFO and board",
                                                                "tone": "Formal"}
 
@@ -156,11 +157,11 @@ def test_a2_malformed_twice_falls_back_to_rules(server):
 
     assert server.calls == 2  # the first answer and one repair
     entry = mode(sp, "A2_PromptShaper")
-    assert entry["mode"] == "deterministic" and entry["fallback"] is True
-    assert "after one repair attempt" in entry["reason"]
+    assert entry.mode == "deterministic" and entry.fallback is True
+    assert "after one repair attempt" in entry.reason
     offline = a2.run(a2_sp(A2_BODY), cfg, None)
     assert sp.body == offline.body
-    assert sp.extras["a2_decisions"] == offline.extras["a2_decisions"]
+    assert sp.extras.a2_decisions == offline.extras.a2_decisions
 
 
 def test_a2_malformed_then_valid_is_repaired(server):
@@ -169,9 +170,9 @@ def test_a2_malformed_then_valid_is_repaired(server):
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
 
     assert server.calls == 2
-    assert mode(sp, "A2_PromptShaper")["mode"] == "llm"
+    assert mode(sp, "A2_PromptShaper").mode == "llm"
     assert sp.body["depth"] == "deep-dive"
-    assert sp.extras["llm_usage"]["A2_PromptShaper"]["repaired"] is True
+    assert sp.extras.llm_usage["A2_PromptShaper"].repaired is True
     repair = server.chat_requests[1].messages
     assert repair[-2]["role"] == "assistant" and "not valid" in repair[-1]["content"]
 
@@ -181,7 +182,7 @@ def test_a2_rate_limit_is_retried(server):
     server.script(Reply.error(429, "slow down", retry_after=0.01), Reply.json(A2_REPLY))
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 2
-    assert mode(sp, "A2_PromptShaper")["mode"] == "llm"
+    assert mode(sp, "A2_PromptShaper").mode == "llm"
     assert sp.body["system"] == "teacher"
 
 
@@ -191,8 +192,8 @@ def test_a2_server_errors_three_tries_then_fallback(server):
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 3
     entry = mode(sp, "A2_PromptShaper")
-    assert entry["fallback"] is True and entry["mode"] == "deterministic"
-    assert "HTTP 500" in entry["reason"] and "after 3 tries" in entry["reason"]
+    assert entry.fallback is True and entry.mode == "deterministic"
+    assert "HTTP 500" in entry.reason and "after 3 tries" in entry.reason
     assert sp.body == a2.run(a2_sp(A2_BODY), cfg, None).body
 
 
@@ -202,8 +203,8 @@ def test_a2_bad_request_is_not_retried(server):
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 1
     entry = mode(sp, "A2_PromptShaper")
-    assert entry["fallback"] is True and "HTTP 400" in entry["reason"]
-    assert "tries" not in entry["reason"]
+    assert entry.fallback is True and "HTTP 400" in entry.reason
+    assert "tries" not in entry.reason
 
 
 def test_a2_timeout_falls_back(server):
@@ -212,7 +213,7 @@ def test_a2_timeout_falls_back(server):
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 3  # a timeout is retried like a network error
     entry = mode(sp, "A2_PromptShaper")
-    assert entry["fallback"] is True and "did not answer within 0.3 s" in entry["reason"]
+    assert entry.fallback is True and "did not answer within 0.3 s" in entry.reason
     assert sp.body == a2.run(a2_sp(A2_BODY), cfg, None).body
 
 
@@ -230,7 +231,7 @@ def test_api_key_is_sent_but_never_stored(server, monkeypatch):
     server.script(Reply.error(401, f"Incorrect API key provided: {KEY}. Check your key."))
     failed = a2.run(a2_sp(A2_BODY), cfg, Services(llm=client))
     entry = mode(failed, "A2_PromptShaper")
-    assert entry["fallback"] is True and "HTTP 401" in entry["reason"]
+    assert entry.fallback is True and "HTTP 401" in entry.reason
     assert server.chat_requests[-1].authorization == f"Bearer {KEY}"
     assert server.calls == 2  # a 401 is not retried
     dumped = failed.model_dump_json()
@@ -266,23 +267,23 @@ def test_a5_unknown_kind_is_clamped_and_grounding_rules_come_last(server):
     sp = a5_sp(format="an HTML page", constraints="in German, under 200 words")
     body_before = dict(sp.body)
     out = a5.run(sp, cfg, services(cfg))
-    fe = out.extras["format_enforcer"]
+    fe = out.extras.format_enforcer
 
-    assert list(fe) == [*FORMAT_SPEC_KEYS, "mode", "clamps"]
-    assert fe["mode"] == "llm" and mode(out, "A5_Format_Enforcer")["mode"] == "llm"
-    assert fe["kind"] == agent.default_format == "markdown"
-    assert fe["clamped"] is True and fe["kind_source"] == "llm"
-    assert fe["language"] == "de" and fe["code_language"] == ""
-    assert fe["length"] == [{"unit": "words", "bound": "max", "value": 200}]
-    assert fe["hard_rules"] == ["Write in German.", "Keep it under 200 words.",
+    assert list(fe.model_dump()) == [*FORMAT_SPEC_KEYS, "mode", "clamps"]
+    assert fe.mode == "llm" and mode(out, "A5_Format_Enforcer").mode == "llm"
+    assert fe.kind == agent.default_format == "markdown"
+    assert fe.clamped is True and fe.kind_source == "llm"
+    assert fe.language == "de" and fe.code_language == ""
+    assert [x.model_dump() for x in fe.length] == [{"unit": "words", "bound": "max", "value": 200}]
+    assert fe.hard_rules == ["Write in German.", "Keep it under 200 words.",
                                 *agent.always_rules]
     # a clamped kind: the spec line and the shape come from the config, not the model
-    assert fe["normalized_format_spec"] == "Markdown, in German, at most 200 words"
-    assert fe["example_shape"] == agent.kinds["markdown"].example_shape
-    clamped = {c["field"]: c for c in fe["clamps"]}
-    assert clamped["kind"]["value"] == "HTML page" and clamped["kind"]["clamped_to"] == "markdown"
-    assert clamped["length"]["value"]["unit"] == "pages"
-    assert clamped["code_language"]["value"] == "python"
+    assert fe.normalized_format_spec == "Markdown, in German, at most 200 words"
+    assert fe.example_shape == agent.kinds["markdown"].example_shape
+    clamped = {c.field: c for c in fe.clamps}
+    assert clamped["kind"].value == "HTML page" and clamped["kind"].clamped_to == "markdown"
+    assert clamped["length"].value["unit"] == "pages"
+    assert clamped["code_language"].value == "python"
     assert out.body == body_before  # A5 writes only extras
 
     sent = payload(server.chat_requests[0])
@@ -299,22 +300,22 @@ def test_a5_valid_reply_keeps_the_models_spec(server):
         "normalized_format_spec": "Markdown table (Stage | Effect)",
     }))
     out = a5.run(a5_sp(format="table of stages and their effect"), cfg, services(cfg))
-    fe = out.extras["format_enforcer"]
-    assert fe["kind"] == "table" and fe["clamped"] is False and fe["clamps"] == []
-    assert fe["names"] == ["Stage", "Effect"]
-    assert fe["example_shape"].startswith("| Stage | Effect |")
-    assert fe["normalized_format_spec"] == "Markdown table (Stage | Effect)"
-    assert fe["hard_rules"][-2:] == agent.always_rules
-    assert fe["hard_rules"][0].startswith("Answer with a Markdown table")
-    assert a5.FormatSpec.model_validate({k: fe[k] for k in FORMAT_SPEC_KEYS})
+    fe = out.extras.format_enforcer
+    assert fe.kind == "table" and fe.clamped is False and fe.clamps == []
+    assert fe.names == ["Stage", "Effect"]
+    assert fe.example_shape.startswith("| Stage | Effect |")
+    assert fe.normalized_format_spec == "Markdown table (Stage | Effect)"
+    assert fe.hard_rules[-2:] == agent.always_rules
+    assert fe.hard_rules[0].startswith("Answer with a Markdown table")
+    assert a5.FormatSpec.model_validate(fe.model_dump(include=set(FORMAT_SPEC_KEYS)))
 
 
 def test_a5_no_rules_from_the_model_still_gets_kind_and_grounding_rules(server):
     cfg = llm_cfg(server)
     agent = cfg.agents.A5_Format_Enforcer
     server.script(Reply.json({"kind": "json", "hard_rules": ["", "   "]}))
-    fe = a5.run(a5_sp(format="JSON"), cfg, services(cfg)).extras["format_enforcer"]
-    assert fe["hard_rules"] == [agent.kinds["json"].rule, *agent.always_rules]
+    fe = a5.run(a5_sp(format="JSON"), cfg, services(cfg)).extras.format_enforcer
+    assert fe.hard_rules == [agent.kinds["json"].rule, *agent.always_rules]
 
 
 def test_a5_fallback_is_exactly_the_deterministic_spec(server):
@@ -324,10 +325,11 @@ def test_a5_fallback_is_exactly_the_deterministic_spec(server):
               "constraints": "under 200 words"}
     out = a5.run(a5_sp(**fields), cfg, services(cfg))
     assert server.calls == 2
-    assert mode(out, "A5_Format_Enforcer")["fallback"] is True
+    assert mode(out, "A5_Format_Enforcer").fallback is True
     offline = a5.run(a5_sp(**fields), cfg, None)
-    assert out.extras["format_enforcer"] == offline.extras["format_enforcer"]
-    assert list(out.extras["format_enforcer"]) == FORMAT_SPEC_KEYS
+    assert out.extras.format_enforcer == offline.extras.format_enforcer
+    assert out.extras.format_enforcer is not None
+    assert list(out.extras.format_enforcer.model_dump()) == FORMAT_SPEC_KEYS
 
 
 # --------------------------------------------------------------------------- A0 semantic
@@ -343,7 +345,7 @@ def semantic_reply(*mappings: tuple[int, str, float]) -> Reply:
 
 
 def a0_decision(sp: SuperPrompt, label: str) -> dict:
-    (d,) = [d for d in sp.extras["a0_decisions"] if d["label"] == label]
+    (d,) = [d for d in sp.extras.a0_decisions if d.label == label]
     return d
 
 
@@ -351,8 +353,8 @@ def test_a0_semantic_maps_unknown_labels_into_the_body(server):
     cfg = llm_cfg(server, semantic=True)
     offline = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, None)
     assert "context" not in offline.body and "audience" not in offline.body
-    assert offline.extras["unknown_attributes"] == [{"label": "Zielpublikum",
-                                                     "value": "Entwickler im Team"}]
+    assert offline.extras.unknown_attributes == [UnknownAttribute(label="Zielpublikum",
+                                                                  value="Entwickler im Team")]
 
     server.script(semantic_reply((1, "context", 0.93), (2, "Audience", 0.9)))
     sp = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, services(cfg))
@@ -360,21 +362,21 @@ def test_a0_semantic_maps_unknown_labels_into_the_body(server):
     assert sp.body["task"] == "Summarise the migration plan"
     assert sp.body["context"] == "Wir ziehen von Postgres 12 auf 16 um."
     assert sp.body["audience"] == "Entwickler im Team"
-    assert sp.extras["unknown_attributes"] == []
-    assert sp.extras["body_sources"]["context"] == "user"
-    assert sp.extras["semantic_used"] is True
-    assert mode(sp, "A0_PreProcessing")["mode"] == "llm"
-    assert sp.extras["llm_usage"]["A0_PreProcessing"]["calls"] == 1
+    assert sp.extras.unknown_attributes == []
+    assert sp.extras.body_sources["context"] == "user"
+    assert sp.extras.semantic_used is True
+    assert mode(sp, "A0_PreProcessing").mode == "llm"
+    assert sp.extras.llm_usage["A0_PreProcessing"].calls == 1
     hint = a0_decision(sp, "Hintergrundinfos")
-    assert (hint["key"], hint["rung"], hint["confidence"], hint["header"]) == (
+    assert (hint.key, hint.rung, hint.confidence, hint.header) == (
         "context", "semantic", 0.93, True)
-    assert "0.93" in hint["detail"] and "0.70" in hint["detail"]
-    assert a0_decision(sp, "Zielpublikum")["key"] == "audience"
-    assert a0_decision(sp, "Task")["rung"] == "exact"  # the ladder's own answers stay
-    assert sp.extras["normalized_map"]["Hintergrundinfos"] == "context"
+    assert "0.93" in hint.detail and "0.70" in hint.detail
+    assert a0_decision(sp, "Zielpublikum").key == "audience"
+    assert a0_decision(sp, "Task").rung == "exact"  # the ladder's own answers stay
+    assert sp.extras.normalized_map["Hintergrundinfos"] == "context"
     assert "Entwickler im Team" in sp.prompt_ready
-    assert list(sp.extras)[-6:] == ["unknown_attributes", "a0_rules", "body_sources",
-                                    "semantic_used", "agent_modes", "a0_body"]
+    assert list(sp.extras.model_dump())[-6:] == ["a0_rules", "body_sources", "semantic_used",
+                                                 "agent_modes", "a0_body", "llm_usage"]
 
     (req,) = server.chat_requests  # one call for all unknown labels
     sent = payload(req)
@@ -394,17 +396,17 @@ def test_a0_semantic_low_confidence_or_bad_key_stays_unknown(server):
 
     offline = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, None)
     assert sp.body == offline.body
-    assert sp.extras["unknown_attributes"] == [{"label": "Zielpublikum",
-                                                "value": "Entwickler im Team"}]
+    assert sp.extras.unknown_attributes == [UnknownAttribute(label="Zielpublikum",
+                                                             value="Entwickler im Team")]
     low = a0_decision(sp, "Hintergrundinfos")
-    assert (low["key"], low["rung"], low["confidence"], low["header"]) == (
+    assert (low.key, low.rung, low.confidence, low.header) == (
         None, "semantic", 0.4, False)
-    assert f"< semantic_min_confidence {threshold:.2f}" in low["detail"]
+    assert f"< semantic_min_confidence {threshold:.2f}" in low.detail
     bad = a0_decision(sp, "Zielpublikum")
-    assert (bad["key"], bad["rung"]) == (None, "semantic")
-    assert "not a canonical key" in bad["detail"]
-    assert sp.extras["semantic_used"] is True
-    assert mode(sp, "A0_PreProcessing")["mode"] == "llm"
+    assert (bad.key, bad.rung) == (None, "semantic")
+    assert "not a canonical key" in bad.detail
+    assert sp.extras.semantic_used is True
+    assert mode(sp, "A0_PreProcessing").mode == "llm"
 
 
 def test_a0_semantic_threshold_is_configurable(server):
@@ -413,8 +415,8 @@ def test_a0_semantic_threshold_is_configurable(server):
     server.script(semantic_reply((1, "context", 0.4), (2, "unknown", 0.9)))
     sp = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, services(cfg))
     assert sp.body["context"] == "Wir ziehen von Postgres 12 auf 16 um."
-    assert a0_decision(sp, "Zielpublikum")["key"] is None
-    assert "answered unknown" in a0_decision(sp, "Zielpublikum")["detail"]
+    assert a0_decision(sp, "Zielpublikum").key is None
+    assert "answered unknown" in a0_decision(sp, "Zielpublikum").detail
 
 
 def test_a0_semantic_disabled_sends_nothing(server):
@@ -422,8 +424,8 @@ def test_a0_semantic_disabled_sends_nothing(server):
     assert cfg.prompt_schema.modes["semantic_enabled"] is False
     sp = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, services(cfg))
     assert server.requests == [] and server.calls == 0
-    assert sp.extras["semantic_used"] is False
-    assert mode(sp, "A0_PreProcessing") == {
+    assert sp.extras.semantic_used is False
+    assert mode(sp, "A0_PreProcessing").model_dump() == {
         "mode": "deterministic", "reason": "prompt_schema.modes.semantic_enabled is false"}
     assert sp.model_dump_json() == a0.run(SuperPrompt(user_text=A0_PROMPT), cfg,
                                           None).model_dump_json()
@@ -433,9 +435,9 @@ def test_a0_semantic_without_unknown_labels_does_not_call(server):
     cfg = llm_cfg(server, semantic=True)
     sp = a0.run(SuperPrompt(user_text="Task: compare\nZiel: a decision"), cfg, services(cfg))
     assert server.calls == 0
-    assert mode(sp, "A0_PreProcessing")["mode"] == "deterministic"
-    assert mode(sp, "A0_PreProcessing")["reason"].startswith("no unknown headers")
-    assert sp.extras["semantic_used"] is False
+    assert mode(sp, "A0_PreProcessing").mode == "deterministic"
+    assert mode(sp, "A0_PreProcessing").reason.startswith("no unknown headers")
+    assert sp.extras.semantic_used is False
 
 
 def test_a0_semantic_failure_keeps_the_deterministic_result(server):
@@ -445,14 +447,14 @@ def test_a0_semantic_failure_keeps_the_deterministic_result(server):
     sp = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, services(cfg))
     assert server.calls == 2
     entry = mode(sp, "A0_PreProcessing")
-    assert entry["mode"] == "deterministic" and entry["fallback"] is True
-    assert "SemanticOutput" in entry["reason"]
-    assert sp.extras["semantic_used"] is False
+    assert entry.mode == "deterministic" and entry.fallback is True
+    assert "SemanticOutput" in entry.reason
+    assert sp.extras.semantic_used is False
     offline = a0.run(SuperPrompt(user_text=A0_PROMPT), cfg, None)
     assert sp.body == offline.body
-    assert sp.extras["a0_decisions"] == offline.extras["a0_decisions"]
+    assert sp.extras.a0_decisions == offline.extras.a0_decisions
 
     # a later run without the LLM leaves no stale usage behind
     plain_cfg = cfg.with_overrides({"prompt_schema.modes": {"semantic_enabled": False}})
     again = a0.run(sp, plain_cfg, None)
-    assert "llm_usage" not in again.extras
+    assert not again.extras.llm_usage and "llm_usage" not in again.extras.model_dump()

@@ -10,7 +10,8 @@ def make_sp(texts, **kw):
                                          "format": "Markdown"},
                        base_context_chunks=chunks, final_selection_ids=[c.id for c in chunks],
                        S_CTX_MD="## Condensed context\n\n### Facts\n- X is Y. [1]\n",
-                       extras={"format_enforcer": {"hard_rules": ["Use at most 100 words."]}}, **kw)
+                       extras={"format_enforcer": {"kind": "markdown", "kind_source": "default",
+                                                   "hard_rules": ["Use at most 100 words."]}}, **kw)
 
 
 def test_blocks_in_order_with_fenced_sources(cfg):

@@ -18,9 +18,9 @@ def sp_a4(kb_engine):
 def test_reranker_names_backend_and_caps_candidates(sp_a4, kb_engine):
     rows = sp_a4.view("reranked")
     assert 0 < len(rows) <= kb_engine.cfg.limits.N2_RERANK_TOP_K
-    info = sp_a4.extras["reranker"]
-    assert info["backend"] == "offline"  # no cross-encoder can be loaded on this machine
-    assert "not available offline" in info["reason"]
+    info = sp_a4.extras.reranker
+    assert info.backend == "offline"  # no cross-encoder can be loaded on this machine
+    assert "not available offline" in info.reason
     assert all(r.reason == "scored by the offline backend" for r in rows)
     scores = [r.score for r in rows]
     assert scores == sorted(scores, reverse=True)
@@ -87,7 +87,7 @@ def test_a3_keeps_and_drops_with_reasons(sp_a4, kb_engine):
     best = max(r.score for r in rows)
     for r in kept:
         assert r.score >= acfg.min_relevance and r.score >= acfg.relative_min * best
-    assert sp_a4.extras["agent_modes"]["A3_NLI_Gate"]["mode"] == "deterministic"
+    assert sp_a4.extras.agent_modes["A3_NLI_Gate"].mode == "deterministic"
 
 
 def test_a3_drops_near_duplicates(kb_engine):

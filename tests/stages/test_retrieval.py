@@ -41,8 +41,9 @@ def test_retrieval_view_rows_and_hit(kb_engine):
     assert "kb/hybrid-retrieval.md" in top_sources
     assert [c.id for c in sp.base_context_chunks] == [r.chunk_id for r in rows]
     assert sp.final_selection_ids == []
-    extras = sp.extras["retrieval"]
-    assert 1 <= len(extras["pieces"]) <= kb_engine.cfg.limits.N0_QUERY_PIECES
+    record = sp.extras.retrieval
+    assert record is not None and record.query and record.returned == len(rows)
+    assert 1 <= len(record.pieces) <= kb_engine.cfg.limits.N0_QUERY_PIECES
 
 
 def test_retrieval_respects_a_small_n1(kb_engine):

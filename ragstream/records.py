@@ -1,0 +1,297 @@
+"""What the stages record beside the body and the views: ``SuperPrompt.extras``, typed.
+
+One model per entry, each written by one stage and read by later stages, the page and the
+exports. The JSON keeps the key names and shapes the entries had as plain dicts: an entry
+nobody wrote is left out (not ``null``), and so are the optional fields a record leaves unset
+(``Record.OPTIONAL``), so exports and the byte-identical rerun stay as they were.
+
+Who writes what:
+
+* A0: ``a0_decisions``, ``normalized_map``, ``unknown_attributes``, ``a0_rules``,
+  ``body_sources``, ``semantic_used``, ``a0_body``; every agent: its entry of ``agent_modes``
+  and, when it called the LLM, of ``llm_usage``.
+* A2: ``a2_decisions`` and its own entries of ``body_sources``.
+* Retrieval: ``retrieval``; ReRanker: ``reranker``; A3: ``a3``; A4: ``a4`` (with the
+  condensed statements); A5: ``format_enforcer``; the answer's QA-log row: ``qa_log``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from ragstream.config import FormatKind, LengthBound, LengthUnit
+
+
+class Record(BaseModel):
+    """A typed extras entry; fields named in ``OPTIONAL`` are left out of the JSON while None,
+    those in ``OMIT_EMPTY`` while empty."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: fields that are absent from the JSON (rather than ``null``) while unset
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    #: collections that are absent from the JSON while empty
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        return {k: v for k, v in data.items()
+                if not ((v is None and k in self.OPTIONAL) or (not v and k in self.OMIT_EMPTY))}
+
+
+# --------------------------------------------------------------------------- every agent
+
+
+class AgentModeRecord(Record):
+    """Which mode an agent ran in and why; ``fallback`` when LLM mode failed and rules ran."""
+
+    OPTIONAL = frozenset({"fallback"})
+
+    mode: str
+    reason: str
+    fallback: bool | None = None
+
+
+class AgentUsage(Record):
+    """An agent's LLM calls and token counts, and whether a reply had to be repaired."""
+
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    repaired: bool
+
+
+# --------------------------------------------------------------------------- A0
+
+
+class A0Decision(Record):
+    """How A0 read one header candidate of the prompt."""
+
+    OPTIONAL = frozenset({"confidence"})
+
+    label: str
+    normalized: str
+    key: str | None
+    rung: str
+    detail: str
+    style: str
+    header: bool = Field(description="whether it opened a section")
+    line: int = Field(description="1-based line of the prompt")
+    confidence: float | None = Field(None, description="only for the semantic rung")
+
+
+class A0Rule(Record):
+    """A rule of A0's body building that fired, for which key, and why."""
+
+    rule: str
+    key: str
+    detail: str
+
+
+class UnknownAttribute(Record):
+    """A header that maps to no canonical key, and the text under it."""
+
+    label: str
+    value: str
+
+
+# --------------------------------------------------------------------------- A2
+
+
+A2Source = Literal["user", "rule", "default", "llm"]
+
+
+class A2Decision(Record):
+    """How A2 filled one meta-field."""
+
+    OPTIONAL = frozenset({"original"})
+
+    field: str
+    value: str
+    source: A2Source
+    matched: list[str] = Field(default_factory=list, description="keywords that chose the value")
+    clamped: bool = False
+    in_enum: bool = True
+    original: str | None = Field(None, description="what the LLM answered, when it was clamped")
+
+
+# --------------------------------------------------------------------------- Retrieval, ReRanker, A3
+
+
+class RetrievalRecord(Record):
+    """The query Retrieval searched with, its pieces and the candidate counts."""
+
+    query: str
+    pieces: list[str]
+    candidates_considered: int
+    returned: int
+    tau: float
+    rrf_k: int
+    index_chunks: int
+
+
+class RerankerRecord(Record):
+    """The backend that scored, why it was chosen, the query and the number of candidates."""
+
+    backend: str
+    reason: str
+    query: str
+    candidates: int
+
+
+class A3Clamp(Record):
+    """An out-of-range value in the LLM's reply and what A3 used instead."""
+
+    n: int
+    field: str
+    value: str
+    clamped_to: str
+
+
+class A3Record(Record):
+    """How many chunks the gate kept and dropped; in LLM mode what it had to correct."""
+
+    OPTIONAL = frozenset({"clamped", "unjudged", "unknown_numbers"})
+
+    kept: int
+    dropped: int
+    working_set: int
+    clamped: list[A3Clamp] | None = None
+    unjudged: list[str] | None = Field(None, description="chunk ids the LLM did not judge")
+    unknown_numbers: list[int] | None = Field(None, description="numbers naming no candidate")
+
+
+# --------------------------------------------------------------------------- A4
+
+
+StatementKind = Literal["fact", "constraint"]
+
+
+class Statement(Record):
+    """One statement of the condensed context, the chunks it cites and where it comes from."""
+
+    OPTIONAL = frozenset({"span"})
+
+    text: str
+    kind: StatementKind
+    chunk_ids: list[str] = Field(description="the chunks it cites, at least one")
+    span: tuple[int, int] | None = Field(
+        None, description="the characters of the first cited chunk's text it was taken from, "
+                          "when known (always for extracted sentences)")
+
+
+class A4Record(Record):
+    """A4's budget, what it used, and the statements both S_CTX_MD and the answer are made of."""
+
+    OPTIONAL = frozenset({"uncovered_terms", "invalid_citations", "uncited_dropped",
+                          "trimmed_for_budget"})
+
+    budget_tokens: int
+    used_tokens: int
+    statements: int = Field(description="how many statements the condensed context holds")
+    condensed: list[Statement] = Field(default_factory=list)
+    open_issues: list[str] = Field(default_factory=list,
+                                   description="what the prompt asks that the sources do not answer")
+    uncovered_terms: list[str] | None = Field(None, description="deterministic mode: prompt terms "
+                                                                "no selected source mentions")
+    invalid_citations: list[int] | None = Field(None, description="LLM mode: numbers naming no source")
+    uncited_dropped: list[str] | None = Field(None, description="LLM mode: statements without a source")
+    trimmed_for_budget: int | None = Field(None, description="LLM mode: statements cut to fit")
+
+
+# --------------------------------------------------------------------------- A5
+
+
+KindSource = Literal["format", "constraints", "task", "default", "llm"]
+
+
+class LengthLimit(Record):
+    """One length limit: ``bound`` (max/min/exact/about) ``value`` ``unit``."""
+
+    unit: LengthUnit
+    bound: LengthBound
+    value: int = Field(ge=1)
+
+
+class FormatClamp(Record):
+    """A value of the LLM's format reply that A5 changed or dropped, and why."""
+
+    field: str
+    value: Any
+    clamped_to: Any
+    why: str
+
+
+class FormatSpec(Record):
+    """What A5 decides about the answer's format; Prompt_Builder renders its hard rules."""
+
+    OPTIONAL = frozenset({"mode", "clamps"})
+
+    kind: FormatKind
+    kind_source: KindSource
+    matched: list[str] = Field(default_factory=list, description="keywords that chose the kind")
+    clamped: bool = False
+    code_language: str = ""
+    language: str = ""
+    length: list[LengthLimit] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list, description="table columns or JSON/YAML keys")
+    hard_rules: list[str] = Field(default_factory=list)
+    example_shape: str = ""
+    normalized_format_spec: str = ""
+    mode: str | None = Field(None, description="'llm' when the LLM's reply was used")
+    clamps: list[FormatClamp] | None = Field(None, description="LLM mode: values changed or dropped")
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+class QALogRecord(Record):
+    """Where the answer was logged: the database and its row, or why it could not be."""
+
+    OPTIONAL = frozenset({"id", "error"})
+
+    path: str
+    id: int | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- all of them
+
+
+class Extras(Record):
+    """Every stage's record. An entry no stage has written is None and absent from the JSON."""
+
+    OPTIONAL = frozenset({
+        "a0_decisions", "normalized_map", "unknown_attributes", "a0_rules", "body_sources",
+        "semantic_used", "a0_body", "a2_decisions", "retrieval", "reranker", "a3", "a4",
+        "format_enforcer", "qa_log",
+    })
+    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage"})
+
+    a0_decisions: list[A0Decision] | None = None
+    normalized_map: dict[str, str | None] | None = Field(
+        None, description="each header label and the key it mapped to (None: unknown)")
+    unknown_attributes: list[UnknownAttribute] | None = None
+    a0_rules: list[A0Rule] | None = None
+    body_sources: dict[str, str] | None = Field(
+        None, description="where each body field came from: user, derived, default or a2")
+    semantic_used: bool | None = None
+    agent_modes: dict[str, AgentModeRecord] = Field(default_factory=dict)
+    a0_body: dict[str, str] | None = Field(None, description="the body as A0 left it, for A2 reruns")
+    llm_usage: dict[str, AgentUsage] = Field(default_factory=dict)
+    a2_decisions: list[A2Decision] | None = None
+    retrieval: RetrievalRecord | None = None
+    reranker: RerankerRecord | None = None
+    a3: A3Record | None = None
+    a4: A4Record | None = None
+    format_enforcer: FormatSpec | None = None
+    qa_log: QALogRecord | None = None
+
+    def mode_of(self, agent: str) -> str:
+        """The mode the agent ran in ("llm" / "deterministic"), or "" before it ran."""
+        entry = self.agent_modes.get(agent)
+        return entry.mode if entry else ""
