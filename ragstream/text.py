@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ragstream.markdown import BlockKind, spans_outside
+
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
 # unless the dot belongs to a common abbreviation, an initial or a number like 3.5.
 _ABBREVIATIONS = {
@@ -120,13 +122,13 @@ def keyword_matches(keywords: Sequence[str], folded_text: str) -> list[tuple[int
 
 # --------------------------------------------------------------------------- evidence units
 
-_FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
+#: blocks that are never evidence: code, tables, math, headings, raw HTML and rules
+_NOT_PROSE: frozenset[BlockKind] = frozenset(
+    {"fence", "code", "table", "math", "heading", "html", "hr"}
+)
+# A sentence is cleaned from its own span, without the document around it (the index cleans
+# stored spans again), so list markers are found per line here, not by the Markdown parser.
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-
-
-def _blank(match: re.Match[str]) -> str:
-    """The same number of characters, all blank, newlines kept (offsets stay valid)."""
-    return re.sub(r"[^\n]", " ", match.group(0))
 
 
 def clean_sentence(sentence: str) -> str:
@@ -138,19 +140,18 @@ def clean_sentence(sentence: str) -> str:
 def evidence_units(text: str, min_words: int = 3) -> list[tuple[int, int, str]]:
     """The prose sentences of a chunk that can serve as evidence: ``(start, end, clean text)``.
 
-    Code blocks, table rows, headings and fragments shorter than ``min_words`` words are
-    skipped; ``start:end`` is the sentence's span in ``text`` and the clean text is what is
-    embedded at ingestion and quoted by the condenser. The ReRanker's evidence signal and
-    A4 both read these units, so they are embedded once, when the document is ingested.
+    The text is read as Markdown (``ragstream.markdown``): code blocks, tables, math blocks,
+    headings, HTML blocks and rules are skipped, and so are fragments shorter than
+    ``min_words`` words; ``start:end`` is the sentence's span in ``text`` and the clean text is
+    what is embedded at ingestion and quoted by the condenser. The ReRanker's evidence signal
+    and A4 both read these units, so they are embedded once, when the document is ingested.
     """
-    blanked = _FENCED.sub(_blank, text)
     out: list[tuple[int, int, str]] = []
-    for s, e in split_sentences(blanked):
-        raw = blanked[s:e].strip()
-        if not raw or raw.startswith(("```", "~~~", "|", "#")) or "```" in raw:
-            continue
-        clean = clean_sentence(raw)
-        if len(clean.split()) >= min_words:
-            lead = len(blanked[s:e]) - len(blanked[s:e].lstrip())
-            out.append((s + lead, e, clean))
+    for start, end in spans_outside(text, _NOT_PROSE):
+        for s, e in split_sentences(text[start:end]):
+            raw = text[start + s:start + e]
+            clean = clean_sentence(raw)
+            if len(clean.split()) >= min_words:
+                lead = len(raw) - len(raw.lstrip())
+                out.append((start + s + lead, start + e, clean))
     return out

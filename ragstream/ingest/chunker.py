@@ -12,36 +12,43 @@ Text
     the file. A leading byte-order mark is ignored. ``ParsedDocument.content_hash`` is the
     sha256 of the text exactly as passed in.
 
+Markdown
+    Every Markdown reading (front matter, headings, blocks) is ``ragstream.markdown``'s: one
+    CommonMark parser (markdown-it-py) with GFM tables, front matter and display math.
+
 Front matter
-    A first line ``---`` opens a block of simple ``key: value`` lines closed by ``---`` (or
-    ``...``). Keys are case-insensitive (``-`` reads as ``_``); values lose surrounding quotes;
-    unknown keys are ignored, indented or ``- item`` lines (multi-line YAML values) are skipped,
-    and any other line is a warning, not an error. Used keys: ``title``, ``doc_type`` and the
-    date, taken from the first present of ``last_update_date``, ``date``, ``updated``; it must
-    start with ``yyyy-mm-dd`` (a time after it is dropped), otherwise a warning and the fallback
-    date. An unclosed block, or one without a single ``key: value`` line (a horizontal rule),
-    is body text.
+    Found by the front matter plugin: a first line ``---`` opens a block closed by a line of
+    ``---`` (or ``...``). Its lines are read as simple ``key: value`` lines, not as YAML (a
+    strict YAML reader drops the whole block for one odd line and gives no line numbers for
+    warnings). Keys are case-insensitive (``-`` reads as ``_``); values lose surrounding
+    quotes; unknown keys are ignored, indented or ``- item`` lines (multi-line YAML values) are
+    skipped, and any other line is a warning, not an error. Used keys: ``title``, ``doc_type``
+    and the date, taken from the first present of ``last_update_date``, ``date``, ``updated``;
+    it must start with ``yyyy-mm-dd`` (a time after it is dropped), otherwise a warning and the
+    fallback date. An unclosed block, or one without a single ``key: value`` line (a horizontal
+    rule), is body text.
 
 Sections (Markdown)
-    ATX headings ``#`` .. ``######`` (up to three spaces of indent, a space after the hashes,
-    non-empty text, optional closing hashes) start sections; lines inside fenced code blocks
-    (three or more backticks or tildes) never do. Setext headings are not recognised. A
-    section's heading path runs from the top-level heading down to its own (skipped levels
-    are simply absent). Text
-    before the first heading forms a section with heading path ``()`` whose ``section`` is the
-    document title. A heading with no body text (directly followed by a sub-heading) gives no
-    chunk. The title is the front matter ``title``, else the first H1, else the file stem.
+    Headings with text start sections: ATX ``#`` .. ``######`` and setext (a paragraph
+    underlined with ``===`` for level 1 or ``---`` for level 2), as CommonMark reads them, so
+    ``#`` lines inside code blocks never do, and a heading inside a list item or block quote
+    is prose. A section's heading path runs from the top-level heading down to its own
+    (skipped levels are simply absent). Text before the first heading forms a section with
+    heading path ``()`` whose ``section`` is the document title. A heading with no body text
+    (directly followed by a sub-heading) gives no chunk. The title is the front matter
+    ``title``, else the first H1, else the file stem.
 
 Plain text
     A ``.txt`` file is prose only: no headings, code blocks or tables are recognised; it is one
     section (heading path ``()``) of paragraphs and sentences.
 
 Units
-    A section body is cut into units that are never split: a fenced code block, an indented
-    code block (four spaces after a blank line, not continuing a list), a table (a header row
-    plus a delimiter row, or two or more lines starting with ``|``), a display-math block
-    (``$$`` .. ``$$`` or ``\\begin{env}`` .. ``\\end{env}``), and otherwise the sentences of each
-    paragraph or list item (``ragstream.text.split_sentences``).
+    A section body is cut into units that are never split: a fenced code block (an unclosed
+    one runs to the end of its container, with a warning), an indented code block, a GFM
+    table, a display-math block (``$$`` .. ``$$`` or an amsmath ``\\begin{align}`` ..
+    ``\\end{align}``), at any depth of lists and block quotes, and otherwise the sentences of
+    each paragraph, list item paragraph or HTML block (``ragstream.text.split_sentences``).
+    A thematic break (``***``) is no unit.
 
 Chunks
     Units are packed greedily, in order, while the chunk's text counts at most
@@ -69,14 +76,16 @@ from __future__ import annotations
 import hashlib
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import PurePosixPath
 
+from ragstream import markdown
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import ChunkingSettings
 from ragstream.errors import IngestError
+from ragstream.markdown import Block
 from ragstream.super_prompt import Chunk
 from ragstream.text import split_sentences, words
 
@@ -88,18 +97,10 @@ PLAIN_TEXT_SUFFIXES = (".txt",)
 DATE_KEYS = ("last_update_date", "date", "updated")
 DEFAULT_DOC_TYPE = "doc"
 
-_FRONT_MATTER_OPEN = "---"
-_FRONT_MATTER_CLOSE = ("---", "...")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*)|[ \t]*)$")
 _CONTINUATION = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
 _ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ].*)?$")
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
-_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S")
-_BEGIN_ENV = re.compile(r"^[ \t]*\\begin\{([A-Za-z]+\*?)\}")
 _NON_SPACE = re.compile(r"\S+")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _EQUATION = re.compile(
@@ -112,6 +113,10 @@ _EQUATION = re.compile(
 
 _CODE, _TABLE, _MATH, _PROSE = "code", "table", "math", "prose"
 _ATOMIC_LABELS = {_CODE: "code block", _TABLE: "table", _MATH: "math block"}
+#: Markdown blocks that are one unit each, and the unit's kind
+_ATOMIC_BLOCKS = {"fence": _CODE, "code": _CODE, "table": _TABLE, "math": _MATH}
+#: Markdown blocks that hold no text of their own: containers (their blocks do) and rules
+_NO_TEXT = {"blockquote", "list", "item", "hr"}
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ class _Section:
     heading_path: tuple[str, ...]
     first: int  # 0-based index of the first body line
     end: int  # 0-based index one past the last body line
+    blocks: tuple[Block, ...]  # the body's top-level blocks
 
 
 @dataclass(frozen=True)
@@ -170,24 +176,33 @@ def parse_document(
     lines = normalised.split("\n")
     warnings: list[str] = []
 
-    meta, body_start = _read_front_matter(lines, warnings)
-    markdown = not doc_id.lower().endswith(PLAIN_TEXT_SUFFIXES)
-    fences = _scan_fences(lines, body_start, warnings) if markdown else {}
-    headings = _scan_headings(lines, body_start, fences) if markdown else []
+    is_markdown = not doc_id.lower().endswith(PLAIN_TEXT_SUFFIXES)
+    meta, doc = _read_document(normalised, is_markdown, warnings)
+    body_start = doc.front_matter.end if doc.front_matter else 0
+    warnings.extend(
+        f"line {block.start + 1}: code fence is never closed: it runs to the end"
+        for block in doc.walk()
+        if block.kind == "fence" and not block.closed
+    )
+    headings = [block for block in doc.headings if block.text]
 
-    first_h1 = next((t for _, level, t in headings if level == 1), "")
+    first_h1 = next((h.text for h in headings if h.level == 1), "")
     title = meta.get("title", (0, ""))[1] or first_h1 or PurePosixPath(doc_id).stem
     doc_type = meta.get("doc_type", (0, ""))[1] or DEFAULT_DOC_TYPE
     last_update_date = _last_update_date(meta, fallback_date, warnings)
 
     has_body = any(line.strip() for line in lines[body_start:])
-    if markdown and not headings and has_body:
+    if is_markdown and not headings and has_body:
         warnings.append("no headings: chunked as one section")
+    if is_markdown:
+        sections = _sections(doc.blocks, body_start, len(lines))
+    else:
+        sections = [_Section((), body_start, len(lines), _plain_paragraphs(lines, body_start))]
 
     chunks: list[Chunk] = []
-    for section in _sections(lines, body_start, headings):
+    for section in sections:
         body = _section_body(lines, section)
-        units = _section_units(lines, section, body, fences, markdown)
+        units = _section_units(lines, section, body)
         units = _fit_units(body, units, settings, warnings)
         for group in _pack(body, units, settings):
             chunks.append(
@@ -242,40 +257,41 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _read_front_matter(
-    lines: list[str], warnings: list[str]
-) -> tuple[dict[str, tuple[int, str]], int]:
-    """``({key: (file line, value)}, index of the first body line)``."""
-    if not lines or lines[0].rstrip() != _FRONT_MATTER_OPEN:
-        return {}, 0
-    close = next(
-        (i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_MATTER_CLOSE), None
-    )
-    if close is None:
+def _read_document(
+    text: str, is_markdown: bool, warnings: list[str]
+) -> tuple[dict[str, tuple[int, str]], markdown.Document]:
+    """``({front matter key: (file line, value)}, the parsed document)``.
+
+    A front matter block without a single ``key: value`` line is a horizontal rule and the
+    text under it: the document is read again, without front matter.
+    """
+    doc = markdown.parse(text, blocks=is_markdown)
+    if doc.front_matter_unclosed:
         warnings.append("front matter opened at line 1 is never closed: read as body text")
-        return {}, 0
+    matter = doc.front_matter
+    if matter is None:
+        return {}, doc
 
     meta: dict[str, tuple[int, str]] = {}
     problems: list[str] = []
-    for i in range(1, close):
-        line = lines[i]
+    for number, line in enumerate(matter.text.split("\n"), start=matter.text_start + 1):
         if not line.strip() or line.lstrip().startswith("#") or _CONTINUATION.match(line):
             continue
         match = _KEY_VALUE.match(line)
         if match is None:
-            problems.append(f"front matter line {i + 1} is not key: value")
+            problems.append(f"front matter line {number} is not key: value")
             continue
         key = match.group(1).lower().replace("-", "_")
-        meta[key] = (i + 1, _unquote(match.group(2) or ""))
+        meta[key] = (number, _unquote(match.group(2) or ""))
 
     if problems and not meta:
         warnings.append(
-            f"line 1 '---' is followed by no key: value line before line {close + 1}: "
+            f"line 1 '---' is followed by no key: value line before line {matter.end}: "
             f"read as body text, not front matter"
         )
-        return {}, 0
+        return {}, markdown.parse(text, front_matter=False, blocks=is_markdown)
     warnings.extend(problems)
-    return meta, close + 1
+    return meta, doc
 
 
 def _iso_date(value: str) -> str | None:
@@ -308,60 +324,38 @@ def _last_update_date(
 # ------------------------------------------------------------------------------ structure
 
 
-def _scan_fences(lines: list[str], start: int, warnings: list[str]) -> dict[int, int]:
-    """Fenced code blocks as ``{opening line index: closing line index}`` (inclusive)."""
-    fences: dict[int, int] = {}
+def _sections(blocks: tuple[Block, ...], body_start: int, line_count: int) -> list[_Section]:
+    """The text before the first heading, then one section per top-level heading with text."""
+    sections: list[_Section] = []
+    stack: list[Block] = []  # the open headings, outermost first
+    first, members = body_start, []
+    for block in blocks:
+        if block.kind != "heading" or not block.text:
+            members.append(block)
+            continue
+        sections.append(_Section(tuple(h.text for h in stack), first, block.start, tuple(members)))
+        while stack and stack[-1].level >= block.level:
+            stack.pop()
+        stack.append(block)
+        first, members = block.end, []
+    sections.append(_Section(tuple(h.text for h in stack), first, line_count, tuple(members)))
+    return sections
+
+
+def _plain_paragraphs(lines: list[str], start: int) -> tuple[Block, ...]:
+    """Plain text's paragraphs: the runs of non-blank lines from line ``start`` on."""
+    paragraphs: list[Block] = []
     i = start
     while i < len(lines):
-        match = _FENCE_OPEN.match(lines[i])
-        if match is None or (match.group(1)[0] == "`" and "`" in match.group(2)):
+        if not lines[i].strip():
             i += 1
             continue
-        marker = match.group(1)
         j = i + 1
-        while j < len(lines):
-            close = _FENCE_CLOSE.match(lines[j])
-            if close and close.group(1)[0] == marker[0] and len(close.group(1)) >= len(marker):
-                break
+        while j < len(lines) and lines[j].strip():
             j += 1
-        if j == len(lines):
-            warnings.append(f"line {i + 1}: code fence is never closed: it runs to the end")
-            j = len(lines) - 1
-        fences[i] = j
-        i = j + 1
-    return fences
-
-
-def _scan_headings(
-    lines: list[str], start: int, fences: dict[int, int]
-) -> list[tuple[int, int, str]]:
-    """ATX headings outside code fences as ``(line index, level, text)``."""
-    headings: list[tuple[int, int, str]] = []
-    i = start
-    while i < len(lines):
-        if i in fences:
-            i = fences[i] + 1
-            continue
-        match = _ATX_HEADING.match(lines[i])
-        if match and match.group(2).strip():
-            headings.append((i, len(match.group(1)), match.group(2).strip()))
-        i += 1
-    return headings
-
-
-def _sections(
-    lines: list[str], body_start: int, headings: list[tuple[int, int, str]]
-) -> list[_Section]:
-    first_heading = headings[0][0] if headings else len(lines)
-    sections = [_Section((), body_start, first_heading)]
-    stack: list[tuple[int, str]] = []
-    for n, (index, level, text) in enumerate(headings):
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, text))
-        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
-        sections.append(_Section(tuple(t for _, t in stack), index + 1, end))
-    return sections
+        paragraphs.append(Block("paragraph", i, j))
+        i = j
+    return tuple(paragraphs)
 
 
 def _section_body(lines: list[str], section: _Section) -> _Body:
@@ -372,122 +366,10 @@ def _section_body(lines: list[str], section: _Section) -> _Body:
     return _Body("\n".join(lines[section.first:section.end]), tuple(offsets), section.first)
 
 
-def _indent(line: str) -> int:
-    expanded = line.expandtabs(4)
-    return len(expanded) - len(expanded.lstrip(" "))
-
-
-def _table_end(lines: list[str], i: int, end: int) -> int | None:
-    """One past the last line of a table starting at line ``i``, or None."""
-    if "|" not in lines[i] or i + 1 >= end:
-        return None
-    nxt = lines[i + 1]
-    is_gfm = "|" in nxt and _TABLE_DELIMITER.match(nxt) is not None
-    is_pipe_run = lines[i].lstrip().startswith("|") and nxt.lstrip().startswith("|")
-    if not (is_gfm or is_pipe_run):
-        return None
-    j = i + 2
-    while j < end and lines[j].strip() and "|" in lines[j]:
-        j += 1
-    return j
-
-
-def _math_end(lines: list[str], i: int, end: int) -> int | None:
-    """One past the last line of a display-math block starting at line ``i``, or None."""
-    stripped = lines[i].strip()
-    if stripped.startswith("$$"):
-        if stripped.count("$$") >= 2:
-            return i + 1 if stripped.endswith("$$") else None
-        for j in range(i + 1, end):
-            if not lines[j].strip():
-                return None
-            if "$$" in lines[j]:
-                return j + 1 if lines[j].strip().endswith("$$") else None
-        return None
-    match = _BEGIN_ENV.match(lines[i])
-    if match:
-        closing = "\\end{" + match.group(1) + "}"
-        for j in range(i, end):
-            if closing in lines[j]:
-                return j + 1
-    return None
-
-
-def _indented_code_end(lines: list[str], i: int, end: int) -> int:
-    last = i
-    for j in range(i + 1, end):
-        if lines[j].strip():
-            if _indent(lines[j]) < 4:
-                break
-            last = j
-    return last + 1
-
-
-def _paragraph_end(lines: list[str], i: int, end: int, fences: dict[int, int]) -> int:
-    j = i + 1
-    while (
-        j < end
-        and lines[j].strip()
-        and j not in fences
-        and _table_end(lines, j, end) is None
-        and _math_end(lines, j, end) is None
-    ):
-        j += 1
-    return j
-
-
-def _blocks(
-    lines: list[str], section: _Section, fences: dict[int, int], markdown: bool
-) -> list[tuple[str, int, int]]:
-    """The section's blocks as ``(kind, first line index, one past last)``; kinds are
-    ``prose``, ``fence``, ``indented``, ``table`` and ``math``."""
-    blocks: list[tuple[str, int, int]] = []
-    i, end = section.first, section.end
-    after_list = False  # an indented line after a list continues the list, it is not code
-    while i < end:
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        if not markdown:
-            j = i + 1
-            while j < end and lines[j].strip():
-                j += 1
-            blocks.append((_PROSE, i, j))
-            i = j
-            continue
-
-        block = _structured_block(lines, i, section, fences, after_list)
-        if block is None:
-            j = _paragraph_end(lines, i, end, fences)
-            has_item = any(_LIST_ITEM.match(row) for row in lines[i:j])
-            after_list = has_item or (after_list and _indent(line) > 0)
-            kind = _PROSE
-        else:
-            kind, j = block
-            after_list = False
-        blocks.append((kind, i, j))
-        i = j
-    return blocks
-
-
-def _structured_block(
-    lines: list[str], i: int, section: _Section, fences: dict[int, int], after_list: bool
-) -> tuple[str, int] | None:
-    """``(kind, one past last line)`` of a code block, table or math block at line ``i``."""
-    end = section.end
-    if i in fences:
-        return "fence", min(fences[i] + 1, end)
-    table_end = _table_end(lines, i, end)
-    if table_end is not None:
-        return _TABLE, table_end
-    math_end = _math_end(lines, i, end)
-    if math_end is not None:
-        return _MATH, math_end
-    after_blank = i == section.first or not lines[i - 1].strip()
-    if _indent(lines[i]) >= 4 and after_blank and not after_list:
-        return "indented", _indented_code_end(lines, i, end)
-    return None
+def _text_blocks(section: _Section) -> Iterator[Block]:
+    """The section's blocks that hold text, at any depth, in order."""
+    for top in section.blocks:
+        yield from (b for b in top.walk() if not b.children and b.kind not in _NO_TEXT)
 
 
 def _trimmed(
@@ -502,31 +384,26 @@ def _trimmed(
     return _Unit(start, end, kind) if end > start else None
 
 
-def _section_units(
-    lines: list[str], section: _Section, body: _Body, fences: dict[int, int], markdown: bool
-) -> list[_Unit]:
-    """Code blocks, tables and math blocks whole; prose as sentences, one item at a time."""
+def _section_units(lines: list[str], section: _Section, body: _Body) -> list[_Unit]:
+    """Code blocks, tables and math blocks whole; prose as sentences, one block at a time."""
     units: list[_Unit] = []
 
     def span(a: int, b: int) -> tuple[int, int]:  # file line indices → body characters
         last = b - 1 - section.first
         return body.offsets[a - section.first], body.offsets[last] + len(lines[b - 1])
 
-    for kind, a, b in _blocks(lines, section, fences, markdown):
-        if kind != _PROSE:
-            unit_kind = _CODE if kind in ("fence", "indented") else kind
-            unit = _trimmed(body, *span(a, b), unit_kind, keep_indent=kind == "indented")
+    for block in _text_blocks(section):
+        start, end = span(block.start, block.end)
+        kind = _ATOMIC_BLOCKS.get(block.kind)
+        if kind is not None:
+            unit = _trimmed(body, start, end, kind, keep_indent=block.kind == "code")
             if unit:
                 units.append(unit)
             continue
-        # a list item starts a new piece, so items without a full stop stay apart
-        starts = [a] + [k for k in range(a + 1, b) if markdown and _LIST_ITEM.match(lines[k])]
-        for seg_a, seg_b in zip(starts, starts[1:] + [b]):
-            seg_start, seg_end = span(seg_a, seg_b)
-            for s, e in split_sentences(body.text[seg_start:seg_end]):
-                unit = _trimmed(body, seg_start + s, seg_start + e, _PROSE)
-                if unit:
-                    units.append(unit)
+        for s, e in split_sentences(body.text[start:end]):
+            unit = _trimmed(body, start + s, start + e, _PROSE)
+            if unit:
+                units.append(unit)
     return units
 
 

@@ -120,14 +120,47 @@ def test_unclosed_front_matter_and_horizontal_rule_are_body_text():
     assert any("never closed" in w for w in unclosed.warnings)
     assert "title: X" in unclosed.chunks[0].text
 
-    rule = parse("---\nSome prose here.\n---\nMore prose.\n")
+    rule = parse("---\nSome prose here.\n\n---\nMore prose.\n")
     assert any("not front matter" in w for w in rule.warnings)
-    assert "Some prose here." in rule.chunks[0].text
+    assert [c.text for c in rule.chunks] == ["Some prose here.\n\n---\nMore prose."]
+
+    # CommonMark without front matter: a rule, then "Some prose here." underlined by "---",
+    # a setext heading
+    setext = parse("---\nSome prose here.\n---\nMore prose.\n")
+    assert any("not front matter" in w for w in setext.warnings)
+    assert [(c.heading_path, c.text, c.start_line) for c in setext.chunks] == [
+        (("Some prose here.",), "More prose.", 4)
+    ]
 
 
 def test_title_falls_back_to_first_h1_then_stem():
     assert parse("Intro.\n\n## Sub\n\nx.\n\n# Real Title\n\ny.\n").title == "Real Title"
     assert parse("## Only H2\n\ntext.\n", path="a/b/my-doc.md").title == "my-doc"
+
+
+def test_front_matter_is_found_by_the_parser_and_closes_with_dots():
+    text = "---\ntitle: Dotted\nbogus line\n...\n# Head\n\nBody text.\n"
+    doc = parse(text)
+    assert doc.title == "Dotted"
+    assert doc.warnings == ("front matter line 3 is not key: value",)
+    assert [(c.heading_path, c.text, c.start_line) for c in doc.chunks] == [
+        (("Head",), "Body text.", 7)
+    ]
+
+
+def test_document_of_front_matter_only_gives_metadata_and_no_chunks():
+    doc = parse("---\ntitle: Only meta\ndoc_type: note\ndate: 2024-02-03\n---\n")
+    assert (doc.title, doc.doc_type, doc.last_update_date) == ("Only meta", "note", "2024-02-03")
+    assert doc.chunks == ()
+    assert doc.warnings == ("no body text: the document gives no chunks",)
+
+
+def test_front_matter_of_a_plain_text_file_is_read():
+    doc = parse("---\ntitle: Notes\n---\n# not a heading here.\n", path="notes/n.txt")
+    assert doc.title == "Notes"
+    assert [(c.heading_path, c.text, c.start_line) for c in doc.chunks] == [
+        ((), "# not a heading here.", 4)
+    ]
 
 
 # ------------------------------------------------------------------------------ sections
@@ -174,6 +207,70 @@ def test_hash_lines_inside_code_fences_are_not_headings(fence):
     assert {c.heading_path for c in doc.chunks} == {("Real",)}
     assert "# not a heading" in doc.chunks[0].text
     assert doc.chunks[0].has_code
+
+
+def test_setext_headings_of_both_levels_start_sections():
+    text = (
+        "Guide\n=====\n\n"  # lines 1-2: level 1
+        "Intro sentence.\n\n"  # 4
+        "Install\n-------\n\n"  # 6-7: level 2
+        "Run the installer.\nThen restart.\n\n"  # 9-10
+        "Usage\n---\n"  # 12-13: level 2
+        "Open the app.\n\n"  # 14
+        "### Details\n\n"  # 16: ATX under a setext heading
+        "Fine print.\n"  # 18
+    )
+    doc = parse(text, settings=ChunkingSettings(max_tokens=200))
+    assert doc.title == "Guide"
+    assert [(c.heading_path, c.text, c.start_line, c.end_line) for c in doc.chunks] == [
+        (("Guide",), "Intro sentence.", 4, 4),
+        (("Guide", "Install"), "Run the installer.\nThen restart.", 9, 10),
+        (("Guide", "Usage"), "Open the app.", 14, 14),
+        (("Guide", "Usage", "Details"), "Fine print.", 18, 18),
+    ]
+    assert "no headings: chunked as one section" not in doc.warnings
+    _assert_lines_match(text, doc)
+
+
+def test_fence_with_heading_and_underline_lines_is_one_code_unit():
+    code = "```text\nnot a title\n---\n# not a heading\n===\n```"
+    text = f"# Real\n\nBefore.\n\n{code}\n\nAfter.\n"
+    doc = parse(text, settings=ChunkingSettings(max_tokens=40, min_tokens=0))
+    assert {c.heading_path for c in doc.chunks} == {("Real",)}
+    assert [c.text for c in doc.chunks] == [f"Before.\n\n{code}\n\nAfter."]
+    assert doc.chunks[0].has_code
+    assert (doc.chunks[0].start_line, doc.chunks[0].end_line) == (3, 12)
+
+
+def test_gfm_table_is_one_unit_with_its_line_range():
+    rows = "\n".join(f"| k{i} | meaning {i}. Then more |" for i in range(4))
+    table = f"| key | meaning |\n| --- | --- |\n{rows}\nlast | row without a leading pipe |"
+    text = f"# T\n\n{prose(3)}\n\n{table}\n\n{prose(3, 'ranking')}\n"  # table: lines 5-11
+    doc = parse(text)
+    holders = [c for c in doc.chunks if "| key |" in c.text]
+    assert len(holders) == 1
+    assert [(c.text, c.start_line, c.end_line) for c in holders] == [(table, 5, 11)]
+    assert any("lines 5-11: a table" in w for w in doc.warnings)  # 43 tokens, kept whole
+
+
+def test_blocks_inside_list_items_stay_whole():
+    code = "```bash\n" + "\n".join(f"  make step_{i}. make check_{i}" for i in range(6)) + "\n  ```"
+    text = f"# L\n\n- Step one runs this:\n\n  {code}\n- Step two.\n"  # code: lines 5-12
+    doc = parse(text)
+    assert [(c.text, c.start_line, c.end_line) for c in doc.chunks if c.has_code] == [
+        (code, 5, 12)
+    ]
+    assert any("lines 5-12: a code block" in w for w in doc.warnings)
+    assert [c.text for c in doc.chunks if not c.has_code] == [
+        "- Step one runs this:", "- Step two."
+    ]
+
+
+def test_heading_inside_a_quote_or_list_is_prose_not_a_section():
+    doc = parse("# Top\n\n> # Quoted heading\n> quoted text.\n\n- # item heading\n")
+    assert {c.heading_path for c in doc.chunks} == {("Top",)}
+    assert "> # Quoted heading" in doc.chunks[0].text
+    assert "- # item heading" in doc.chunks[-1].text
 
 
 def test_unclosed_fence_runs_to_end_with_warning():
