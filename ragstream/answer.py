@@ -118,7 +118,7 @@ def map_citations(numbers: list[int], sp: SuperPrompt) -> tuple[list[Citation], 
         else:
             cites.append(Citation(
                 n=n, chunk_id=chunk.id, source=chunk.source,
-                section=" > ".join(chunk.heading_path) or chunk.section, title=chunk.title,
+                section=chunk.heading_label or chunk.section, title=chunk.title,
                 label=chunk.citation_label))
     return cites, [c.n for c in cites if not c.valid]
 

@@ -60,9 +60,14 @@ class Chunk(BaseModel):
     content_hash: str = ""
 
     @property
+    def heading_label(self) -> str:
+        """The heading path as one line, ``Heading > Sub`` ("" for a chunk before any heading)."""
+        return " > ".join(self.heading_path)
+
+    @property
     def citation_label(self) -> str:
         """``file.md § Heading > Sub`` — how the chunk is named in prompts and tables."""
-        path = " > ".join(self.heading_path)
+        path = self.heading_label
         return f"{self.source} § {path}" if path else self.source
 
 

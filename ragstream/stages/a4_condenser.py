@@ -41,7 +41,7 @@ from ragstream.records import A4Record, Statement, StatementKind
 from ragstream.render import CONDENSED_EMPTY, CONDENSED_HEADER, build_query, render_condensed, rerank_query
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt, View, ViewRow
-from ragstream.text import words
+from ragstream.text import jaccard, words
 
 NAME = "A4_Condenser"
 DIGITS = 6
@@ -157,7 +157,7 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
         if ci not in per_chunk and len(per_chunk) >= cfg.limits.N3_FINAL_SELECTION_MAX:
             continue
         ws = set(words(s))
-        if any(len(ws & o) / max(1, len(ws | o)) >= acfg.redundancy_jaccard for o in taken_words):
+        if any(jaccard(ws, o) >= acfg.redundancy_jaccard for o in taken_words):
             continue
         cost = count_tokens(f"- {s} [{len(candidates)}]\n", enc)
         if used + cost > acfg.budget_tokens:

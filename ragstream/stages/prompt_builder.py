@@ -35,7 +35,7 @@ def _fence(text: str) -> str:
 
 def attachment(n: int, chunk: Chunk, text: str, truncated: bool) -> str:
     """One numbered source: its citation heading, then its text fenced with SOURCE, SECTION and SPAN lines."""
-    heading = " > ".join(chunk.heading_path) or chunk.title or chunk.source
+    heading = chunk.heading_label or chunk.title or chunk.source
     fence = _fence(text)
     note = " (truncated to fit the attachment budget)" if truncated else ""
     return (

@@ -60,7 +60,7 @@ def view_rows(sp: SuperPrompt, stage: str, snippet_chars: int = 240) -> list[dic
             "rank": r.rank,
             "chunk id": r.chunk_id,
             "source": c.source if c else "",
-            "section": " > ".join(c.heading_path) if c else "",
+            "section": c.heading_label if c else "",
             "score": r.score,
         }
         for key, value in r.scores.items():
