@@ -61,11 +61,6 @@ class WindowRecord:
         return f"{self.chunk.id}@w{self.window}"
 
 
-def passage_heading(chunk: Chunk) -> str:
-    """The chunk's heading path joined with " > "."""
-    return " > ".join(chunk.heading_path)
-
-
 def encode_chunks(chunks: Sequence[Chunk], embedder) -> list[WindowRecord]:
     """Every chunk's windows (heading path in front) and evidence sentences, embedded.
 
@@ -80,7 +75,7 @@ def encode_chunks(chunks: Sequence[Chunk], embedder) -> list[WindowRecord]:
     spans: list[list[tuple[int, int]]] = []  # per window: the sentences' spans in its text
     for chunk in chunks:
         bounds = embedder.windows(chunk.text)
-        context = passage_heading(chunk)
+        context = chunk.heading_label
         units = evidence_units(chunk.text, MIN_EVIDENCE_WORDS)
         for w, (a, b) in enumerate(bounds):
             raw = chunk.text[a:b]

@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragstream.backends.doc_index import Evidence, encode_chunks, passage_heading
+from ragstream.backends.doc_index import Evidence, encode_chunks
 from ragstream.config import RerankerSettings
 from ragstream.errors import ModelLoadError
 from ragstream.super_prompt import Chunk
@@ -58,7 +58,7 @@ class RerankerChoice:
 
 def passage(chunk: Chunk) -> str:
     """What a cross-encoder reads: the heading path, then the text."""
-    heading = passage_heading(chunk)
+    heading = chunk.heading_label
     return f"{heading}\n{chunk.text}" if heading else chunk.text
 
 
