@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ragstream.config import DEFAULT_CONFIG_DIR, A5Config, load_config
 from ragstream.errors import ConfigError
 from ragstream.stages import a5_format_enforcer as a5
+from ragstream.stages.a5.llm import clamp_kind
 from ragstream.super_prompt import SuperPrompt
 
 CITE = ("Cite the sources you use as [n], where n is the number of the source in the "
@@ -336,8 +337,8 @@ def test_rerun_gives_the_same_spec(cfg):
 
 def test_clamp_kind(cfg):
     agent = cfg.agents.A5_Format_Enforcer
-    assert a5.clamp_kind(agent, "JSON") == ("json", False)
-    assert a5.clamp_kind(agent, "bullet list") == ("bullet_list", False)
-    assert a5.clamp_kind(agent, "plain-text") == ("plain_text", False)
-    assert a5.clamp_kind(agent, "haiku") == ("markdown", True)
-    assert a5.clamp_kind(agent, "") == ("markdown", True)
+    assert clamp_kind(agent, "JSON") == ("json", False)
+    assert clamp_kind(agent, "bullet list") == ("bullet_list", False)
+    assert clamp_kind(agent, "plain-text") == ("plain_text", False)
+    assert clamp_kind(agent, "haiku") == ("markdown", True)
+    assert clamp_kind(agent, "") == ("markdown", True)

@@ -1,0 +1,210 @@
+"""A5's LLM mode: the payload, the reply model and the reply checked into a ``FormatSpec``.
+
+The payload holds the task, format and constraints (not A0's defaults) and the allowed kinds,
+answer languages, code languages and length units. The reply (:class:`A5LLMOutput`, plain
+strings) becomes the same ``FormatSpec`` as in deterministic mode:
+
+* ``kind`` through :func:`clamp_kind` (unknown → ``default_format``); the answer language,
+  code language and length limits are checked against the config tables too. Every value
+  that had to be changed or dropped is listed in ``format_enforcer.clamps``.
+* ``hard_rules``: the model's rules, one line each, without empty or duplicate ones (or the
+  kind's rule if it gave none), then the ``always_rules`` — always present and always last,
+  exactly as in deterministic mode.
+* ``example_shape`` and ``normalized_format_spec`` are the model's unless the kind was clamped
+  (then they are built from the config, as in deterministic mode).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import get_args
+
+from pydantic import BaseModel, Field
+
+from ragstream.agents.factory import Agent
+from ragstream.config import A5Config, FormatKind
+from ragstream.records import FormatClamp, FormatSpec, LengthLimit
+from ragstream.stages.a5.lengths import merge_lengths
+from ragstream.stages.a5.rules import as_rule, dedupe, shape, spec_line
+from ragstream.text import fold
+
+FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
+
+
+# One length limit as the LLM states it (checked against the config by A5). The LLM reply
+# models' docstrings go into the schema the model is shown, so they say only what the reply holds.
+class A5LLMLength(BaseModel):
+    """One length limit: a unit, a bound (max, min, exact or about) and a number."""
+
+    unit: str = Field(description="words, sentences, paragraphs, items, lines or characters")
+    bound: str = Field(description="max, min, exact or about")
+    value: int = Field(description="the number")
+
+
+# The reply A5 asks the LLM for: FormatSpec's fields, with plain strings so that out-of-enum
+# values reach A5 and are clamped and logged instead of failing validation.
+class A5LLMOutput(BaseModel):
+    """The reply: the answer's kind, languages, length limits, names, hard rules, shape and format line."""
+
+    kind: str = Field(description="one of allowed_kinds")
+    code_language: str = Field("", description="for kind code: one of code_languages, else ''")
+    language: str = Field("", description="answer language code from answer_languages, or ''")
+    length: list[A5LLMLength] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list,
+                             description="table columns or JSON/YAML keys the prompt names")
+    hard_rules: list[str] = Field(description="short imperative sentences the answer must obey")
+    example_shape: str = Field("", description="a short skeleton of the answer, or ''")
+    normalized_format_spec: str = Field("", description="one line naming the format")
+
+
+def llm_payload(agent: A5Config, body: dict[str, str], body_sources: dict[str, str]) -> dict:
+    """The prompt's format, constraints and task (not A0's defaults) and the closed lists."""
+    payload: dict = {}
+    for key in ("task", "format", "constraints"):
+        value = "" if body_sources.get(key) == "default" else (body.get(key, "") or "")
+        if value.strip():
+            payload[key] = value
+    payload["allowed_kinds"] = {kind: spec.label for kind, spec in agent.kinds.items()}
+    payload["default_kind"] = agent.default_format
+    payload["answer_languages"] = {code: lang.name for code, lang in agent.answer_languages.items()}
+    payload["code_languages"] = list(agent.code_languages)
+    payload["length_units"] = list(agent.length_units)
+    payload["length_bounds"] = list(agent.length_rules)
+    return payload
+
+
+def clamp_kind(agent: A5Config, value: str) -> tuple[FormatKind, bool]:
+    """``(kind, False)`` if ``value`` names a known kind ("JSON", "bullet list"), else
+    ``(default_format, True)``. Used on the kind the LLM mode returns."""
+    wanted = re.sub(r"[\s-]+", "_", (value or "").strip().lower())
+    known = list(agent.kinds) or list(FORMAT_KINDS)
+    for kind in known:
+        if kind == wanted:
+            return kind, False
+    return agent.default_format, True
+
+
+def _fold_tag(value: str) -> str:
+    return " ".join(fold(value or "").split())
+
+
+def _clamp_language(agent: A5Config, value: str) -> str | None:
+    """The answer-language code for a code, a name or a cue ("de", "German", "auf Deutsch");
+    "" for none; None when it names no configured language."""
+    wanted = _fold_tag(value)
+    if not wanted:
+        return ""
+    for code, lang in agent.answer_languages.items():
+        if wanted in {fold(code), fold(lang.name), *(fold(c) for c in lang.cues)}:
+            return code
+    return None
+
+
+def _clamp_code_language(agent: A5Config, value: str) -> str | None:
+    """The code-fence tag for a tag or a word naming it; "" for none; None when unknown."""
+    wanted = _fold_tag(value)
+    if not wanted:
+        return ""
+    for tag, words in agent.code_languages.items():
+        if wanted == fold(tag) or wanted in {fold(w) for w in words}:
+            return tag
+    return None
+
+
+def _clamp_length(agent: A5Config, item: A5LLMLength) -> LengthLimit | None:
+    unit_word = _fold_tag(item.unit)
+    unit = next((u for u, spec in agent.length_units.items()
+                 if unit_word in {fold(u), fold(spec.label), fold(spec.label_one),
+                                  *(fold(k) for k in spec.keywords)}), None)
+    bound_word = _fold_tag(item.bound)
+    bound = next((b for b in agent.length_rules if b == bound_word), None)
+    if unit is None or bound is None or item.value < 1:
+        return None
+    return LengthLimit(unit=unit, bound=bound, value=item.value)
+
+
+def _clean_rules(agent: A5Config, rules: list[str]) -> list[str]:
+    """The model's rules as one-line sentences, without empty ones and without the
+    always_rules (which follow all others)."""
+    always = {fold(r) for r in agent.always_rules}
+    out = []
+    for rule in rules:
+        rule = as_rule(rule or "")
+        if rule and fold(rule) not in always:
+            out.append(rule)
+    return dedupe(out)
+
+
+def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[FormatClamp]]:
+    """The model's answer as a ``FormatSpec``, every value checked against the config; and the
+    list of values that were clamped or dropped."""
+    clamps: list[FormatClamp] = []
+
+    def note(field: str, value: object, clamped_to: object, why: str) -> None:
+        clamps.append(FormatClamp(field=field, value=value, clamped_to=clamped_to, why=why))
+
+    kind, kind_clamped = clamp_kind(agent, answer.kind)
+    if kind_clamped:
+        note("kind", answer.kind, kind, "not one of the allowed kinds: default_format")
+    spec = agent.kinds.get(kind)
+
+    code_language = _clamp_code_language(agent, answer.code_language)
+    if code_language is None:
+        note("code_language", answer.code_language, "", "not one of code_languages")
+        code_language = ""
+    if code_language and kind != "code":
+        note("code_language", answer.code_language, "", f"kind is {kind}, not code")
+        code_language = ""
+
+    language = _clamp_language(agent, answer.language)
+    if language is None:
+        note("language", answer.language, "", "not one of answer_languages")
+        language = ""
+    language_name = agent.answer_languages[language].name if language else ""
+
+    limits = []
+    for item in answer.length:
+        limit = _clamp_length(agent, item)
+        if limit is None:
+            note("length", item.model_dump(), None, "unknown unit or bound, or a value below 1")
+        else:
+            limits.append(limit)
+    length = merge_lengths(agent, limits)
+
+    names: list[str] = []
+    for name in answer.names:
+        name = " ".join((name or "").split()).strip(" \"'`*")
+        if name and len(name.split()) <= agent.max_name_words and name not in names:
+            names.append(name)
+        elif name and name not in names:
+            note("names", name, None, f"more than max_name_words ({agent.max_name_words}) words")
+    if names and kind not in agent.name_list_rules:
+        note("names", names, [], f"kind {kind} has no columns or keys")
+        names = []
+
+    rules = _clean_rules(agent, answer.hard_rules)
+    if not rules and spec and spec.rule:
+        rules = [spec.rule]
+    rules = dedupe(rules + list(agent.always_rules))
+
+    example = answer.example_shape.strip("\n")
+    line = " ".join(answer.normalized_format_spec.split())
+    if kind_clamped or not example.strip():
+        example = shape(agent, kind, names)
+    if kind_clamped or not line:
+        line = spec_line(agent, kind, code_language, names, language_name, length)
+
+    return FormatSpec(
+        kind=kind, kind_source="llm", matched=[], clamped=kind_clamped,
+        code_language=code_language, language=language, length=length, names=names,
+        hard_rules=rules, example_shape=example, normalized_format_spec=line,
+    ), clamps
+
+
+def ask(llm_agent: Agent, agent: A5Config, body: dict[str, str],
+        body_sources: dict[str, str]) -> FormatSpec:
+    """One call to the model, its reply checked into a ``FormatSpec`` with ``mode`` "llm"
+    and the clamps."""
+    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources)).value
+    spec, clamps = from_llm(agent, answer)
+    return spec.model_copy(update={"mode": "llm", "clamps": clamps})
