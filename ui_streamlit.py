@@ -6,6 +6,8 @@ Run: ``bash scripts/run_app.sh`` (or ``.venv/bin/python -m streamlit run ui_stre
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -125,14 +127,8 @@ with st.sidebar:
 def stream_answer() -> None:
     """Answer the finished super-prompt, showing the text as it streams in."""
     st.markdown("#### Answer")
-    slot = st.empty()
-    shown: list[str] = []
-
-    def on_token(piece: str) -> None:
-        shown.append(piece)
-        slot.markdown("".join(shown) + " ▌")
-
-    actions.answer(engine, state, on_token)
+    with closing(actions.answer_stream(engine, state)) as pieces:
+        st.write_stream(pieces, cursor=" ▌")
 
 
 st.title("RAGstream workbench")

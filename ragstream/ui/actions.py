@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ragstream import controller
 from ragstream.config import AppConfig
@@ -88,20 +90,62 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
         return False
 
 
-def answer(engine: Engine, st_state: S.SessionState,
-           on_token: Callable[[str], None] | None = None) -> bool:
-    """Answer the finished super-prompt (streamed through ``on_token``), log it, and carry the
-    turn into the conversation the next prompt will see."""
+class _Abandoned(BaseException):
+    """Raised in the answer's worker thread when nobody reads its pieces any more."""
+
+
+_DONE = object()  # the worker's last item on the queue
+ANSWER_THREAD = "ragstream-answer"  # the worker thread's name
+
+
+def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, None, None]:
+    """Answer the finished super-prompt, yielding its text piece by piece as it streams in;
+    then log it and carry the turn into the conversation, or set ``ERROR`` on failure.
+
+    The answer runs in a worker thread (no Streamlit call is made there) whose pieces come
+    through a queue. Closing the generator early stops the answer at its next piece and
+    waits for the thread; an exception other than a ``RagstreamError`` is re-raised here."""
     st_state[S.ERROR] = None
     try:
         cfg = session_config(engine, st_state)
-        sp, ans = engine.answer(st_state[S.SP], on_token=on_token, cfg=cfg)
     except RagstreamError as err:
         _fail(st_state, err)
-        return False
-    st_state[S.SP] = sp
-    st_state[S.CONVERSATION] = engine.conversation_after(sp, ans, cfg)
-    return True
+        return
+    sp = st_state[S.SP]
+    pieces: queue.SimpleQueue[object] = queue.SimpleQueue()
+    abandoned = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def on_token(piece: str) -> None:
+        if abandoned.is_set():
+            raise _Abandoned
+        pieces.put(piece)
+
+    def work() -> None:
+        try:
+            outcome["result"] = engine.answer(sp, on_token=on_token, cfg=cfg)
+        except BaseException as exc:  # handed to the reading thread
+            outcome["error"] = exc
+        finally:
+            pieces.put(_DONE)
+
+    worker = threading.Thread(target=work, name=ANSWER_THREAD, daemon=True)
+    worker.start()
+    try:
+        while (piece := pieces.get()) is not _DONE:
+            yield cast(str, piece)
+    finally:
+        abandoned.set()
+        worker.join()
+    failure = outcome.get("error")
+    if isinstance(failure, RagstreamError):
+        _fail(st_state, failure)
+        return
+    if failure is not None:
+        raise failure
+    done_sp, ans = outcome["result"]
+    st_state[S.SP] = done_sp
+    st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
 
 
 def clear_conversation(st_state: S.SessionState) -> None:

@@ -4,21 +4,27 @@ import json
 from pathlib import Path
 
 import pytest
+from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
+from ragstream.answer import FALLBACK_NOTICE
+from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 
 APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
 KEY = "sk-page-secret-987654321"
+ANSWER = "Start it with chroma run [1]. Then point RAGstream at it [2]. See also [99]."
+CURSOR = " ▌"
+#: the streamed answer's reply; a test may swap it
+STREAM = {"reply": Reply.text(ANSWER)}
 
 
 def route(body):
     system = body["messages"][0]["content"]
     user = body["messages"][-1]["content"]
     if body.get("stream"):
-        return Reply.text("Start it with chroma run [1]. Then point RAGstream at it [2]. "
-                          "See also [99].")
+        return STREAM["reply"]
     if "A2_PromptShaper" in system:
         return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
                            "depth": "overview", "confidence": "high"})
@@ -58,22 +64,69 @@ def app_env(kb_engine, server, tmp_path_factory):
     mp.undo()
 
 
-def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server):
+@pytest.fixture
+def drawn():
+    """Every Markdown body the page sends to the browser, in order, including the ones a
+    later rerun replaces (AppTest's element tree only keeps the last run's)."""
+    bodies: list[str] = []
+
+    def record(msg) -> None:
+        if (msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element"
+                and msg.delta.new_element.WhichOneof("type") == "markdown"):
+            bodies.append(msg.delta.new_element.markdown.body)
+
+    ForwardMsgQueue.on_before_enqueue_msg(record)
+    yield bodies
+    ForwardMsgQueue.on_before_enqueue_msg(None)
+    STREAM["reply"] = Reply.text(ANSWER)
+
+
+def streamed_texts(bodies: list[str]) -> list[str]:
+    """The growing answer texts drawn while it streamed (the cursor marks them)."""
+    return [b[:-len(CURSOR)] for b in bodies if b.endswith(CURSOR)]
+
+
+def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server, drawn, caplog):
     at = AppTest.from_file(APP, default_timeout=300).run()
     at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
     at.button(key="run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     sp = at.session_state[S.SP]
-    modes = sp.extras["agent_modes"]
+    modes = sp.extras.agent_modes
     for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser", "A5_Format_Enforcer"):
-        assert modes[agent]["mode"] == "llm", (agent, modes[agent])
+        assert modes[agent].mode == "llm", (agent, modes[agent])
     assert sp.body["system"] == "assistant"  # "wizard" is out of enum: clamped to the default
     ans = sp.answer
-    assert ans.mode == "llm" and ans.model == "test-model"
+    assert ans.mode == "llm" and ans.model == "test-model" and ans.text == ANSWER
+    # the answer was drawn as it streamed in: growing prefixes of it behind the cursor, then
+    # the whole text; after the rerun the answer section shows it again
+    growing = streamed_texts(drawn)
+    assert len(growing) > 3 and all(ANSWER.startswith(t) for t in growing)
+    assert [len(t) for t in growing] == sorted({len(t) for t in growing})
+    start = drawn.index("#### Answer")
+    assert drawn[start + 1:].index(ANSWER) > drawn[start + 1:].index(growing[-1] + CURSOR)
+    assert any(m.value == ANSWER for m in at.markdown)
+    # the answer's worker thread made no Streamlit call (it has no script-run context)
+    assert not any(actions.ANSWER_THREAD in r.getMessage() for r in caplog.records)
     assert [c.n for c in ans.sources] == [1, 2] and ans.invalid_citations == [99]
     assert any("[99] is an invalid citation" in w.value for w in at.warning)
     assert any("Endpoint" in c.value and server.base_url in c.value for c in at.caption)
     # the key went to the server, and nowhere into the state or the page
     assert all(r.authorization == f"Bearer {KEY}" for r in server.chat_requests)
     assert KEY not in sp.model_dump_json()
-    assert not any(KEY in str(m.value) for m in at.markdown)
+    assert not any(KEY in str(m.value) for m in at.markdown) and not any(KEY in b for b in drawn)
+
+
+def test_page_shows_the_fallback_notice_when_the_llm_stream_breaks(server, drawn):
+    STREAM["reply"] = Reply.text(ANSWER, cut_after=3)
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ans = at.session_state[S.SP].answer
+    assert ans.mode == "extractive" and ans.error
+    growing = streamed_texts(drawn)
+    assert growing and growing[0].startswith("Start it ")
+    assert any(FALLBACK_NOTICE in t for t in growing)
+    assert any(ans.error in c.value for c in at.caption)
+    assert any(m.value.strip() == ans.text.strip() for m in at.markdown)
