@@ -12,6 +12,8 @@ from ragstream.prompt_schema import PromptSchema
 from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
+from ragstream.stages.a0.ladder import edit_distance, map_label
+from ragstream.stages.a0.vocabulary import Vocabulary
 from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
 
 
@@ -22,7 +24,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def vocab(cfg):
-    return a0.Vocabulary.from_schema(cfg.prompt_schema)
+    return Vocabulary.from_schema(cfg.prompt_schema)
 
 
 def run_a0(cfg, text: str) -> SuperPrompt:
@@ -118,26 +120,26 @@ def test_typo_rung(cfg):
 
 
 def test_typo_rung_spares_short_labels_and_real_words(vocab):
-    assert a0.map_label("Note", vocab).key is None     # two edits from "tone"; 1 allowed
-    assert a0.map_label("Next", vocab).key is None     # excluded real word ("text")
-    assert a0.map_label("Test", vocab).key is None
-    assert a0.map_label("Tsk", vocab).key is None      # shorter than min_typo_label_chars
-    long_typo = a0.map_label("Backgrund informaton", vocab)
+    assert map_label("Note", vocab).key is None     # two edits from "tone"; 1 allowed
+    assert map_label("Next", vocab).key is None     # excluded real word ("text")
+    assert map_label("Test", vocab).key is None
+    assert map_label("Tsk", vocab).key is None      # shorter than min_typo_label_chars
+    long_typo = map_label("Backgrund informaton", vocab)
     assert (long_typo.key, long_typo.rung) == ("context", "typo")
     assert long_typo.detail == "edit distance 2 to 'background information'"
 
 
 def test_edit_distance_counts_a_swap_as_one_edit():
-    assert a0.edit_distance("taks", "task") == 1
-    assert a0.edit_distance("contxt", "context") == 1
-    assert a0.edit_distance("note", "tone") == 2
-    assert a0.edit_distance("", "abc") == 3
-    assert a0.edit_distance("same", "same") == 0
+    assert edit_distance("taks", "task") == 1
+    assert edit_distance("contxt", "context") == 1
+    assert edit_distance("note", "tone") == 2
+    assert edit_distance("", "abc") == 3
+    assert edit_distance("same", "same") == 0
 
 
 def test_edit_distance_past_its_limit_is_limit_plus_one():
-    assert a0.edit_distance("context", "constraints", limit=2) == 3
-    assert a0.edit_distance("contxt", "context", limit=2) == 1
+    assert edit_distance("context", "constraints", limit=2) == 3
+    assert edit_distance("contxt", "context", limit=2) == 1
 
 
 def test_bilingual_rung(cfg):
@@ -199,9 +201,9 @@ def test_unknown_formatted_headers_are_kept_in_extras(cfg):
 def test_every_schema_term_maps_to_its_own_key(cfg, vocab):
     schema = cfg.prompt_schema
     tables = [schema.aliases, schema.templates, schema.keyword_cues, *schema.bilingual.values()]
-    wrong = [(term, key, a0.map_label(term, vocab).key)
+    wrong = [(term, key, map_label(term, vocab).key)
              for table in tables for key, terms in table.items() for term in terms
-             if a0.map_label(term, vocab).key != key]
+             if map_label(term, vocab).key != key]
     assert wrong == []
 
 
@@ -247,6 +249,75 @@ def test_fenced_code_is_never_parsed(cfg):
     assert sp.body["text"] == "```\nContext: not a header\n## Format\n```"
     assert "context" not in sp.body
     assert [d.label for d in sp.extras.a0_decisions] == ["Task", "Text"]
+
+
+def test_fenced_code_with_a_longer_fence_is_never_parsed(cfg):
+    # a ```` fence holds ``` lines; the ## Task inside it is code, not a header
+    text = "Task: explain this\n````md\n```\n## Task\nContext: no\n```\n````\nAudience: devs"
+    sp = run_a0(cfg, text)
+    assert sp.body["task"] == "explain this\n````md\n```\n## Task\nContext: no\n```\n````"
+    assert sp.body["audience"] == "devs"
+    assert [(d.label, d.line) for d in sp.extras.a0_decisions] == [("Task", 1), ("Audience", 8)]
+
+
+def test_indented_code_is_never_parsed(cfg):
+    text = "Task: fix the snippet\n\n    ## Task\n    Context: inside code\n\nAudience: devs"
+    sp = run_a0(cfg, text)
+    assert sp.body["task"] == "fix the snippet\n\n    ## Task\n    Context: inside code"
+    assert "context" not in sp.body
+    assert [(d.label, d.line) for d in sp.extras.a0_decisions] == [("Task", 1), ("Audience", 6)]
+
+
+def test_setext_headings_are_headers(cfg):
+    text = ("Task\n====\nExplain RRF.\n\n"
+            "Context\n-------\nWe run SciFact.\n\n"
+            "Format: a table\n---\n"
+            "Audience: students")
+    sp = run_a0(cfg, text)
+    assert sp.body == {"task": "Explain RRF.", "audience": "students",
+                       "context": "We run SciFact.", "format": "a table"}
+    assert [(d.label, d.key, d.style, d.line) for d in sp.extras.a0_decisions] == [
+        ("Task", "task", "heading", 1),        # level 1: ====
+        ("Context", "context", "heading", 5),  # level 2: ----
+        ("Format", "format", "heading", 9),    # "Label: value" over ---, as "## Format: ..."
+        ("Audience", "audience", "plain", 11),
+    ]
+
+
+def test_setext_heading_over_several_lines_keeps_their_breaks(cfg):
+    # CommonMark reads the whole paragraph above --- as the heading; its value keeps its lines
+    sp = run_a0(cfg, "Context: We run Chroma.\nIt is slow.\n---\nTask: fix it")
+    assert sp.body["context"] == "We run Chroma.\nIt is slow."
+    assert (decision(sp, "Context").style, decision(sp, "Context").line) == ("heading", 1)
+
+
+def test_long_setext_heading_stays_text(cfg):
+    text = "We back up the Chroma folder every night.\n---\nTask: check the backups"
+    sp = run_a0(cfg, text)
+    assert sp.body["context"] == "We back up the Chroma folder every night.\n---"
+    assert [d.label for d in sp.extras.a0_decisions] == ["Task"]
+
+
+def test_titled_prompt_with_a_setext_title_is_the_task(cfg):
+    text = "Chroma backups\n==============\nHow do I back up the Chroma folder?"
+    sp = run_a0(cfg, text)
+    assert sp.body["task"] == text
+    assert sp.extras.a0_rules[0].rule == "unknown_headers_as_text"
+    assert (decision(sp, "Chroma backups").header, decision(sp, "Chroma backups").line) == (
+        False, 1)
+
+
+def test_heading_inside_a_list_item_or_quote_is_text(cfg):
+    # A heading in a list item (or a quote) structures that item, e.g. pasted notes or an
+    # outline; A0's sections are the prompt's top-level parts, so it stays the item's text.
+    text = ("Task: summarise the notes\n\n"
+            "- ## Context\n  notes from the meeting\n- second item\n\n"
+            "1. Intro\n\n   ## Audience\n   managers\n\n"
+            "> ## Tone\n> upset")
+    sp = run_a0(cfg, text)
+    assert sp.body["task"] == text.removeprefix("Task: ")
+    assert set(sp.body) == {"task", "format"}
+    assert [d.label for d in sp.extras.a0_decisions] == ["Task"]
 
 
 def test_repeated_headers_join_with_a_blank_line(cfg):

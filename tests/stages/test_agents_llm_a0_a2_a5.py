@@ -458,3 +458,15 @@ def test_a0_semantic_failure_keeps_the_deterministic_result(server):
     plain_cfg = cfg.with_overrides({"prompt_schema.modes": {"semantic_enabled": False}})
     again = a0.run(sp, plain_cfg, None)
     assert not again.extras.llm_usage and "llm_usage" not in again.extras.model_dump()
+
+
+def test_a0_semantic_maps_an_unknown_setext_heading(server):
+    cfg = llm_cfg(server, semantic=True)
+    text = "Task: Summarise the migration plan\n\nHintergrundinfos\n----------------\nWir ziehen um."
+    server.script(semantic_reply((1, "context", 0.9)))
+    sp = a0.run(SuperPrompt(user_text=text), cfg, services(cfg))
+    assert sp.body["context"] == "Wir ziehen um."
+    hint = a0_decision(sp, "Hintergrundinfos")
+    assert (hint.key, hint.rung, hint.style, hint.line) == ("context", "semantic", "heading", 3)
+    (req,) = server.chat_requests
+    assert payload(req)["labels"][0]["kind"] == "a heading header"
