@@ -76,15 +76,19 @@ def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
     return "\n\n".join(lines) + "\n"
 
 
+def stated(body: dict[str, str], sources: dict[str, str] | None, key: str) -> str:
+    """The body's value for ``key`` as the user gave it (or A0 derived it); "" for a value A0
+    only filled in as a default (``sources[key] == "default"``, e.g. format "Markdown"), which
+    says nothing about the request."""
+    return "" if (sources or {}).get(key) == "default" else (body.get(key, "") or "")
+
+
 def rerank_query(body: dict[str, str], sources: dict[str, str] | None = None) -> str:
     """The single query string the ReRanker scores against: task, purpose, context, format —
     without System_MD or attachments (the role and the raw excerpts are not the question), as
-    plain text. Values A0 filled in as
-    defaults (``sources[key] == "default"``, e.g. format "Markdown") say nothing about the
-    subject and are left out."""
-    sources = sources or {}
-    return "\n".join(body[k].strip() for k in ("task", "purpose", "context", "format")
-                     if body.get(k, "").strip() and sources.get(k) != "default")
+    plain text. A0's defaults are left out (``stated``)."""
+    values = (stated(body, sources, k).strip() for k in ("task", "purpose", "context", "format"))
+    return "\n".join(v for v in values if v)
 
 
 def compose_prompt_ready(body: dict[str, str], hard_rules: Iterable[str] = ()) -> str:

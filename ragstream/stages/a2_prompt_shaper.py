@@ -179,7 +179,7 @@ def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str
 
 def _read_keys(body: dict[str, str], sources: dict[str, str]) -> list[str]:
     """The source fields the user gave or A0 derived (not A0's defaults)."""
-    return [k for k in SOURCE_KEYS if body.get(k, "").strip() and sources.get(k) != "default"]
+    return [k for k in SOURCE_KEYS if render.stated(body, sources, k).strip()]
 
 
 def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from ragstream.agents.factory import Agent
 from ragstream.config import A5Config, FormatKind
 from ragstream.records import FormatClamp, FormatSpec, LengthLimit
+from ragstream.render import stated
 from ragstream.stages.a5.lengths import merge_lengths
 from ragstream.stages.a5.rules import as_rule, dedupe, shape, spec_line
 from ragstream.text import fold
@@ -61,7 +62,7 @@ def llm_payload(agent: A5Config, body: dict[str, str], body_sources: dict[str, s
     """The prompt's format, constraints and task (not A0's defaults) and the closed lists."""
     payload: dict = {}
     for key in ("task", "format", "constraints"):
-        value = "" if body_sources.get(key) == "default" else (body.get(key, "") or "")
+        value = stated(body, body_sources, key)
         if value.strip():
             payload[key] = value
     payload["allowed_kinds"] = {kind: spec.label for kind, spec in agent.kinds.items()}

@@ -15,6 +15,7 @@ from typing import Literal
 
 from ragstream.config import A5Config, FormatKind
 from ragstream.records import KindSource, LengthLimit
+from ragstream.render import stated
 from ragstream.stages.a5.lengths import LengthGrammar, blank, find_lengths, window_before
 from ragstream.text import fold, keyword_matches
 
@@ -42,7 +43,7 @@ def read_sources(agent: A5Config, grammar: LengthGrammar, body: dict[str, str],
     sources: list[Source] = []
     found: list[LengthLimit] = []
     for key in SOURCE_KEYS:
-        raw = "" if body_sources.get(key) == "default" else (body.get(key, "") or "")
+        raw = stated(body, body_sources, key)
         folded = fold(raw)
         limits, spans = find_lengths(agent, grammar, folded)
         found.extend(limits)
