@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ragstream import controller
+from ragstream import controller, markdown
 from ragstream.config import AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError
 from ragstream.records import QALogRecord, Statement
@@ -69,10 +69,7 @@ _CITE = re.compile(
     r"(?<!\w)\[\s*(?:(?:citation|source|doc(?:ument)?)\s*)?"
     r"(\d+(?:\s*(?:[-–—]|,|;)\s*\d+)*)\s*\](?!\()",
     re.IGNORECASE)
-_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*:?\s*$")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _LEADING_CITES = re.compile(r"^(?:\s*" + _CITE.pattern + r")+", re.IGNORECASE)
@@ -82,8 +79,9 @@ _LEADING_CITES = re.compile(r"^(?:\s*" + _CITE.pattern + r")+", re.IGNORECASE)
 
 
 def strip_code(text: str) -> str:
-    """The text without fenced code blocks and inline code (no citations live there)."""
-    return _INLINE_CODE.sub(" ", _FENCE.sub("\n\n", text))
+    """The text without code blocks (fenced or indented) and inline code: no citations live there."""
+    outside = "\n".join(text[a:b] for a, b in markdown.spans_outside(text, {"fence", "code"}))
+    return _INLINE_CODE.sub(" ", outside)
 
 
 def citation_numbers(text: str, max_range: int) -> list[int]:
@@ -129,34 +127,19 @@ def map_citations(numbers: list[int], sp: SuperPrompt) -> tuple[list[Citation], 
 def answer_sentences(text: str, min_words: int) -> list[str]:
     """The sentences of an answer that count for the cited share.
 
-    Code, headings, table separator and header rows, and labels (a bold-only line or a line
-    ending in ':') do not count; nor do sentences of fewer than ``min_words`` words. A citation
+    The answer's Markdown is read by ``ragstream.markdown``: paragraphs (in lists and quotes
+    too) and table body rows count; code, headings, table header rows and labels (a bold-only
+    line or a line ending in ':') do not; nor do sentences of fewer than ``min_words`` words. A citation
     that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it.
     """
     blocks: list[str] = []
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            blocks.append(" ".join(para))
-            para.clear()
-
-    lines = _FENCE.sub("\n\n", text).splitlines()
-    for i, line in enumerate(lines):
-        s = line.strip()
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if not s or s.startswith("#"):
-            flush()
-        elif s.startswith("|"):
-            flush()
-            if not _TABLE_SEP.match(s) and not _TABLE_SEP.match(nxt.strip()):
-                blocks.append(" ".join(c.strip() for c in s.strip("|").split("|")))
-        elif _LIST_ITEM.match(line):
-            flush()
-            para.append(_LIST_ITEM.sub("", line).strip())
-        else:
-            para.append(s)
-    flush()
+    lines = text.splitlines()
+    for block in markdown.parse(text, front_matter=False).walk():
+        if block.kind == "paragraph":
+            blocks.append(" ".join(block.text.split()))
+        elif block.kind == "table":  # the body rows, their cells as one text each
+            blocks.extend(" ".join(c.strip() for c in row.strip().strip("|").split("|"))
+                          for row in lines[block.start + 2:block.end] if row.strip())
 
     out: list[str] = []
     for block in blocks:

@@ -90,7 +90,7 @@ class Block:
     end: int  # 0-based line after the last one
     children: tuple[Block, ...] = ()  # blocks inside a blockquote, list or item
     level: int = 0  # a heading's level, 1 to 6
-    text: str = ""  # a heading's text; a fence's info string (``python``)
+    text: str = ""  # a heading's or paragraph's text; a fence's info string (``python``)
     closed: bool = True  # False for a fence without its closing line
 
     def walk(self) -> Iterator[Block]:
@@ -219,8 +219,12 @@ def _blocks(tokens: list[Token]) -> tuple[Block, ...]:
 
 
 def _leaf(token: Token, following: Token) -> Block:
-    """A paragraph, heading or table from its opening token (and, for a heading, its text)."""
+    """A paragraph, heading or table from its opening token (and, for a heading or a
+    paragraph, its text: without list markers, quote marks or indent; a paragraph keeps its
+    line breaks)."""
     kind = _KINDS[token.type]
+    if kind == "paragraph":
+        return Block(kind, *_lines(token), text=following.content)
     if kind != "heading":
         return Block(kind, *_lines(token))
     text = " ".join(part.strip() for part in following.content.split("\n"))

@@ -203,6 +203,15 @@ def test_answer_sentences_attach_trailing_citations_and_skip_labels():
                      "start the server [1]"]
 
 
+def test_answer_sentences_skip_code_and_setext_headings():
+    text = ("Setup notes\n===========\n\nRun the server first [1].\n\n```bash\n# start it [9]\n"
+            "chroma run --path data\n```\n\n    indented code line here [8]\n\n> Quoted advice "
+            "counts too [2].\n")
+    assert answer_sentences(text, min_words=3) == ["Run the server first [1].",
+                                                   "Quoted advice counts too [2]."]
+    assert citation_numbers(text, max_range=50) == [1, 2]
+
+
 def test_rate_levels_and_invalid_citations_lower_confidence(kb_engine):
     acfg = kb_engine.cfg.settings.answer
     strong = Signals(best_dense=0.71, best_rerank=0.69)

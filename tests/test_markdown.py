@@ -57,7 +57,7 @@ def test_without_front_matter_a_leading_block_is_markdown():
     assert [(b.kind, b.start, b.end, b.level, b.text) for b in doc.blocks] == [
         ("hr", 0, 1, 0, ""),
         ("heading", 1, 3, 2, "A title"),
-        ("paragraph", 3, 4, 0, ""),
+        ("paragraph", 3, 4, 0, "Body."),
     ]
 
 
@@ -108,9 +108,9 @@ def test_fence_hides_heading_and_underline_lines():
     doc = parse(text)
     assert doc.headings == ()
     assert [(b.kind, b.start, b.end, b.text, b.closed) for b in doc.blocks] == [
-        ("paragraph", 0, 1, "", True),
+        ("paragraph", 0, 1, "Before.", True),
         ("fence", 2, 8, "python", True),
-        ("paragraph", 8, 9, "", True),
+        ("paragraph", 8, 9, "After.", True),
     ]
 
 
@@ -132,7 +132,7 @@ def test_unclosed_fence_in_a_list_item_ends_with_the_item():
     doc = parse("- item\n\n  ```\n  code\n\nAfter the list.\n")
     fence = next(b for b in doc.walk() if b.kind == "fence")
     assert (fence.start, fence.end, fence.closed) == (2, 5, False)  # blank line 4 included
-    assert doc.blocks[-1] == Block("paragraph", 5, 6)
+    assert doc.blocks[-1] == Block("paragraph", 5, 6, text="After the list.")
 
 
 def test_table_lines_including_a_row_without_pipes():
@@ -243,3 +243,9 @@ def test_evidence_units_read_prose_only_and_spans_stop_before_blocks():
     for s, e, t in units:
         assert clean_sentence(text[s:e]) == t  # no span runs over the code below it
     assert units[0][:2] == (0, len("Run the server with this command:\n\n"))
+
+
+def test_a_paragraph_holds_its_text_without_list_markers_or_quote_marks():
+    doc = parse("- first item\n  goes on\n\n> quoted\n> text\n\n1. numbered\n")
+    paragraphs = [b.text for b in doc.walk() if b.kind == "paragraph"]
+    assert paragraphs == ["first item\ngoes on", "quoted\ntext", "numbered"]
