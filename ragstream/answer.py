@@ -132,19 +132,19 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
     line or a line ending in ':') do not; nor do sentences of fewer than ``min_words`` words. A citation
     that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it.
     """
-    blocks: list[str] = []
+    texts: list[str] = []
     lines = text.splitlines()
     for block in markdown.parse(text, front_matter=False).walk():
         if block.kind == "paragraph":
-            blocks.append(" ".join(block.text.split()))
+            texts.append(" ".join(block.text.split()))
         elif block.kind == "table":  # the body rows, their cells as one text each
-            blocks.extend(" ".join(c.strip() for c in row.strip().strip("|").split("|"))
-                          for row in lines[block.start + 2:block.end] if row.strip())
+            texts.extend(" ".join(c.strip() for c in row.strip().strip("|").split("|"))
+                         for row in lines[block.start + 2:block.end] if row.strip())
 
     out: list[str] = []
-    for block in blocks:
-        for a, b in split_sentences(block):
-            sent = block[a:b].strip()
+    for piece in texts:
+        for a, b in split_sentences(piece):
+            sent = piece[a:b].strip()
             lead = _LEADING_CITES.match(sent)
             if lead and out:
                 out[-1] += " " + lead.group(0).strip()
