@@ -94,6 +94,26 @@ with st.sidebar:
                 for line in report["warnings"]:
                     st.caption(line)
 
+    st.header("Filters")
+    active_filters = state[S.FILTERS]
+    filter_options = actions.filter_choices(engine)
+    with st.form("filters"):
+        known_types = filter_options["doc_type"]
+        doc_types = st.multiselect("Document types", known_types,
+                                   default=[t for t in active_filters.doc_type if t in known_types])
+        sources = st.text_input("Sources", value=", ".join(active_filters.source),
+                                help="Source names or file path patterns, comma-separated "
+                                     f"(e.g. {', '.join(filter_options['source'][:2]) or 'faq/*'})")
+        d1, d2 = st.columns(2)
+        since = d1.date_input("Updated from", value=active_filters.updated_from, format="YYYY-MM-DD")
+        until = d2.date_input("Updated to", value=active_filters.updated_to, format="YYYY-MM-DD")
+        set_filters = st.form_submit_button("Apply filters", width="stretch")
+    if set_filters:
+        actions.set_filters(state, doc_types, sources, since or None, until or None)
+        st.rerun()
+    searched = "everything" if active_filters.empty else active_filters.describe()
+    st.caption(f"Retrieval searches: {searched}. Applies from the next Retrieval run.")
+
     st.header("LLM")
     if engine.services.llm is None:
         st.caption("No endpoint configured: every agent runs its deterministic mode and "

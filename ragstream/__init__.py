@@ -1,10 +1,24 @@
 """RAGstream: a stage-inspectable RAG prompt workbench."""
 
+from typing import TYPE_CHECKING, Any
+
 from ragstream.config import AppConfig, load_config
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+from ragstream.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
 
-__all__ = ["AppConfig", "Chunk", "Engine", "RagstreamError", "SuperPrompt", "ViewRow",
-           "load_config"]
+if TYPE_CHECKING:
+    from ragstream.api import RAGPipeline
+
+__all__ = ["AppConfig", "Chunk", "Engine", "Filters", "RAGPipeline", "RagstreamError", "SuperPrompt",
+           "ViewRow", "load_config"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``RAGPipeline`` is imported when first asked for (the CLI and the page do not need it)."""
+    if name == "RAGPipeline":
+        from ragstream.api import RAGPipeline
+
+        return RAGPipeline
+    raise AttributeError(f"module 'ragstream' has no attribute {name!r}")

@@ -75,6 +75,16 @@ class VectorStoreSettings(_Strict):
     url: str = Field("", description="http://host:port of a `chroma run` server, for mode=http")
     collection: str = Field("ragstream_kb", min_length=3, max_length=60)
     write_batch_size: int = Field(256, ge=1, le=5000)
+    connect_timeout_s: float = Field(2.0, gt=0, le=120, description=(
+        "http mode: seconds to wait for a connection to the Chroma server (a dead server fails fast)"))
+    request_timeout_s: float = Field(6.0, gt=0, le=3600, description=(
+        "http mode: seconds one request may take once connected; reads come in pages of 5,000 "
+        "windows (~1.2 s measured). Keep it below retrieval.timeout_s, so that a hung server is "
+        "reported as unavailable rather than as a slow retrieval"))
+    connect_retries: int = Field(1, ge=0, le=10, description=(
+        "http mode: how many more times a read is tried when it cannot connect"))
+    retry_backoff_s: float = Field(0.5, ge=0, le=60, description=(
+        "http mode: seconds before the first retry (doubled, tripled… for later ones)"))
 
     @model_validator(mode="after")
     def _url_for_http(self) -> VectorStoreSettings:
@@ -117,12 +127,25 @@ class ChunkingSettings(_Strict):
     ingest_batch_chunks: int = Field(
         512, ge=1, le=100_000,
         description="documents are embedded and written in batches of about this many chunks")
+    ingest_lock_wait_s: float = Field(
+        60.0, ge=0, le=86_400,
+        description="how long an ingestion waits for another one into the same index to finish")
 
     @model_validator(mode="after")
     def _min_below_max(self) -> ChunkingSettings:
         if self.min_tokens >= self.max_tokens:
             raise ValueError("chunking.min_tokens must be smaller than chunking.max_tokens")
         return self
+
+
+class RelevanceModel(_Strict):
+    """The logistic model behind the retrieval API's ``relevance_score`` (``ragstream.relevance``);
+    fitted by ``benchmarks/calibrate_relevance.py``."""
+
+    window_cosine: float = Field(18.798, ge=-100, le=100)
+    sentence_cosine: float = Field(0.0, ge=-100, le=100)
+    coverage: float = Field(10.906, ge=-100, le=100)
+    bias: float = Field(-8.893, ge=-100, le=100)
 
 
 class RetrievalSettings(_Strict):
@@ -137,6 +160,12 @@ class RetrievalSettings(_Strict):
     min_piece_tokens: int = Field(
         4, ge=1, le=200, description="a query piece shorter than this joins its neighbour"
     )
+    relevance: RelevanceModel = Field(default_factory=RelevanceModel)
+    max_chunks: int = Field(5, ge=1, le=100, description="retrieval API: chunks returned at most")
+    min_relevance: float = Field(0.6, ge=0, le=1, description="retrieval API: relevance threshold")
+    cache_ttl_seconds: float = Field(
+        300, ge=0, le=86_400, description="retrieval API: how long a result is reused (0 = never)")
+    timeout_s: float = Field(10.0, gt=0, le=600, description="retrieval API: give up after this long")
 
 
 class OfflineRerankWeights(_Strict):
@@ -166,7 +195,8 @@ class RerankerSettings(_Strict):
 class PromptSettings(_Strict):
     """Limits on prompt length and attachment tokens, and the preview length of snippets."""
 
-    max_prompt_chars: int = Field(8000, ge=100, le=200_000)
+    max_prompt_chars: int = Field(2000, ge=100, le=200_000,
+                                  description="the prompt box's and the retrieval API's query limit")
     attachments_max_tokens: int = Field(6000, ge=100, le=200_000)
     snippet_chars: int = Field(240, ge=40, le=4000, description="preview length in views and lists")
 
@@ -230,6 +260,14 @@ class AnswerSettings(_Strict):
         return self
 
 
+class IngestionSettings(_Strict):
+    """What ingestion demands of a document."""
+
+    require_metadata: bool = Field(False, description=(
+        "skip (and list in errors) a document whose front matter or metadata lacks source, "
+        "doc_type or last_update_date; off: derive them and say so in the warnings"))
+
+
 class Settings(_Strict):
     """Everything in settings.json, one section per field."""
 
@@ -237,6 +275,7 @@ class Settings(_Strict):
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)

@@ -80,6 +80,29 @@ class PromptTooLongError(RagstreamError):
         )
 
 
+class InvalidQueryError(RagstreamError):
+    """A retrieval query that is empty or longer than the limit (the retrieval API's check)."""
+
+    kind = "invalid query"
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+
+
+class RetrievalTimeoutError(RagstreamError):
+    """A retrieval that did not finish within ``retrieval.timeout_s``."""
+
+    kind = "retrieval timeout"
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        super().__init__(
+            f"Retrieval did not finish within {seconds:g} s and was abandoned. Try again; if it "
+            f"keeps happening, check the vector store (is a Chroma server slow or unreachable?) "
+            f"or raise retrieval.timeout_s in config/settings.json."
+        )
+
+
 class EmptyIndexError(RagstreamError):
     """The knowledge base collection holds no chunks."""
 
@@ -129,3 +152,41 @@ class EvalDataError(RagstreamError):
     """An evaluation data set is missing a file or holds a malformed record."""
 
     kind = "eval data"
+
+
+class VectorDBUnavailableError(VectorStoreError):
+    """The Chroma server (vector_store.mode "http") cannot be reached: down, unreachable or not answering."""
+
+    kind = "vector store unavailable"
+
+    def __init__(self, url: str, detail: str = "", during: str = ""):
+        self.url = url
+        self.detail = detail
+        self.during = during
+        super().__init__(
+            f"The Chroma server at {url} cannot be reached"
+            + (f" while {during}" if during else "")
+            + (f" ({detail})" if detail else "")
+            + ". Start it (chroma run --path DIR --host HOST --port PORT, with the host and port of "
+            f"{url}) and try again: no restart of RAGstream is needed. Or switch to the embedded "
+            "store: set vector_store.mode to \"persistent\" in config/settings.json and unset "
+            "RAGSTREAM_CHROMA_URL."
+        )
+
+
+class IngestLockedError(IngestError):
+    """Another ingestion into the same index folder holds its lock."""
+
+    kind = "ingestion locked"
+
+    def __init__(self, index_dir: str | Path, pid: int | None, waited_s: float):
+        self.index_dir = str(index_dir)
+        self.pid = pid
+        self.waited_s = waited_s
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"Another ingestion into {index_dir} is running ({holder} holds its lock; waited "
+            f"{waited_s:.1f} s). Wait for it to finish and ingest again, or stop it"
+            + (f" (kill {pid})" if pid else "")
+            + ". Two ingestions into one index never run at once."
+        )

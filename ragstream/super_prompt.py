@@ -12,6 +12,8 @@ Invariants (every stage keeps them):
 
 from __future__ import annotations
 
+import datetime as dt
+import fnmatch
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -45,6 +47,8 @@ class Chunk(BaseModel):
     doc_id: str
     text: str
     source: str = Field(description="file path relative to the ingested folder")
+    source_name: str = Field("", description="the source the document names in its front matter "
+                                             "(e.g. 'Core Rules v3.1'); empty when it names none")
     title: str = ""
     heading_path: tuple[str, ...] = ()
     section: str = ""
@@ -69,6 +73,59 @@ class Chunk(BaseModel):
         """``file.md § Heading > Sub`` — how the chunk is named in prompts and tables."""
         path = self.heading_label
         return f"{self.source} § {path}" if path else self.source
+
+
+class Filters(BaseModel):
+    """Which chunks a search may return, by their document's metadata; empty = all.
+
+    ``doc_type``: any of these types. ``source``: any of these, each matched against the
+    chunk's file path (``*`` and ``?`` as in shell patterns, e.g. ``faq/*``) and its
+    declared source name. ``updated_from`` / ``updated_to``: the document's
+    ``last_update_date`` within these dates (inclusive); a document without a date is left out
+    when either is set. All given conditions must hold.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_type: tuple[str, ...] = ()
+    source: tuple[str, ...] = ()
+    updated_from: dt.date | None = None
+    updated_to: dt.date | None = None
+
+    @model_validator(mode="after")
+    def _dates_in_order(self) -> Filters:
+        if self.updated_from and self.updated_to and self.updated_from > self.updated_to:
+            raise ValueError(f"updated_from {self.updated_from} is after updated_to {self.updated_to}")
+        return self
+
+    @property
+    def empty(self) -> bool:
+        """True when no condition is set (every chunk passes)."""
+        return not (self.doc_type or self.source or self.updated_from or self.updated_to)
+
+    def matches(self, chunk: Chunk) -> bool:
+        """Whether ``chunk`` passes every condition that is set."""
+        if self.doc_type and chunk.doc_type not in self.doc_type:
+            return False
+        if self.source and not any(fnmatch.fnmatchcase(chunk.source, s) or s == chunk.source_name
+                                   for s in self.source):
+            return False
+        if self.updated_from or self.updated_to:
+            try:
+                day = dt.date.fromisoformat(chunk.last_update_date[:10])
+            except ValueError:
+                return False
+            if (self.updated_from and day < self.updated_from) or (self.updated_to and day > self.updated_to):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """The conditions as one line, ``doc_type=faq, updated_from=2025-01-01``."""
+        parts = [f"doc_type={'|'.join(self.doc_type)}"] if self.doc_type else []
+        parts += [f"source={'|'.join(self.source)}"] if self.source else []
+        parts += [f"updated_from={self.updated_from}"] if self.updated_from else []
+        parts += [f"updated_to={self.updated_to}"] if self.updated_to else []
+        return ", ".join(parts) or "none"
 
 
 class ViewRow(BaseModel):
@@ -170,6 +227,7 @@ class SuperPrompt(BaseModel):
     views_by_stage: dict[str, list[ViewRow]] = Field(default_factory=dict)
     final_selection_ids: list[str] = Field(default_factory=list)
     recent_conversation: list[ConversationTurn] = Field(default_factory=list)
+    filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
     System_MD: str = ""
     Prompt_MD: str = ""
     S_CTX_MD: str = ""

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
-from ragstream.super_prompt import Chunk
+from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import clean_sentence, evidence_units
 
 FORMAT_VERSION = 2
@@ -157,6 +157,7 @@ class DocumentIndex:
     sentence_spans: np.ndarray  # int32 (S × 2): character spans in the chunk text
     keyword: KeywordIndex
     _row: dict[str, int] = field(default_factory=dict, repr=False)
+    _passing: dict[Filters, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._row = {c.id: i for i, c in enumerate(self.chunks)}
@@ -186,6 +187,18 @@ class DocumentIndex:
         """True when the index has this very chunk (same id, same text)."""
         i = self._row.get(chunk.id)
         return i is not None and self.chunks[i].text == chunk.text
+
+    def passing(self, filters: Filters) -> np.ndarray:
+        """A boolean per chunk (index order): whether it passes ``filters``. Kept per filter
+        set, since the index never changes (a new fingerprint is a new index)."""
+        mask = self._passing.get(filters)
+        if mask is None:
+            mask = np.fromiter((filters.matches(c) for c in self.chunks), dtype=bool,
+                               count=len(self.chunks))
+            if len(self._passing) >= 64:
+                self._passing.clear()
+            self._passing[filters] = mask
+        return mask
 
     # -- scoring ------------------------------------------------------------------------
 

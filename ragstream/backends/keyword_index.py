@@ -108,6 +108,28 @@ class KeywordIndex:
             return np.zeros(n, dtype=np.float32)
         return np.asarray(self._retriever.get_scores(known), dtype=np.float32)
 
+    def weighted_coverage(self, terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """For each chunk in ``rows``, the IDF-weighted share of the distinct ``terms`` it
+        contains. A term no chunk holds weighs most (IDF at document frequency 0), so a query
+        whose distinctive words the knowledge base never uses covers little anywhere."""
+        rows = np.asarray(rows, dtype=np.int64)
+        distinct = sorted(set(terms))
+        if not distinct or self._retriever is None:
+            return np.zeros(len(rows), dtype=np.float64)
+        n = len(self._ids)
+        vocab = self._retriever.vocab_dict
+        indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]
+        got = np.zeros(len(self._ids), dtype=np.float64)
+        total = 0.0
+        for term in distinct:
+            t = vocab.get(term)
+            df = int(indptr[t + 1] - indptr[t]) if t is not None else 0
+            idf = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))  # BM25's IDF
+            total += idf
+            if df:
+                got[indices[indptr[t]:indptr[t + 1]]] += idf
+        return got[rows] / total
+
     def coverage(self, terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """For each chunk in ``rows`` (positions in ``ids``), the share of the distinct
         ``terms`` it contains (0 when there are none)."""

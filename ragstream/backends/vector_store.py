@@ -11,25 +11,44 @@ objects, chunk ids, cosine scores and numpy arrays.
 Vectors are always passed explicitly: the collection is created without an embedding
 function, and no call ever sends text for Chroma to embed (its default embedder would try to
 download a model).
+
+A Chroma server that goes away (http mode) is a ``VectorDBUnavailableError`` naming its URL,
+from every call, never a bare httpx error. chromadb's ``HttpClient`` talks through an httpx
+client made with ``timeout=None`` (it would wait forever for a server that accepts but does not
+answer), so the store probes the server with its own timeouts before building the client and
+then gives the client's session the same timeouts: ``connect_timeout_s`` to connect,
+``request_timeout_s`` per request. A read that cannot connect (or whose connection drops) is
+tried ``connect_retries`` more time(s) after ``retry_backoff_s``; a request that timed out
+after connecting is not retried (that would double the wait), and a write is never retried
+(``replace_documents`` is all-or-nothing only while the server answers; an ingest that stopped
+half-way is completed by the next one). Measured with chromadb 1.5.9 / httpx 0.28: after the
+server is restarted, the same client and collection objects work again (httpx drops dead
+pooled connections), so nothing needs rebuilding; the store still forgets its collection
+handle after a failure, so a server restarted on a fresh data folder is looked up by name again.
+The four values are ``vector_store`` settings (``connect_timeout_s``, ``request_timeout_s``,
+``connect_retries``, ``retry_backoff_s``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+import threading
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
 from ragstream.config import VectorStoreSettings
-from ragstream.errors import VectorStoreError
+from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.super_prompt import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,8 +62,83 @@ GENERATION_FILE_PREFIX = "ragstream-generation-"
 _CHUNK_FIELDS = [
     "doc_id", "source", "title", "section", "doc_type", "last_update_date", "chunk_index",
     "start_line", "end_line", "word_count", "token_count", "has_code", "has_equations",
-    "content_hash",
+    "content_hash", "source_name",
 ]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_guard = threading.local()  # .depth: > 0 inside a guarded call (nested calls are not re-guarded)
+
+
+def _transport_error(err: BaseException) -> BaseException | None:
+    """The network failure behind ``err`` (itself or a cause): no connection, a dropped
+    connection or a timeout, as httpx or the OS reports it; None for anything else."""
+    import httpx
+
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        if isinstance(e, httpx.TransportError | ConnectionError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _retryable(err: BaseException) -> bool:
+    """A failure to connect (or a dropped connection) is worth one more try; a request that
+    timed out after connecting is not (the server is there but does not answer)."""
+    import httpx
+
+    return not isinstance(err, httpx.TimeoutException) or isinstance(err, httpx.ConnectTimeout)
+
+
+def _describe(err: BaseException) -> str:
+    import httpx
+
+    text = str(err).strip() or "no details"
+    if isinstance(err, httpx.TimeoutException):
+        text = f"no answer in time: {text}"
+    return f"{type(err).__name__}: {text}"
+
+
+def _reaching_server(during: str, retry: bool = True) -> Callable[
+        [Callable[Concatenate[ChromaStore, _P], _R]], Callable[Concatenate[ChromaStore, _P], _R]]:
+    """Http mode: turn a failure to reach the server into ``VectorDBUnavailableError``
+    (``during`` says what the store was doing), retrying a read that could not connect."""
+    def decorate(method: Callable[Concatenate[ChromaStore, _P], _R]
+                 ) -> Callable[Concatenate[ChromaStore, _P], _R]:
+        @functools.wraps(method)
+        def guarded(self: ChromaStore, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            depth = getattr(_guard, "depth", 0)
+            if self.settings.mode != "http" or depth:
+                return method(self, *args, **kwargs)
+            attempts = 1 + (max(0, self.connect_retries) if retry else 0)
+            _guard.depth = depth + 1
+            try:
+                for attempt in range(1, attempts + 1):
+                    try:
+                        return method(self, *args, **kwargs)
+                    except Exception as err:
+                        cause = _transport_error(err)
+                        if cause is None:
+                            raise
+                        self._collection = None  # looked up by name again on the next call
+                        if attempt < attempts and _retryable(cause):
+                            time.sleep(self.retry_backoff_s * attempt)
+                            continue
+                        raise VectorDBUnavailableError(self.location, _describe(cause), during) from err
+                raise AssertionError("unreachable")  # pragma: no cover
+            finally:
+                _guard.depth = depth
+        return guarded
+    return decorate
+
+
+_READING = "reading the knowledge base"
+_WRITING = ("writing to it (documents being written may be incomplete there until the next "
+            "ingest, which completes them)")
 
 
 @dataclass(frozen=True)
@@ -82,7 +176,8 @@ def _chunk_from(records: list[tuple[dict[str, Any], str]]) -> Chunk:
     """Rebuild a chunk from its windows' (metadata, document) pairs."""
     records = sorted(records, key=lambda r: r[0]["window"])
     meta = records[0][0]
-    fields = {f: meta[f] for f in _CHUNK_FIELDS}
+    # a store written before a field existed lacks it: the chunk keeps that field's default
+    fields = {f: meta[f] for f in _CHUNK_FIELDS if f in meta}
     return Chunk(
         id=meta["chunk_id"],
         text="".join(doc for _, doc in records),
@@ -99,6 +194,11 @@ class ChromaStore:
         self.index_dir = Path(index_dir)
         self._client: ClientAPI | None = None
         self._collection: Collection | None = None
+        # http mode (see the module docstring)
+        self.connect_timeout_s = settings.connect_timeout_s
+        self.request_timeout_s = settings.request_timeout_s
+        self.connect_retries = settings.connect_retries
+        self.retry_backoff_s = settings.retry_backoff_s
 
     # -- connection ---------------------------------------------------------------------
 
@@ -111,7 +211,8 @@ class ChromaStore:
 
     @property
     def client(self) -> ClientAPI:
-        """The Chroma client, opened on first use; raise VectorStoreError when it cannot be opened."""
+        """The Chroma client, opened on first use; raise VectorStoreError when it cannot be
+        opened (VectorDBUnavailableError when the server cannot be reached)."""
         if self._client is None:
             import chromadb
             from chromadb.config import Settings
@@ -119,22 +220,16 @@ class ChromaStore:
             chroma_settings = Settings(anonymized_telemetry=False)
             try:
                 if self.settings.mode == "http":
-                    from urllib.parse import urlparse
-
-                    u = urlparse(self.settings.url)
-                    self._client = chromadb.HttpClient(
-                        host=u.hostname or "127.0.0.1",
-                        port=u.port or 8000,
-                        ssl=u.scheme == "https",
-                        settings=chroma_settings,
-                    )
-                    self._client.heartbeat()
+                    self._client = self._open_http_client(chroma_settings)
                 else:
                     path = self.index_dir / "chroma"
                     path.mkdir(parents=True, exist_ok=True)
                     self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
             except Exception as err:
                 self._client = None
+                cause = _transport_error(err) if self.settings.mode == "http" else None
+                if cause is not None:
+                    raise VectorDBUnavailableError(self.location, _describe(cause), "connecting") from err
                 raise VectorStoreError(
                     f"Cannot open the Chroma vector store at {self.location}: {err}. "
                     + ("Start the server (chroma run --path DIR --host 127.0.0.1 --port PORT) or "
@@ -143,6 +238,34 @@ class ChromaStore:
                        "Check that the folder is writable (paths.index_dir in config/settings.json).")
                 ) from err
         return self._client
+
+    def _open_http_client(self, chroma_settings) -> ClientAPI:
+        """An ``HttpClient`` whose requests time out: the server is probed with the store's
+        timeouts first (chromadb sends requests while it builds the client, with none), and
+        the client's httpx session then gets the same timeouts."""
+        from urllib.parse import urlparse
+
+        import chromadb
+        import httpx
+
+        u = urlparse(self.settings.url)
+        host, port, ssl = u.hostname or "127.0.0.1", u.port or 8000, u.scheme == "https"
+        timeout = self.http_timeout
+        api = chroma_settings.chroma_server_api_default_path  # a str enum: "/api/v2"
+        probe = f"{'https' if ssl else 'http'}://{host}:{port}{getattr(api, 'value', api)}/heartbeat"
+        httpx.get(probe, timeout=timeout).raise_for_status()
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
+        session = getattr(getattr(client, "_server", None), "_session", None)
+        if isinstance(session, httpx.Client):
+            session.timeout = timeout
+        return client
+
+    @property
+    def http_timeout(self):
+        """The httpx timeout of every request to a Chroma server (connect, then per request)."""
+        import httpx
+
+        return httpx.Timeout(self.request_timeout_s, connect=self.connect_timeout_s)
 
     @property
     def collection(self):
@@ -172,6 +295,7 @@ class ChromaStore:
 
     # -- reading ------------------------------------------------------------------------
 
+    @_reaching_server(_READING)
     def count_windows(self) -> int:
         """How many windows the collection holds."""
         return int(self.collection.count())
@@ -188,6 +312,7 @@ class ChromaStore:
                 return out
             offset += page
 
+    @_reaching_server(_READING)
     def documents(self) -> dict[str, StoredDocument]:
         """The stored documents. A document whose windows are not all present (a write that
         was killed half-way) is listed with an empty hash, so the next ingest rewrites it."""
@@ -209,10 +334,12 @@ class ChromaStore:
             for d, m in sorted(first.items())
         }
 
+    @_reaching_server(_READING)
     def all_chunks(self) -> list[Chunk]:
         """Every chunk, sorted by id."""
         return self._chunks_where(None)
 
+    @_reaching_server(_READING)
     def get_chunks(self, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
         """The chunks with the given ids, by id (ids not stored are left out)."""
         ids = sorted(set(chunk_ids))
@@ -227,6 +354,7 @@ class ChromaStore:
             grouped[meta["chunk_id"]].append((meta, doc))
         return [_chunk_from(grouped[cid]) for cid in sorted(grouped)]
 
+    @_reaching_server(_READING)
     def window_vectors(self, chunk_ids: Iterable[str]) -> dict[str, np.ndarray]:
         """All window vectors of each chunk, as a (windows × dim) array."""
         ids = sorted(set(chunk_ids))
@@ -239,6 +367,7 @@ class ChromaStore:
         return {cid: np.asarray([v for _, v in sorted(rows, key=lambda r: r[0])], dtype=np.float32)
                 for cid, rows in grouped.items()}
 
+    @_reaching_server(_READING)
     def read_index_records(self):
         """Everything the in-memory ``DocumentIndex`` is built from, in one pass over the
         store: the chunks, each chunk's window vectors (in window order) and its evidence
@@ -269,6 +398,7 @@ class ChromaStore:
         """Swap a document's windows for ``records``: all of them are written, or none."""
         self.replace_documents([(doc_id, records, doc_hash)], ingested_at, root)
 
+    @_reaching_server(_WRITING, retry=False)
     def replace_documents(self, documents: list[tuple[str, list[WindowRecord], str]],
                           ingested_at: str, root: str = "") -> None:
         """Swap each ``(doc_id, records, doc_hash)``'s windows for ``records`` in one write.
@@ -326,6 +456,7 @@ class ChromaStore:
             coll.add(ids=old["ids"], embeddings=np.asarray(old["embeddings"], dtype=np.float32),
                      documents=old["documents"], metadatas=old["metadatas"])
 
+    @_reaching_server(_WRITING, retry=False)
     def delete_document(self, doc_id: str) -> int:
         """Delete every window of ``doc_id`` and return how many were deleted."""
         ids = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
@@ -376,6 +507,7 @@ class ChromaStore:
         except OSError:
             return None
 
+    @_reaching_server(_READING)
     def fingerprint(self) -> str:
         """Changes whenever any document is added, replaced or removed.
 

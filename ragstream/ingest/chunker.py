@@ -22,8 +22,9 @@ Front matter
     strict YAML reader drops the whole block for one odd line and gives no line numbers for
     warnings). Keys are case-insensitive (``-`` reads as ``_``); values lose surrounding
     quotes; unknown keys are ignored, indented or ``- item`` lines (multi-line YAML values) are
-    skipped, and any other line is a warning, not an error. Used keys: ``title``, ``doc_type``
-    and the date, taken from the first present of ``last_update_date``, ``date``, ``updated``;
+    skipped, and any other line is a warning, not an error. Used keys: ``title``, ``doc_type``,
+    ``source`` (the source's name, e.g. ``Core Rules v3.1``; ``Chunk.source_name``) and the
+    date, taken from the first present of ``last_update_date``, ``date``, ``updated``;
     it must start with ``yyyy-mm-dd`` (a time after it is dropped), otherwise a warning and the
     fallback date. An unclosed block, or one without a single ``key: value`` line (a horizontal
     rule), is body text.
@@ -129,6 +130,8 @@ class ParsedDocument:
     doc_type: str
     last_update_date: str  # ISO yyyy-mm-dd (or the caller's fallback date)
     content_hash: str  # sha256 hex of the text as passed in
+    source_name: str  # the front matter's ``source``, "" when it has none
+    declared: frozenset[str]  # the front matter keys the document sets (normalised)
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...]  # non-fatal issues, in document order
 
@@ -171,7 +174,7 @@ def parse_document(
 ) -> ParsedDocument:
     """Split one decoded document into chunks; see the module docstring for the rules."""
     doc_id = _doc_id(rel_path)
-    content_hash = _sha256(text)
+    digest = content_hash(text)
     normalised = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")
     lines = normalised.split("\n")
     warnings: list[str] = []
@@ -189,6 +192,7 @@ def parse_document(
     first_h1 = next((h.text for h in headings if h.level == 1), "")
     title = meta.get("title", (0, ""))[1] or first_h1 or PurePosixPath(doc_id).stem
     doc_type = meta.get("doc_type", (0, ""))[1] or DEFAULT_DOC_TYPE
+    source_name = meta.get("source", (0, ""))[1]
     last_update_date = _last_update_date(meta, fallback_date, warnings)
 
     has_body = any(line.strip() for line in lines[body_start:])
@@ -215,6 +219,7 @@ def parse_document(
                     heading_path=section.heading_path,
                     doc_type=doc_type,
                     last_update_date=last_update_date,
+                    source_name=source_name,
                     encoding=settings.encoding,
                 )
             )
@@ -227,7 +232,9 @@ def parse_document(
         title=title,
         doc_type=doc_type,
         last_update_date=last_update_date,
-        content_hash=content_hash,
+        content_hash=digest,
+        source_name=source_name,
+        declared=frozenset(meta),
         chunks=tuple(chunks),
         warnings=tuple(warnings),
     )
@@ -236,7 +243,8 @@ def parse_document(
 # ------------------------------------------------------------------------------ metadata
 
 
-def _sha256(text: str) -> str:
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of ``text`` encoded as UTF-8: a document's or a chunk's content hash."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -546,6 +554,7 @@ def _make_chunk(
     heading_path: tuple[str, ...],
     doc_type: str,
     last_update_date: str,
+    source_name: str,
     encoding: str,
 ) -> Chunk:
     text = body.text[group[0].start:group[-1].end]
@@ -555,6 +564,7 @@ def _make_chunk(
         doc_id=doc_id,
         text=text,
         source=doc_id,
+        source_name=source_name,
         title=title,
         heading_path=heading_path,
         section=heading_path[-1] if heading_path else title,
@@ -567,5 +577,5 @@ def _make_chunk(
         token_count=count_tokens(text, encoding),
         has_code=any(u.kind == _CODE for u in group),
         has_equations=_has_equations(body, group),
-        content_hash=_sha256(text),
+        content_hash=content_hash(text),
     )

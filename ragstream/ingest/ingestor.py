@@ -14,26 +14,118 @@ For each file, in path order:
 With ``prune`` (the default for a folder), documents previously ingested from the same folder
 whose files are gone are removed. The in-memory index (vectors, BM25) is rebuilt afterwards. Document ids are
 ``<folder name>/<path inside the folder>``.
+
+Faults:
+
+* One ingestion per index folder at a time: ``IngestLock`` (``fcntl.flock`` on
+  ``<paths.index_dir>/ingest.lock``, which names the holder's PID) is held for the whole run.
+  A second ingestion waits up to ``chunking.ingest_lock_wait_s`` (and says so in its report's warnings),
+  then raises ``IngestLockedError``. The kernel drops the lock when its holder exits however it
+  ends, SIGKILL included, so a killed ingestion never blocks the next one.
+* An ingestion killed half-way (SIGKILL, power loss) leaves whole documents and at most some
+  partial ones, which ``ChromaStore.documents`` lists without a hash: ingesting again rewrites
+  those and skips the rest, and the result equals a clean ingest.
+* A Chroma server that cannot be reached stops the run with ``VectorDBUnavailableError``
+  (no file is counted as failed for it); ingesting again when it is back completes the run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
 from ragstream.backends.doc_index import WindowRecord, encode_chunks
 from ragstream.config import AppConfig
-from ragstream.errors import IngestError, RagstreamError
-from ragstream.ingest.chunker import parse_document
+from ragstream.errors import IngestError, IngestLockedError, RagstreamError, VectorDBUnavailableError
+from ragstream.ingest.chunker import content_hash, parse_document
 from ragstream.super_prompt import Chunk
 
 Progress = Callable[[int, int, str], None]
+
+#: the lock file's name in ``paths.index_dir``
+LOCK_FILE = "ingest.lock"
+#: seconds between two tries of a held lock
+LOCK_POLL_S = 0.2
+
+
+class IngestLock:
+    """An exclusive lock on one index folder for the length of an ingestion (``with`` block).
+
+    ``fcntl.flock`` on ``<index_dir>/ingest.lock``; the holder writes its PID into the file so
+    that a waiter can name it. Each ``IngestLock`` opens the file itself, so two threads of one
+    process exclude each other as two processes do. The file stays after release (removing it
+    would let a waiter lock a file that is no longer the lock's)."""
+
+    def __init__(self, index_dir: str | Path, wait_s: float):
+        self.index_dir = Path(index_dir)
+        self.path = self.index_dir / LOCK_FILE
+        self.wait_s = max(0.0, float(wait_s))
+        self.waited_s = 0.0
+        self.waited_for: int | None = None  # the holder's PID, when this lock had to wait
+        self.contended = False
+        self._fd: int | None = None
+
+    def holder(self) -> int | None:
+        """The PID written by the process that holds (or last held) the lock, if readable."""
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def acquire(self) -> None:
+        """Take the lock, waiting up to ``wait_s``; then ``IngestLockedError`` names its holder."""
+        import fcntl
+
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    self.contended = True
+                    self.waited_for = self.holder() or self.waited_for
+                    waited = time.monotonic() - started
+                    if waited >= self.wait_s:
+                        raise IngestLockedError(self.index_dir, self.waited_for, waited) from None
+                    time.sleep(min(LOCK_POLL_S, self.wait_s - waited))
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.waited_s = time.monotonic() - started
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (its file keeps no PID)."""
+        import fcntl
+
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> IngestLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class IngestReport(BaseModel):
@@ -56,11 +148,6 @@ class IngestReport(BaseModel):
         return (f"{self.processed} processed, {self.skipped} skipped (unchanged), "
                 f"{self.failed} failed, {self.deleted} deleted; {self.chunks_written} chunks in "
                 f"{self.windows_written} embedding windows written in {self.duration_s:.1f} s")
-
-
-def content_hash(text: str) -> str:
-    """SHA-256 hex digest of ``text`` encoded as UTF-8."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def list_files(root: Path, extensions: list[str]) -> list[Path]:
@@ -86,9 +173,198 @@ class _Pending:
     stored: bool  # an older version is in the store
 
 
+#: the metadata every document should declare (front matter, or ``RuleDocument.metadata``)
+REQUIRED_METADATA = ("source", "doc_type", "last_update_date")
+#: front matter keys that give the date (the chunker takes the first present)
+DATE_KEYS = ("last_update_date", "date", "updated")
+#: the ``root`` recorded for documents ingested through the API (not from a folder)
+API_ROOT = "api"
+
+
+def missing_metadata(declared: set[str] | frozenset[str]) -> list[str]:
+    """The required metadata keys a document does not declare (any date key gives the date)."""
+    has = set(declared) | ({"last_update_date"} if set(declared) & set(DATE_KEYS) else set())
+    return [k for k in REQUIRED_METADATA if k not in has]
+
+
+def invalid_document(doc_id: str, missing: list[str]) -> str:
+    """The error line for a document skipped for missing metadata."""
+    return (f"{doc_id}: InvalidDocumentError: missing required metadata {', '.join(missing)}; "
+            f"add it to the document's front matter (or its metadata), or turn "
+            f"ingestion.require_metadata off to derive defaults")
+
+
+def derived_note(doc_ids: list[str]) -> str:
+    """The warning that names the documents whose metadata was derived, not declared."""
+    shown = ", ".join(doc_ids[:5]) + (f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else "")
+    return (f"{len(doc_ids)} document(s) do not declare source, doc_type and last_update_date "
+            f"({shown}): derived instead (source = the file path, doc_type 'doc', the date from "
+            f"the file's modification time). Set ingestion.require_metadata to refuse them.")
+
+
+class _BatchWriter:
+    """Embeds pending documents in batches of about ``batch_chunks`` chunks (the encoder is
+    fastest on big, length-sorted batches) and writes each batch in one all-or-nothing store
+    call; a batch that fails is written again one document at a time, so that one bad document
+    fails alone. Counts go to ``report``."""
+
+    def __init__(self, services, report: IngestReport, root: str, batch_chunks: int):
+        self.services, self.report, self.root = services, report, root
+        self.batch_chunks = batch_chunks
+        self.now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+        self.pending: list[_Pending] = []
+
+    def add(self, doc: _Pending) -> None:
+        """Queue a document; write the queue once it holds a batch."""
+        self.pending.append(doc)
+        if sum(len(p.chunks) for p in self.pending) >= self.batch_chunks:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write whatever is queued."""
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self._write(batch)
+
+    def _write(self, batch: list[_Pending]) -> None:
+        report = self.report
+        try:
+            records = embed_chunks([c for p in batch for c in p.chunks], self.services.embedder)
+            by_doc: dict[str, list] = {p.doc_id: [] for p in batch}
+            for rec in records:
+                by_doc[rec.chunk.doc_id].append(rec)
+            self.services.store.replace_documents(
+                [(p.doc_id, by_doc[p.doc_id], p.digest) for p in batch], self.now, self.root)
+        except VectorDBUnavailableError:
+            raise  # the server is gone: no later write could succeed either
+        except Exception as err:
+            if len(batch) > 1:
+                for p in batch:
+                    self._write([p])
+                return
+            report.failed += 1
+            msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
+            report.errors.append(f"{batch[0].doc_id}: {msg}")
+            return
+        for p in batch:
+            report.processed += 1
+            report.chunks_written += len(p.chunks)
+            report.windows_written += len(by_doc[p.doc_id])
+
+
+@dataclass(frozen=True)
+class TextDocument:
+    """A document handed over as text (the retrieval API's ``ingest``), not read from a file."""
+
+    doc_id: str
+    filename: str
+    text: str
+    metadata: dict[str, str]
+
+
+def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
+                     lock_wait_s: float | None = None) -> IngestReport:
+    """Upsert documents given as text, by ``doc_id``: an unchanged one (same text and metadata)
+    is skipped, a changed one replaces all of its old chunks at once. Metadata comes from the
+    document's front matter, overridden by ``metadata`` (``source``, ``doc_type``,
+    ``last_update_date``, ``title``). A document is refused (listed in ``errors``) when its id
+    repeats one earlier in the call, its file name is a path, its date is not ``yyyy-mm-dd``,
+    or, with ``ingestion.require_metadata`` on, it lacks required metadata."""
+    started = time.perf_counter()
+    wait = cfg.settings.chunking.ingest_lock_wait_s if lock_wait_s is None else lock_wait_s
+    with IngestLock(cfg.index_dir, wait):
+        report = IngestReport(root=API_ROOT, files_seen=len(documents))
+        stored = services.store.documents()
+        writer = _BatchWriter(services, report, API_ROOT, cfg.settings.chunking.ingest_batch_chunks)
+        today = dt.date.today().isoformat()
+        seen: set[str] = set()
+        derived: list[str] = []
+        for doc in documents:
+            problem = _document_problem(doc, seen)
+            seen.add(doc.doc_id)
+            if problem:
+                report.failed += 1
+                report.errors.append(f"{doc.doc_id}: {problem}")
+                continue
+            meta = {k: str(v).strip() for k, v in doc.metadata.items() if k in _OVERRIDES and str(v).strip()}
+            ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
+            if ignored:
+                report.warnings.append(f"{doc.doc_id}: metadata keys ignored: {', '.join(ignored)}")
+            digest = content_hash(doc.text + "\0" + json.dumps(meta, sort_keys=True))
+            if doc.doc_id in stored and stored[doc.doc_id].doc_hash == digest:
+                report.skipped += 1
+                continue
+            parsed = parse_document(doc.text, doc.filename, cfg.settings.chunking, today)
+            report.warnings.extend(f"{doc.doc_id}: {w}" for w in parsed.warnings)
+            missing = missing_metadata(parsed.declared | set(meta))
+            if missing and cfg.settings.ingestion.require_metadata:
+                report.failed += 1
+                report.errors.append(invalid_document(doc.doc_id, missing))
+                continue
+            if missing:
+                derived.append(doc.doc_id)
+            update: dict[str, str] = {"doc_id": doc.doc_id}
+            if "source" in meta:
+                update["source_name"] = meta["source"]
+            for key in ("doc_type", "last_update_date", "title"):
+                if key in meta:
+                    update[key] = meta[key]
+            chunks = tuple(c.model_copy(update={**update, "id": f"{doc.doc_id}#{c.chunk_index}"})
+                           for c in parsed.chunks)
+            if not chunks:
+                report.failed += 1
+                report.errors.append(f"{doc.doc_id}: no body text: the document gives no chunks")
+                continue
+            writer.add(_Pending(doc.doc_id, chunks, digest, doc.doc_id in stored))
+        writer.flush()
+        if derived:
+            report.warnings.append(derived_note(derived))
+        services.index()
+    report.duration_s = round(time.perf_counter() - started, 3)
+    return report
+
+
+#: the metadata keys ``ingest_documents`` takes from ``TextDocument.metadata``
+_OVERRIDES = ("source", "doc_type", "last_update_date", "title")
+
+
+def _document_problem(doc: TextDocument, seen: set[str]) -> str:
+    """Why a handed-over document cannot be ingested, or ""."""
+    if not doc.doc_id.strip():
+        return "the document id is empty"
+    if doc.doc_id in seen:
+        return "the same document id appears twice in one ingest; send each document once"
+    name = PurePosixPath(doc.filename.replace("\\", "/"))
+    if name.is_absolute() or ".." in name.parts or len(name.parts) != 1:
+        return (f"the file name {doc.filename!r} is a path; give a plain file name such as "
+                f"'rules.md'")
+    date = str(doc.metadata.get("last_update_date", "")).strip()
+    if date:
+        try:
+            dt.date.fromisoformat(date)
+        except ValueError:
+            return f"last_update_date {date!r} is not a date; write it as yyyy-mm-dd"
+    return ""
+
+
 def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None = None,
-                progress: Progress | None = None) -> IngestReport:
-    """Ingest a file or folder: skip unchanged files, chunk, embed and write the rest, optionally prune."""
+                progress: Progress | None = None, lock_wait_s: float | None = None) -> IngestReport:
+    """Ingest a file or folder: skip unchanged files, chunk, embed and write the rest, optionally
+    prune; holding the index folder's ``IngestLock`` (waiting up to ``lock_wait_s``, default
+    ``chunking.ingest_lock_wait_s``, for another ingestion to finish)."""
+    if lock_wait_s is None:
+        lock_wait_s = cfg.settings.chunking.ingest_lock_wait_s
+    with IngestLock(cfg.index_dir, lock_wait_s) as lock:
+        report = _ingest_path(path, cfg, services, prune, progress)
+    if lock.contended:
+        holder = f"process {lock.waited_for}" if lock.waited_for else "another process"
+        report.warnings.append(f"waited {lock.waited_s:.1f} s for another ingestion into "
+                               f"{cfg.index_dir} ({holder}) to finish")
+    return report
+
+
+def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
+                 progress: Progress | None) -> IngestReport:
     started = time.perf_counter()
     target = Path(path).expanduser().resolve()
     if not target.exists():
@@ -106,34 +382,8 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
     store = services.store
     stored = store.documents()
     seen: set[str] = set()
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-    batch_chunks = cfg.settings.chunking.ingest_batch_chunks
-    pending: list[_Pending] = []
-
-    def write(batch: list[_Pending]) -> None:
-        """Embed a batch of documents together (the encoder is fastest on big, length-sorted
-        batches) and write them in one store call; if that fails, write them one by one so
-        that one bad document fails alone."""
-        try:
-            records = embed_chunks([c for p in batch for c in p.chunks], services.embedder)
-            by_doc: dict[str, list] = {p.doc_id: [] for p in batch}
-            for rec in records:
-                by_doc[rec.chunk.doc_id].append(rec)
-            store.replace_documents([(p.doc_id, by_doc[p.doc_id], p.digest) for p in batch],
-                                    now, str(root))
-        except Exception as err:
-            if len(batch) > 1:
-                for p in batch:
-                    write([p])
-                return
-            report.failed += 1
-            msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
-            report.errors.append(f"{batch[0].doc_id}: {msg}")
-            return
-        for p in batch:
-            report.processed += 1
-            report.chunks_written += len(p.chunks)
-            report.windows_written += len(by_doc[p.doc_id])
+    writer = _BatchWriter(services, report, str(root), cfg.settings.chunking.ingest_batch_chunks)
+    derived: list[str] = []
 
     for i, file in enumerate(files):
         doc_id = f"{root.name}/{file.relative_to(root).as_posix()}"
@@ -164,17 +414,22 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
             report.errors.append(f"{doc_id}: {msg}")
             continue
         report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings)
+        missing = missing_metadata(parsed.declared)
+        if missing and cfg.settings.ingestion.require_metadata:
+            report.failed += 1
+            report.errors.append(invalid_document(doc_id, missing))
+            continue
+        if missing:
+            derived.append(doc_id)
         if not parsed.chunks:  # the chunker's warnings already say why
             if doc_id in stored:
                 store.delete_document(doc_id)
                 report.deleted += 1
             continue
-        pending.append(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
-        if sum(len(p.chunks) for p in pending) >= batch_chunks:
-            write(pending)
-            pending = []
-    if pending:
-        write(pending)
+        writer.add(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
+    writer.flush()
+    if derived:
+        report.warnings.append(derived_note(derived))
 
     if prune:
         for doc_id, doc in stored.items():

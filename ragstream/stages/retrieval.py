@@ -15,6 +15,10 @@
 6. Reciprocal rank fusion of the two rankings (k and weights from config); the top N1 by
    fused score (ties by id) become the view and ``base_context_chunks``.
 
+``sp.filters`` (document type, source, update dates) restrict the search to the chunks that
+pass them: the others are never candidates of either list (BM25's word statistics stay those
+of the whole knowledge base).
+
 Each row keeps its dense, keyword and fused scores and its rank in each list.
 """
 
@@ -115,12 +119,21 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     n1 = limits.N1_RETR_MAX_CANDIDATES
     dense_pp = dense_by_piece(index, services.embedder, pieces)
     keyword_pp = keyword_by_piece(index, pieces)
+    if not sp.filters.empty:
+        passing = index.passing(sp.filters)
+        if not passing.any():
+            raise StageError(NAME, f"no chunk matches the filters ({sp.filters.describe()}); "
+                                   "widen or clear them.")
+        dense_pp[~passing] = -np.inf
+        keyword_pp[~passing] = 0.0
 
     # candidates: each piece's n1 nearest chunks and its n1 best keyword matches
     rows_set: set[int] = set()
     for i in range(len(pieces)):
         rows_set.update(top_rows(dense_pp[:, i], n1).tolist())
         rows_set.update(top_rows(keyword_pp[:, i], n1, positive=True).tolist())
+    if not sp.filters.empty:
+        rows_set = {r for r in rows_set if passing[r]}
     rows = np.asarray(sorted(rows_set), dtype=np.int64)  # row order is chunk id order
     ids = index.ids
     ordered = [ids[r] for r in rows]

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import queue
 import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from ragstream import controller
 from ragstream.config import AppConfig
 from ragstream.engine import Engine
 from ragstream.errors import IngestError, RagstreamError
+from ragstream.stages.retrieval import NAME as RETRIEVAL
+from ragstream.super_prompt import Filters, SuperPrompt
 from ragstream.ui import state as S
 
 #: settings a person may change for the session: dotted key -> label
@@ -51,11 +56,45 @@ def _start_state(st_state: S.SessionState):
     return sp
 
 
+def _with_filters(sp: SuperPrompt, st_state: S.SessionState, names: list[str]) -> SuperPrompt:
+    """``sp`` carrying the session's filters when Retrieval is among the stages about to run
+    (filters set later apply at the next Retrieval run)."""
+    filters = st_state.get(S.FILTERS) or Filters()
+    if RETRIEVAL in names and sp.filters != filters:
+        return sp.model_copy(update={"filters": filters})
+    return sp
+
+
+def set_filters(st_state: S.SessionState, doc_type: list[str], source: str,
+                updated_from: dt.date | None, updated_to: dt.date | None) -> bool:
+    """Validate and keep the sidebar's filters (``source``: comma-separated names or path
+    patterns); on a bad value set ``ERROR`` and keep the old ones."""
+    st_state[S.ERROR] = None
+    try:
+        st_state[S.FILTERS] = Filters(
+            doc_type=tuple(doc_type),
+            source=tuple(s.strip() for s in source.split(",") if s.strip()),
+            updated_from=updated_from, updated_to=updated_to)
+        return True
+    except ValidationError as err:
+        problems = "; ".join(e["msg"] for e in err.errors())
+        st_state[S.ERROR] = ("filters", f"The filters were not changed: {problems}.")
+        return False
+
+
+def filter_choices(engine: Engine) -> dict[str, list[str]]:
+    """The document types and declared source names in the knowledge base, for the filter widgets."""
+    chunks = engine.services.index().chunks
+    return {"doc_type": sorted({c.doc_type for c in chunks}),
+            "source": sorted({c.source_name for c in chunks if c.source_name})}
+
+
 def run_stage(engine: Engine, st_state: S.SessionState, name: str) -> bool:
     """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and return False."""
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
+        sp = _with_filters(sp, st_state, [name])
         st_state[S.SP] = engine.run_stage(sp, name, session_config(engine, st_state))
         return True
     except RagstreamError as err:
@@ -72,6 +111,7 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
         if controller.next_stage(sp) is None:  # finished: run the whole chain again
             sp = engine.new(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
         names = controller.remaining(sp)
+        sp = _with_filters(sp, st_state, names)
 
         def starting(name: str) -> None:
             if on_stage:

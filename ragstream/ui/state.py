@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ragstream.controller import new_prompt
+from ragstream.super_prompt import Filters
 
 SP = "sp"                      # the SuperPrompt
 PROMPT = "prompt_text"         # the prompt box's text
@@ -19,6 +20,7 @@ INGEST_REPORT = "ingest_report"   # the last IngestReport as a dict, or None
 JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
 CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
+FILTERS = "filters"               # the Filters the next Retrieval applies
 
 
 
@@ -58,6 +60,7 @@ def init_state(state: SessionState) -> None:
         JOURNEY_CHUNK: None,
         UPLOAD_NONCE: 0,
         CONVERSATION: [],
+        FILTERS: Filters(),
     }
     for key, value in defaults.items():
         if key not in state:

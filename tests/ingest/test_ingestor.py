@@ -1,11 +1,19 @@
 """Ingestion against a real Chroma in a temp dir with the real embedding model."""
 
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from ragstream.backends.vector_store import ChromaStore
-from ragstream.errors import IngestError, VectorStoreError
+from ragstream.errors import IngestError, IngestLockedError, VectorStoreError
+from ragstream.ingest.ingestor import IngestLock, ingest_path
+from tests.conftest import ROOT
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -214,3 +222,60 @@ def test_a_store_without_the_copy_is_read_from_chroma_and_given_one(fresh_engine
     store._generation_file.write_text("newer", encoding="utf-8")
     reader._seed_generation_copy(stamp)
     assert store._generation_file.read_text(encoding="utf-8") == "newer"
+
+
+# -- one ingestion per index at a time ------------------------------------------------------
+
+HOLD = ("import sys, time\n"
+        "from ragstream.ingest.ingestor import IngestLock\n"
+        "IngestLock(sys.argv[1], 60).acquire()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(600)\n")
+
+
+def test_lock_names_its_holder_and_a_killed_holder_never_blocks(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(IngestLockedError) as caught:
+            IngestLock(tmp_path, wait_s=0.3).acquire()
+        assert time.monotonic() - started >= 0.3
+        err = caught.value
+        assert err.pid == holder.pid and err.index_dir == str(tmp_path)
+        assert str(tmp_path) in str(err) and f"process {holder.pid}" in str(err)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+    # the kernel dropped the dead holder's lock: taken at once, without waiting
+    with IngestLock(tmp_path, wait_s=0) as lock:
+        assert not lock.contended
+        assert (tmp_path / "ingest.lock").read_text().strip() == str(os.getpid())
+
+
+def test_lock_waits_for_a_holder_that_finishes(tmp_path):
+    first = IngestLock(tmp_path, wait_s=60)
+    first.acquire()
+    threading.Timer(0.5, first.release).start()
+    with IngestLock(tmp_path, wait_s=10) as second:  # its own open file: excluded like a process
+        assert second.contended and second.waited_s >= 0.4
+        assert second.waited_for == os.getpid()
+
+
+def test_second_ingest_into_one_index_waits_or_is_refused(fresh_engine, tmp_path):
+    kb = tmp_path / "kb"
+    write(kb, "b.md", DOC_B)
+    cfg, services = fresh_engine.cfg, fresh_engine.services
+    held = IngestLock(cfg.index_dir, wait_s=60)
+    held.acquire()
+    try:
+        with pytest.raises(IngestLockedError, match=f"Another ingestion into {cfg.index_dir}"):
+            ingest_path(kb, cfg, services, lock_wait_s=0.2)
+        assert not (cfg.index_dir / "chroma").exists()  # refused before touching the store
+        threading.Timer(0.5, held.release).start()
+        report = ingest_path(kb, cfg, services, lock_wait_s=30)
+    finally:
+        held.release()
+    assert report.processed == 1
+    assert any(w.startswith("waited ") and f"process {os.getpid()}" in w for w in report.warnings)

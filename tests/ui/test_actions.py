@@ -1,6 +1,7 @@
 """The actions without the page: the upload action (AppTest cannot drive st.file_uploader) and
 the streamed answer's worker thread."""
 
+import datetime as dt
 import threading
 import time
 
@@ -171,3 +172,28 @@ def test_llm_answer_streams_and_a_broken_stream_falls_back_with_the_notice(kb_en
     assert streamed.startswith("Start it with ") and FALLBACK_NOTICE in streamed
     assert streamed.endswith(ans.text)
     assert not answer_threads()
+
+
+def test_sidebar_filters_are_validated_and_apply_from_the_next_retrieval(kb_engine):
+    st_state: dict = {}
+    S.init_state(st_state)
+    st_state[S.PROMPT] = "How do I start a Chroma server?"
+    choices = actions.filter_choices(kb_engine)
+    assert "faq" in choices["doc_type"] and "guide" in choices["doc_type"]
+
+    assert not actions.set_filters(st_state, [], "", dt.date(2026, 2, 1), dt.date(2025, 1, 1))
+    assert st_state[S.ERROR][0] == "filters" and "after" in st_state[S.ERROR][1]
+    assert st_state[S.FILTERS].empty
+
+    assert actions.set_filters(st_state, ["faq"], "", None, None)
+    assert actions.run_remaining(kb_engine, st_state)
+    sp = st_state[S.SP]
+    assert sp.filters.doc_type == ("faq",)
+    chunks = sp.chunk_map()
+    assert sp.view("retrieval") and {chunks[r.chunk_id].doc_type for r in sp.view("retrieval")} == {"faq"}
+
+    # a narrower source pattern: the next auto run starts again and uses it
+    assert actions.set_filters(st_state, [], "kb/chroma-*", None, None)
+    assert actions.run_remaining(kb_engine, st_state)
+    sp = st_state[S.SP]
+    assert {sp.chunk_map()[r.chunk_id].source for r in sp.view("retrieval")} == {"kb/chroma-server-mode.md"}

@@ -1,0 +1,85 @@
+"""The retrieval service contract: what ``RAGPipeline.retrieve`` and ``RAGPipeline.ingest``
+take and give, with the field names consumers (a chat bot, CLI tools) rely on.
+
+``relevance_score`` is ``ragstream.relevance``'s calibrated score: the estimated probability
+that a reader would judge the chunk relevant to the query (0–1). Ids are UUIDs: a chunk's is
+derived from its RAGstream id (``metadata["chunk_ref"]``), a document's is the UUID it was
+ingested under, or one derived from its path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: the namespace of the UUIDs derived from RAGstream ids (uuid5)
+ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://ragstream.local/ids")
+
+
+def stable_uuid(ref: str) -> uuid.UUID:
+    """``ref`` itself when it is a UUID, else the UUID derived from it (the same every time)."""
+    try:
+        return uuid.UUID(ref)
+    except ValueError:
+        return uuid.uuid5(ID_NAMESPACE, ref)
+
+
+class DocumentChunk(BaseModel):
+    """One retrieved chunk: ids, text, metadata for citation, its relevance and its place."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_id: uuid.UUID
+    document_id: uuid.UUID
+    text: str
+    metadata: dict[str, Any] = Field(
+        description="source, doc_type, last_update_date, section; also path, heading_path, "
+                    "title, chunk_ref (the RAGstream chunk id) and embedding_model")
+    relevance_score: float = Field(ge=0, le=1)
+    position_in_doc: int = Field(ge=0, description="the chunk's number in its document, from 0")
+
+
+class RAGContext(BaseModel):
+    """What ``retrieve`` returns: the chunks (most relevant first) and whether they are enough."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_id: uuid.UUID
+    query_id: uuid.UUID
+    context_key: str
+    document_chunks: list[DocumentChunk]
+    relevance_scores: list[float]
+    total_chunks: int
+    avg_relevance: float
+    meets_threshold: bool
+    min_relevance: float
+    cached: bool = Field(False, description="served from the cache (same query and context key)")
+    no_documents_reason: str = Field(
+        "", description="NoDocumentsFoundError: why no chunk is returned (empty when some are)")
+
+
+class RuleDocument(BaseModel):
+    """A document handed to ``ingest``: its id, file name, Markdown text and metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document_id: uuid.UUID | str
+    filename: str = Field(min_length=1)
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class IngestionResult(BaseModel):
+    """What ``ingest`` did: documents written and failed, embeddings made, problems, time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: uuid.UUID
+    documents_processed: int
+    documents_failed: int
+    embedding_count: int
+    errors: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    duration_seconds: float

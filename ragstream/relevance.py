@@ -1,0 +1,56 @@
+"""How relevant a chunk is to a query, as one calibrated number in [0, 1].
+
+The retrieval API (``RAGPipeline.retrieve``) reports it as ``relevance_score`` and compares it
+with ``min_relevance``. It is a logistic model over three signals, all read from what was
+computed at ingestion (only the query is embedded):
+
+* ``window_cosine`` — the chunk's best embedding window against the query;
+* ``sentence_cosine`` — the chunk's best evidence sentence against the query;
+* ``coverage`` — the IDF-weighted share of the query's words (stemmed, stop words removed)
+  that the chunk contains; a word the knowledge base never uses weighs most, so a question
+  about something the documents do not mention covers little anywhere.
+
+``relevance = 1 / (1 + exp(-(w · signals + bias)))``, the weights in
+``retrieval.relevance`` of ``config/settings.json``. They are fitted by
+``benchmarks/calibrate_relevance.py`` (logistic regression on judged query–chunk pairs), so
+the score reads as the estimated probability that a reader would judge the chunk relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragstream.backends.reranker import evidence_for
+from ragstream.config import RelevanceModel
+from ragstream.super_prompt import Chunk
+
+SIGNALS = ("window_cosine", "sentence_cosine", "coverage")
+
+
+def relevance_signals(query: str, chunks: Sequence[Chunk], services) -> np.ndarray:
+    """(chunks × 3) signals in ``SIGNALS`` order; one query encoding (usually cached)."""
+    if not chunks:
+        return np.zeros((0, len(SIGNALS)))
+    q = services.embedder.embed([query])[0]
+    index = services.index()
+    evidence = evidence_for(chunks, index, services.embedder)
+    terms = index.keyword.query_terms(query)
+    found = [index.row(c.id) for c in chunks]
+    missing = [c.id for c, r in zip(chunks, found) if r is None]
+    if missing:
+        raise ValueError(f"relevance is scored for indexed chunks only; not in the index: {missing}")
+    coverage = index.keyword.weighted_coverage(terms, np.asarray(found, dtype=np.int64))
+    out = np.zeros((len(chunks), len(SIGNALS)))
+    for i, ev in enumerate(evidence):
+        window = float((ev.window_vectors @ q).max())
+        sentence = float((ev.sentence_vectors @ q).max()) if len(ev.sentence_vectors) else window
+        out[i] = (window, sentence, coverage[i])
+    return out
+
+
+def relevance(signals: np.ndarray, model: RelevanceModel) -> np.ndarray:
+    """The calibrated score of each row of ``signals`` (logistic model, weights from config)."""
+    w = np.asarray([model.window_cosine, model.sentence_cosine, model.coverage])
+    return 1.0 / (1.0 + np.exp(-(signals @ w + model.bias)))
