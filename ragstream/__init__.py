@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AppConfig", "Chunk", "Engine", "Filters", "RAGPipeline", "RagstreamError", "SuperPrompt",
            "ViewRow", "load_config"]
-__version__ = "0.1.0"
+__version__ = "0.9.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -33,6 +33,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -355,10 +356,11 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     if llm is not None:
         result = StreamResult()
         try:
-            for piece in llm.stream_chat(answer_messages(sp, cfg), result,
-                                         temperature=acfg.temperature,
-                                         max_tokens=acfg.max_tokens):
-                emit(piece)
+            pieces = llm.stream_chat(answer_messages(sp, cfg), result,
+                                     temperature=acfg.temperature, max_tokens=acfg.max_tokens)
+            with closing(pieces):  # a reader that stops early (on_token raised) ends the stream now
+                for piece in pieces:
+                    emit(piece)
             if not result.text.strip():
                 raise LLMError(f"{llm.describe()} returned an empty answer")
             mode, mode_reason, text = "llm", f"answered by {result.model}", result.text

@@ -1,4 +1,5 @@
-"""Command line: ``python -m ragstream ingest PATH`` and ``python -m ragstream run "PROMPT"``."""
+"""Command line: ``python -m ragstream ingest PATH``, ``python -m ragstream run "PROMPT"``,
+``python -m ragstream retrieve "QUERY"`` and ``python -m ragstream serve``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
+from pydantic import ValidationError
 
 from ragstream.controller import STAGE_NAMES
 from ragstream.errors import RagstreamError
+from ragstream.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
     # what click.progressbar returns; click annotates with it but does not export it
@@ -26,6 +29,55 @@ def _engine():
 def _fail(err: RagstreamError) -> None:
     click.echo(f"Error ({err.kind}): {err}", err=True)
     sys.exit(2)
+
+
+#: the keys ``--filter`` takes: the fields of ``Filters``
+FILTER_KEYS = tuple(Filters.model_fields)
+_LIST_KEYS = ("doc_type", "source")
+FILTER_HELP = ("Only chunks whose document matches, KEY=VALUE, repeatable: doc_type=faq (several: "
+               "doc_type=faq,ops), source=faq/* (a path pattern or a declared source name), "
+               "updated_from=2025-01-01, updated_to=2025-12-31 (dates YYYY-MM-DD, inclusive).")
+
+
+def parse_filters(values: tuple[str, ...] | list[str]) -> Filters:
+    """``("doc_type=faq,ops", "updated_from=2025-01-01")`` → ``Filters``; ``click.BadParameter``
+    names the allowed keys or the date format when a value is wrong."""
+    fields: dict[str, list[str] | str] = {}
+    for value in values:
+        key, eq, raw = value.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not eq or key not in FILTER_KEYS:
+            raise click.BadParameter(f"{value!r}: write KEY=VALUE with KEY one of "
+                                     f"{', '.join(FILTER_KEYS)}.", param_hint="--filter")
+        if key in _LIST_KEYS:
+            items = [v.strip() for v in raw.split(",") if v.strip()]
+            if not items:
+                raise click.BadParameter(f"{value!r}: give at least one value, e.g. {key}=faq or "
+                                         f"{key}=faq,ops.", param_hint="--filter")
+            listed = fields.setdefault(key, [])
+            assert isinstance(listed, list)
+            listed.extend(v for v in items if v not in listed)
+        elif key in fields:
+            raise click.BadParameter(f"{key} is given twice; give it once.", param_hint="--filter")
+        else:
+            fields[key] = raw
+    try:
+        return Filters.model_validate(fields)
+    except ValidationError as err:  # a bad date, or updated_from after updated_to
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'dates'}: {e['msg']}"
+                             for e in err.errors())
+        raise click.BadParameter(f"{problems}. Dates are YYYY-MM-DD (e.g. "
+                                 f"updated_from=2025-01-01), updated_from not after updated_to.",
+                                 param_hint="--filter") from None
+
+
+def _filters_option(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Filters:
+    return parse_filters(values)
+
+
+def _filter_option(command: Callable) -> Callable:
+    return click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE",
+                        callback=_filters_option, help=FILTER_HELP)(command)
 
 
 @click.group(help="RAGstream: turn a prompt into a grounded super-prompt, stage by stage.")
@@ -66,7 +118,9 @@ def ingest(path: str, prune: bool | None, as_json: bool) -> None:
               help="Do not bring the configured knowledge-base folder up to date first.")
 @click.option("--answer", "with_answer", is_flag=True,
               help="After the eight stages, answer (streamed), then list sources and confidence.")
-def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool) -> None:
+@_filter_option
+def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
+        filters: Filters) -> None:
     """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the result."""
     if with_answer and until:
         raise click.UsageError("--answer needs every stage to run; drop --until.")
@@ -74,7 +128,9 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
         engine = _engine()
         if not no_sync:
             engine.ensure_knowledge_base()
-        sp = engine.run(prompt, until=until)
+        sp = engine.new(prompt)
+        sp.filters = filters
+        sp = engine.run(sp, until=until)
         if with_answer:
             stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
             sp, ans = engine.answer(sp, on_token=stream)
@@ -100,6 +156,87 @@ def _print_answer_footer(ans) -> None:
         click.echo(f"Invalid citations (no source has this number): {nums}")
     click.echo(f"Confidence: {ans.confidence} — {ans.confidence_reason}")
     click.echo(f"Mode: {ans.mode} — {ans.mode_reason}")
+
+
+@main.command(help="Retrieve the chunks most relevant to QUERY (the retrieval contract: relevance "
+                   "0-1, most relevant first) and print them as a table or as RAGContext JSON.")
+@click.argument("query")
+@click.option("--context-key", default="cli", show_default=True,
+              help="'{channel_id}:{user_id}'; with the query, the cache key.")
+@click.option("--max-chunks", type=int, default=None,
+              help="At most this many chunks, 1-100 (default: retrieval.max_chunks).")
+@click.option("--min-relevance", type=float, default=None,
+              help="Keep chunks at or above this relevance, 0-1 (default: retrieval.min_relevance).")
+@_filter_option
+@click.option("--json", "as_json", is_flag=True, help="Print the RAGContext as JSON.")
+@click.option("--no-sync", is_flag=True,
+              help="Do not bring the configured knowledge-base folder up to date first.")
+def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance: float | None,
+             filters: Filters, as_json: bool, no_sync: bool) -> None:
+    """Retrieve for ``query`` with ``RAGPipeline`` and print a table or the JSON."""
+    from ragstream.api import RAGPipeline
+
+    try:
+        engine = _engine()
+        if not no_sync:
+            engine.ensure_knowledge_base()
+        pipeline = RAGPipeline(engine)
+        try:
+            ctx = pipeline.retrieve(query, context_key, max_chunks=max_chunks,
+                                    min_relevance=min_relevance, filters=filters)
+        finally:
+            pipeline.close()
+    except RagstreamError as err:
+        _fail(err)
+    if as_json:
+        click.echo(ctx.model_dump_json(indent=2))
+        return
+    if not ctx.document_chunks:
+        click.echo(f"No chunks: {ctx.no_documents_reason}")
+        return
+    click.echo(f"{'#':>2}  {'relevance':>9}  {'type':<10}  {'updated':<10}  source § section")
+    for i, c in enumerate(ctx.document_chunks, 1):
+        m = c.metadata
+        where = f"{m.get('source', '')} § {m['section']}" if m.get("section") else m.get("source", "")
+        click.echo(f"{i:>2}  {c.relevance_score:>9.3f}  {m.get('doc_type', ''):<10}  "
+                   f"{m.get('last_update_date', ''):<10}  {where}")
+        text = " ".join(c.text.split())
+        click.echo(f"{'':>4}{text[:100]}{'…' if len(text) > 100 else ''}")
+    click.echo(f"{ctx.total_chunks} chunk{'s' if ctx.total_chunks != 1 else ''}, average relevance "
+               f"{ctx.avg_relevance:.3f} (min {ctx.min_relevance:g})" + (" (cached)" if ctx.cached else ""))
+
+
+@main.command(help="Serve the retrieval contract over HTTP (FastAPI + uvicorn): GET /health, "
+                   "POST /retrieve, /ingest, /answer (Server-Sent Events); schema at /openapi.json.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8700, show_default=True,
+              help="The port to listen on.")
+@click.option("--token-env", default="RAGSTREAM_API_TOKEN", show_default=True,
+              help="The environment variable holding the bearer token; when it is set, every "
+                   "endpoint but /health needs 'Authorization: Bearer <token>'.")
+def serve(host: str, port: int, token_env: str) -> None:
+    """Build the pipeline, warm its models up and serve it until interrupted."""
+    import os
+
+    from ragstream.api import RAGPipeline
+    from ragstream.service import serve as run_service
+
+    token = os.environ.get(token_env)
+    if token is not None and not token.strip():
+        raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
+                               f"send, or unset it to serve without one.")
+    try:
+        engine = _engine()
+    except RagstreamError as err:
+        _fail(err)
+    try:
+        engine.warm_up()
+    except RagstreamError as err:  # e.g. the Chroma server is down: /health says so
+        click.echo(f"Warning ({err.kind}): {err}", err=True)
+    click.echo(f"RAGstream service on http://{host}:{port} (schema: /openapi.json); "
+               + (f"bearer token required (from ${token_env})." if token else
+                  f"no token required (set ${token_env} to require one)."), err=True)
+    run_service(RAGPipeline(engine), host, port, token.strip() if token else None)
 
 
 def _emit(result: dict, as_json: bool, out: str | None, as_text) -> None:

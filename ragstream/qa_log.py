@@ -9,7 +9,9 @@ citations, confidence and timings), so past answers can be reviewed and audited.
 Table ``interactions``: ``ts`` (ISO 8601, UTC), question, answer, mode, citations (JSON),
 invalid_citations (JSON), confidence and its reason, ``stage_latency_ms`` (JSON ``{stage:
 wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' tokens
-(``sp.extras.llm_usage``, summed) and the answer's latency.
+(``sp.extras.llm_usage``, summed) and the answer's latency; ``incomplete`` (version 2) is 1
+for an answer that was stopped before it ended (the HTTP client of ``POST /answer`` went away),
+whose ``answer`` is then the text streamed until then, else 0.
 
 The schema is versioned: ``MIGRATIONS`` lists the steps in order, and ``PRAGMA user_version``
 counts the steps a file has. Opening a file applies the missing steps, each once and in its own
@@ -80,8 +82,13 @@ def _create_table(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
 
 
+def _add_incomplete(conn: sqlite3.Connection) -> None:
+    """Version 2: ``incomplete``, 1 for an answer stopped before it ended (0 for older rows)."""
+    conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN incomplete INTEGER NOT NULL DEFAULT 0")
+
+
 #: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table, _add_incomplete)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
@@ -136,7 +143,7 @@ class QALog:
 
     # -- public -------------------------------------------------------------------------
 
-    def row(self, sp: SuperPrompt, answer: Answer) -> dict[str, Any]:
+    def row(self, sp: SuperPrompt, answer: Answer, incomplete: bool = False) -> dict[str, Any]:
         """The values ``record`` writes (without ``id``)."""
         latencies: dict[str, float] = {}
         for run in sp.stage_runs:
@@ -163,11 +170,12 @@ class QALog:
             "latency_ms": answer.latency_ms,
             "first_token_ms": answer.first_token_ms,
             "error": answer.error,
+            "incomplete": int(incomplete),
         }
 
-    def record(self, sp: SuperPrompt, answer: Answer) -> int:
-        """Append one interaction; returns its row id."""
-        values = {k: self._scrub(v) for k, v in self.row(sp, answer).items()}
+    def record(self, sp: SuperPrompt, answer: Answer, incomplete: bool = False) -> int:
+        """Append one interaction (``incomplete``: the answer was stopped); returns its row id."""
+        values = {k: self._scrub(v) for k, v in self.row(sp, answer, incomplete).items()}
         names = list(values)
         sql = (f"INSERT INTO {TABLE} ({', '.join(names)}) "
                f"VALUES ({', '.join('?' for _ in names)})")

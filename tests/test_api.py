@@ -102,7 +102,8 @@ def test_contract_5_ingest_idempotency(tmp_path, embedder):
     assert (first.documents_processed, first.documents_failed) == (1, 0) and first.embedding_count > 0
     old = {c.id for c in rag.engine.services.index().chunks}
 
-    updated = text.replace("## Fight Phase", "## Morale Phase\n\nBroken operatives retreat.\n\n## Fight Phase")
+    morale = "## Morale Phase\n\nBroken operatives retreat.\n\n"
+    updated = text.replace("## Fight Phase", morale + "## Fight Phase")
     second = rag.ingest([rule_document(uuid1, updated)])
     assert second.documents_processed == 1
     assert second.documents_failed == 0
@@ -133,7 +134,8 @@ def test_ingest_refuses_bad_documents_and_goes_on(tmp_path, embedder):
     ])
     assert (result.documents_processed, result.documents_failed) == (1, 4)
     joined = "\n".join(result.errors)
-    assert "no-meta: InvalidDocumentError: missing required metadata source, doc_type, last_update_date" in joined
+    assert ("no-meta: InvalidDocumentError: missing required metadata source, doc_type, "
+            "last_update_date") in joined
     assert "good: the same document id appears twice" in joined
     assert "escape: the file name '../../etc/passwd.md' is a path" in joined
     assert "bad-date: last_update_date '15.09.2025' is not a date" in joined
@@ -228,7 +230,8 @@ def test_the_cache_expires(tmp_path, embedder):
 def test_filters_restrict_by_type_source_and_date(rules):
     faq = rules.retrieve("movement", "k", min_relevance=0.0, filters={"doc_type": ["faq"]})
     assert faq.document_chunks and {c.metadata["doc_type"] for c in faq.document_chunks} == {"faq"}
-    by_path = rules.retrieve("movement", "k", min_relevance=0.0, filters=Filters(source=("rules_kb/barricade*",)))
+    by_path = rules.retrieve("movement", "k", min_relevance=0.0,
+                             filters=Filters(source=("rules_kb/barricade*",)))
     assert {c.metadata["path"] for c in by_path.document_chunks} == {"rules_kb/barricades.md"}
     by_name = rules.retrieve("movement", "k", min_relevance=0.0, filters={"source": ["Core Rules v3.1"]})
     assert {c.metadata["source"] for c in by_name.document_chunks} == {"Core Rules v3.1"}

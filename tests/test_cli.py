@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,106 @@ def test_run_answer_streams_text_sources_and_confidence(tmp_path, small_kb):
 
     out = cli("run", "x", "--answer", "--until", "Retrieval", index_dir=idx, check=False)
     assert out.returncode == 2 and "--answer needs every stage" in out.stderr
+
+
+# --------------------------------------------------------------------------- retrieve, --filter
+
+RULES_KB = ROOT / "tests" / "fixtures" / "rules_kb"
+
+
+@pytest.fixture(scope="module")
+def rules_index(tmp_path_factory, embedder) -> Path:
+    """The rules knowledge base ingested once (in this process) into an index the CLI reads."""
+    from ragstream.engine import Engine
+    from tests.conftest import make_config
+
+    idx = tmp_path_factory.mktemp("cli-rules") / "idx"
+    engine = Engine(make_config(idx))
+    engine.services.embedder = embedder
+    assert engine.ingest(RULES_KB).processed == 6
+    return idx
+
+
+def test_retrieve_prints_the_rag_context_as_json_or_a_table(rules_index):
+    from ragstream.contract import RAGContext
+
+    out = cli("retrieve", "What can I do during movement?", "--json", "--no-sync", "--max-chunks", "4",
+              "--min-relevance", "0", "--context-key", "chan:user", index_dir=rules_index)
+    ctx = RAGContext.model_validate_json(out.stdout)
+    assert ctx.context_key == "chan:user" and ctx.total_chunks == len(ctx.document_chunks) == 4
+    assert ctx.relevance_scores == sorted(ctx.relevance_scores, reverse=True)
+    assert ctx.document_chunks[0].metadata["section"] == "Movement Phase"
+    assert {c.metadata["doc_type"] for c in ctx.document_chunks} - {"faq"}  # not only FAQs
+
+    out = cli("retrieve", "Barricade rules", "--no-sync", "--min-relevance", "0", "--max-chunks", "2",
+              "--filter", "doc_type=killzone,faq", "--filter", "updated_from=2025-01-01",
+              index_dir=rules_index)
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["#", "relevance", "type", "updated", "source", "§", "section"]
+    assert lines[1].split()[0] == "1" and " § " in lines[1] and lines[1].split()[2] in ("killzone", "faq")
+    assert lines[-1].startswith("2 chunks, average relevance ")
+
+
+def test_run_filter_restricts_retrieval_to_faq_chunks(rules_index):
+    out = cli("run", "What can I do during movement?", "--filter", "doc_type=faq", "--until",
+              "Retrieval", "--json", "--no-sync", index_dir=rules_index)
+    sp = json.loads(out.stdout)
+    assert sp["filters"]["doc_type"] == ["faq"]
+    types = {c["id"]: c["doc_type"] for c in sp["base_context_chunks"]}
+    rows = sp["views_by_stage"]["retrieval"]
+    assert rows and {types[r["chunk_id"]] for r in rows} == {"faq"}
+
+
+@pytest.mark.parametrize("command, value, says", [
+    ("run", "colour=red", "KEY one of doc_type, source, updated_from, updated_to"),
+    ("retrieve", "doc_type", "KEY one of doc_type, source, updated_from, updated_to"),
+    ("retrieve", "updated_from=2025-31-01", "Dates are YYYY-MM-DD"),
+    ("run", "updated_from=2025-06-01", None),  # paired below with an earlier updated_to
+])
+def test_a_bad_filter_is_a_usage_error(tmp_path, command, value, says):
+    extra = ["--filter", "updated_to=2025-01-01"] if says is None else []
+    out = cli(command, "movement", "--filter", value, *extra, index_dir=tmp_path / "idx", check=False)
+    assert out.returncode == 2 and "Usage:" in out.stderr and "--filter" in out.stderr
+    assert (says or "is after updated_to") in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_answers_over_http_and_requires_the_token_from_the_named_variable(rules_index):
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "cli-serve-token-8d3e1f"
+    env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(rules_index), "MY_SERVICE_TOKEN": token}
+    proc = subprocess.Popen([sys.executable, "-m", "ragstream", "serve", "--port", str(port),
+                             "--token-env", "MY_SERVICE_TOKEN"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                health = httpx.get(f"{url}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the service did not start"
+                time.sleep(0.2)
+        assert health.status_code == 200 and health.json()["chunks"] > 0
+        body = {"query": "Barricade rules", "context_key": "k", "min_relevance": 0}
+        assert httpx.post(f"{url}/retrieve", json=body).status_code == 401
+        ok = httpx.post(f"{url}/retrieve", json=body, headers={"Authorization": f"Bearer {token}"},
+                        timeout=60)
+        assert ok.status_code == 200 and ok.json()["document_chunks"]
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=30)
+    assert "bearer token required (from $MY_SERVICE_TOKEN)" in output
+    assert '"POST /retrieve HTTP/1.1" 401' in output and token not in output
+
+    empty = subprocess.run([sys.executable, "-m", "ragstream", "serve", "--token-env", "MY_SERVICE_TOKEN"],
+                           cwd=ROOT, env={**env, "MY_SERVICE_TOKEN": " "}, capture_output=True,
+                           text=True, timeout=60)
+    assert empty.returncode == 2 and "$MY_SERVICE_TOKEN is set but empty" in empty.stderr

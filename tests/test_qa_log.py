@@ -122,12 +122,13 @@ def test_unversioned_file_is_upgraded_in_place(tmp_path):
 
     log = QALog(path, environ={})
     assert log.count() == 2 and _version(path) == len(MIGRATIONS)
-    assert _columns(path) == ["id", *V1_COLUMNS]
+    assert _columns(path) == ["id", *V1_COLUMNS, "incomplete"]
     old = log.recent()
     assert [(r["id"], r["question"]) for r in old] == [(2, "second"), (1, "first")]
     assert old[1]["citations"] == [{"n": 1, "valid": True}] and old[1]["invalid_citations"] == []
     assert old[1]["stage_latency_ms"] == {"Retrieval": 1.5}
     assert (old[1]["prompt_tokens"], old[1]["latency_ms"], old[1]["error"]) == (7, 9.5, None)
+    assert [r["incomplete"] for r in old] == [0, 0]
     assert log.record(_sp(), _answer()) == 3 and log.count() == 3
 
 
@@ -192,3 +193,29 @@ def test_file_from_a_newer_version_is_refused(tmp_path, kb_engine):
     out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, sp, log_path=path)
     assert out.answer == ans and "schema version" in out.extras.qa_log.error
     assert path.read_bytes() == before
+
+
+def test_an_answer_stopped_midway_is_recorded_as_incomplete(tmp_path):
+    path = tmp_path / "qa.sqlite3"
+    log = QALog(path, environ={})
+    log.record(_sp(), _answer())
+    log.record(_sp("stopped"), _answer(text="RRF fuses"), incomplete=True)
+    newest, oldest = log.recent()
+    assert (newest["question"], newest["answer"], newest["incomplete"]) == ("stopped", "RRF fuses", 1)
+    assert oldest["incomplete"] == 0
+
+
+def test_a_version_1_file_gains_the_incomplete_column_with_its_rows(tmp_path, monkeypatch):
+    path = tmp_path / "qa.sqlite3"
+    monkeypatch.setattr(qa_log, "MIGRATIONS", MIGRATIONS[:1])
+    version_1 = QALog(path, environ={})
+    monkeypatch.setattr(version_1, "row", lambda sp, ans, incomplete=False: {
+        k: v for k, v in QALog.row(version_1, sp, ans).items() if k != "incomplete"})
+    version_1.record(_sp("old"), _answer())
+    assert _version(path) == 1 and "incomplete" not in _columns(path)
+
+    monkeypatch.setattr(qa_log, "MIGRATIONS", MIGRATIONS)
+    log = QALog(path, environ={})
+    assert log.recent()[0]["incomplete"] == 0 and _version(path) == 2
+    log.record(_sp("new"), _answer(), incomplete=True)
+    assert [(r["question"], r["incomplete"]) for r in log.recent()] == [("new", 1), ("old", 0)]

@@ -193,7 +193,8 @@ class LLMClient:
                     max_tokens: int = 1500) -> Iterator[str]:
         """Yield the answer's text pieces as they arrive; ``result`` holds the whole text and
         the usage once the iterator is exhausted. Only the request is retried, not a stream
-        that breaks off."""
+        that breaks off. Closing the iterator early (``close()``, or leaving a ``with
+        closing(...)`` block) closes the model's HTTP response at once."""
         started = time.perf_counter()
         result.model = model or self.answer_model
         with self._errors():
@@ -216,6 +217,8 @@ class LLMClient:
         except Exception as err:
             raise LLMError(self._redact(
                 f"the answer stream from {self.describe()} broke off: {err}")) from None
+        finally:
+            stream.close()  # the client's Stream sits in a reference cycle: never wait for GC
 
 
 def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:

@@ -140,7 +140,7 @@ def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "time": r.get("ts", ""),
         "question": _preview(r.get("question", ""), 80),
         "answer": _preview(r.get("answer", ""), 120),
-        "mode": r.get("mode", ""),
+        "mode": r.get("mode", "") + (" (incomplete)" if r.get("incomplete") else ""),
         "confidence": r.get("confidence", ""),
         "model": r.get("model", ""),
         "tokens": (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0),

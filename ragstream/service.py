@@ -1,0 +1,484 @@
+"""The retrieval service over HTTP: ``python -m ragstream serve`` (FastAPI, served by uvicorn).
+
+    from ragstream import RAGPipeline
+    from ragstream.service import create_app
+    app = create_app(RAGPipeline(), token=None)     # any ASGI server can serve it
+
+Endpoints (the schema is at ``/openapi.json``):
+
+* ``GET /health`` — status, chunks in the index, store mode, version. Never needs the token;
+  503 when the vector store cannot be reached.
+* ``POST /retrieve`` — ``RetrieveRequest`` → ``RAGContext`` (``RAGPipeline.retrieve``).
+* ``POST /ingest`` — a list of ``RuleDocument`` → ``IngestionResult`` (``RAGPipeline.ingest``).
+* ``POST /answer`` — ``AnswerRequest`` → Server-Sent Events (seed 003, "Stream to Frontend"):
+  ``token`` events as the answer streams, one ``citation`` event per valid citation, then
+  ``done``; ``error`` if the answer fails once streaming has begun. The stages run before the
+  stream starts, so their errors still get an HTTP status.
+
+Every error is JSON ``{"error": kind, "message": text}`` with the status of ``STATUS_BY_ERROR``
+(422 for a bad query or request body, 503 store unreachable, 504 retrieval timeout, 500 for
+any other RAGstream error), 401 for a missing or wrong bearer token, 413 for a body over the
+limit. With a token, every path but ``/health`` needs ``Authorization: Bearer <token>``.
+
+When the client of ``/answer`` goes away mid-stream, the answer is stopped at its next piece
+(the model's HTTP stream is closed with it) and the interaction is logged with
+``incomplete = 1`` and the text streamed until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import FastAPI, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from ragstream.contract import IngestionResult, RAGContext, RuleDocument, stable_uuid
+from ragstream.errors import (
+    EmptyPromptError,
+    IngestLockedError,
+    InvalidQueryError,
+    PromptTooLongError,
+    RagstreamError,
+    RetrievalTimeoutError,
+    VectorDBUnavailableError,
+)
+from ragstream.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.api import RAGPipeline
+    from ragstream.engine import Engine
+
+log = logging.getLogger(__name__)
+
+#: the largest request body of /retrieve and /answer (bytes); 413 above it
+MAX_BODY_BYTES = 1024 * 1024
+#: the largest request body of /ingest (bytes); 413 above it
+MAX_INGEST_BODY_BYTES = 64 * 1024 * 1024
+#: at most this many items in ``conversation_history`` (seed 003: "max 10")
+MAX_CONVERSATION_ITEMS = 10
+#: paths that never need the bearer token
+OPEN_PATHS = frozenset({"/health"})
+#: the HTTP status of each error kind; the first class that matches wins, others are 500
+STATUS_BY_ERROR: tuple[tuple[type[RagstreamError], int], ...] = (
+    (InvalidQueryError, 422),
+    (EmptyPromptError, 422),
+    (PromptTooLongError, 422),
+    (VectorDBUnavailableError, 503),
+    (RetrievalTimeoutError, 504),
+    (IngestLockedError, 409),
+)
+SSE_MEDIA_TYPE = "text/event-stream"
+
+_Scope = MutableMapping[str, Any]
+_Message = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[_Message]]
+_Send = Callable[[_Message], Awaitable[None]]
+
+
+# --------------------------------------------------------------------------- request / response models
+
+
+class ErrorBody(BaseModel):
+    """Every error response: the error's kind and a message that says what to do."""
+
+    error: str = Field(description="the kind, e.g. 'invalid query', 'vector store unavailable'")
+    message: str = Field(description="what went wrong and what to do instead")
+
+
+class Health(BaseModel):
+    """``GET /health``: whether the service can answer, and what it serves."""
+
+    status: Literal["ok", "unavailable"]
+    chunks: int | None = Field(description="chunks in the index (None when the store is unreachable)")
+    store_mode: str = Field(description="'persistent' (embedded Chroma) or 'http' (a Chroma server)")
+    version: str = Field(description="the RAGstream version")
+    message: str = Field("", description="why the status is 'unavailable'")
+
+
+class RetrieveRequest(BaseModel):
+    """``POST /retrieve``: the arguments of ``RAGPipeline.retrieve``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="the question: not empty, at most prompt.max_prompt_chars (2,000) "
+                                   "characters, else 422 'invalid query'")
+    context_key: str = Field(description="'{channel_id}:{user_id}'; with the query, the cache key")
+    max_chunks: int | None = Field(None, description="at most this many chunks, 1 to 100 "
+                                                     "(default: retrieval.max_chunks)")
+    min_relevance: float | None = Field(None, description="keep chunks at or above this relevance, "
+                                                          "0 to 1 (default: retrieval.min_relevance)")
+    filters: Filters = Field(default_factory=Filters,
+                             description="doc_type, source (shell patterns), updated_from/updated_to")
+
+
+class Message(BaseModel):
+    """One earlier message in seed 003's shape: its role and its text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class AnswerRequest(BaseModel):
+    """``POST /answer``: the question, the conversation so far and the filters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="the question (the same rules as /retrieve)")
+    context_key: str = Field(description="'{channel_id}:{user_id}', echoed in the done event")
+    conversation_history: list[ConversationTurn | Message] = Field(
+        default_factory=list, max_length=MAX_CONVERSATION_ITEMS,
+        description="at most 10 items, oldest first: turns {user, assistant} or messages "
+                    "{role, content} (a user message and the assistant message after it make a turn)")
+    filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
+
+    def turns(self) -> list[ConversationTurn]:
+        """The history as turns: a user message opens one, the assistant message after it closes it."""
+        turns: list[ConversationTurn] = []
+        open_user: str | None = None
+        for item in self.conversation_history:
+            if isinstance(item, ConversationTurn):
+                if open_user is not None:
+                    turns.append(ConversationTurn(user=open_user, assistant=""))
+                    open_user = None
+                turns.append(item)
+            elif item.role == "user":
+                if open_user is not None:
+                    turns.append(ConversationTurn(user=open_user, assistant=""))
+                open_user = item.content
+            else:
+                turns.append(ConversationTurn(user=open_user or "", assistant=item.content))
+                open_user = None
+        if open_user is not None:
+            turns.append(ConversationTurn(user=open_user, assistant=""))
+        return turns
+
+
+class CitationEvent(BaseModel):
+    """The data of a ``citation`` event: one valid citation of the answer."""
+
+    n: int = Field(description="the number the answer cites, [n]")
+    chunk_id: str = Field(description="the chunk's UUID, as /retrieve gives it")
+    chunk_ref: str = Field(description="the RAGstream chunk id")
+    source: str = Field(description="the document's declared source name, else its path")
+    path: str = Field(description="the document's file path")
+    section: str = Field(description="the chunk's heading path, 'A > B'")
+    title: str
+    label: str = Field(description="'file.md § A > B'")
+
+
+class DoneEvent(BaseModel):
+    """The data of the ``done`` event: how the answer went."""
+
+    context_key: str
+    mode: str = Field(description="'llm', 'extractive' or 'no-results'")
+    confidence: str
+    confidence_reason: str
+    invalid_citations: list[int]
+    total_tokens: int = Field(description="prompt + completion tokens of the answer's LLM call "
+                                          "(0 when no LLM answered)")
+    token_events: int = Field(description="how many token events were sent")
+    latency_ms: int = Field(description="from the request to this event")
+    qa_log_id: int | None = Field(description="the interaction's row in the Q&A log")
+
+
+def status_for(err: RagstreamError) -> int:
+    """The HTTP status for ``err`` (``STATUS_BY_ERROR``; 500 for any other RAGstream error)."""
+    return next((status for cls, status in STATUS_BY_ERROR if isinstance(err, cls)), 500)
+
+
+def _error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(ErrorBody(error=kind, message=message).model_dump(), status_code=status,
+                        headers=headers)
+
+
+# --------------------------------------------------------------------------- token and body size
+
+
+class _Guard:
+    """ASGI middleware: the bearer token (all paths but ``OPEN_PATHS``), then the body limit
+    (``Content-Length`` first, then the bytes as they arrive); the body read is replayed."""
+
+    def __init__(self, app: Callable[[_Scope, _Receive, _Send], Awaitable[None]],
+                 token: str | None, limits: dict[str, int], default_limit: int):
+        self.app = app
+        self._token = token.encode("utf-8") if token else None
+        self.limits = limits
+        self.default_limit = default_limit
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        if self._token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers):
+            await _error(401, "unauthorized",
+                         "This endpoint needs the header 'Authorization: Bearer <token>' with the "
+                         "token the service was started with.",
+                         {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        limit = self.limits.get(scope["path"], self.default_limit)
+        too_large = _error(413, "request too large",
+                           f"The request body is larger than {limit:,} bytes, the limit of "
+                           f"{scope['path']}. Send less (split an ingest into several requests).")
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    await too_large(scope, receive, send)
+                    return
+            except ValueError:
+                await _error(400, "bad request", "The Content-Length header is not a number.")(
+                    scope, receive, send)
+                return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> _Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # then what the server says next: http.disconnect
+
+        await self.app(scope, replay, send)
+
+    def _authorized(self, headers: dict[str, bytes]) -> bool:
+        assert self._token is not None
+        scheme, _, given = headers.get("authorization", b"").partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+
+
+# --------------------------------------------------------------------------- the answer stream
+
+
+class _Abandoned(Exception):
+    """Raised in ``on_token`` once the client has gone: it stops the answer."""
+
+
+def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
+    payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data, ensure_ascii=False)
+    return f"event: {event}\ndata: {payload}\n\n"
+
+
+def _citation(c: Citation, sp: SuperPrompt) -> CitationEvent:
+    chunk = sp.chunk_map().get(c.chunk_id)
+    return CitationEvent(n=c.n, chunk_id=str(stable_uuid(c.chunk_id)), chunk_ref=c.chunk_id,
+                         source=(chunk.source_name if chunk else "") or c.source, path=c.source,
+                         section=c.section, title=c.title, label=c.label)
+
+
+def _log_incomplete(engine: Engine, sp: SuperPrompt, text: str, pieces: int, started: float) -> None:
+    """Record an answer the client walked away from: the text it was sent, marked incomplete."""
+    mode: Literal["llm", "extractive"] = "llm" if engine.services.llm is not None else "extractive"
+    partial = Answer(text=text, mode=mode,
+                     mode_reason=f"stopped after {pieces} streamed pieces: the client disconnected",
+                     error="the client disconnected before the answer ended",
+                     latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
+    try:
+        row = engine.qa_log().record(sp, partial, incomplete=True)
+        log.info("answer stopped: the client disconnected after %d pieces (Q&A log row %d)", pieces, row)
+    except Exception as err:  # the log is a record, not a reason to fail
+        log.warning("answer stopped: the client disconnected; the Q&A log could not be written: %s", err)
+
+
+async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
+                         started: float) -> AsyncIterator[str]:
+    """The SSE stream of one answer: ``Engine.answer`` runs in a worker thread whose pieces reach
+    this coroutine through an asyncio queue; leaving early makes its next piece raise."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    gone = threading.Event()
+    sent: list[str] = []
+
+    def put(item: tuple[str, Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the event loop is closed: the server stopped
+            gone.set()
+
+    def on_token(piece: str) -> None:
+        if gone.is_set():
+            raise _Abandoned
+        sent.append(piece)
+        put(("token", piece))
+
+    def work() -> None:
+        try:
+            put(("done", engine.answer(sp, on_token=on_token)))
+        except _Abandoned:  # the answer closed the model's stream on its way out
+            _log_incomplete(engine, sp, "".join(sent), len(sent), started)
+        except BaseException as exc:  # handed to the stream
+            put(("error", exc))
+
+    worker = threading.Thread(target=work, name="ragstream-answer", daemon=True)
+    finished = False
+    try:
+        worker.start()
+        tokens = 0
+        while True:
+            kind, value = await queue.get()
+            if kind == "token":
+                tokens += 1
+                yield _sse("token", {"token": value})
+                continue
+            finished = True
+            if kind == "error":
+                if isinstance(value, RagstreamError):
+                    log.error("answer failed (%s): %s", value.kind, value)
+                    yield _sse("error", ErrorBody(error=value.kind, message=str(value)))
+                else:
+                    log.error("answer failed", exc_info=value)
+                    yield _sse("error", ErrorBody(error="internal error",
+                                                  message="The answer failed unexpectedly; see the "
+                                                          "service's log."))
+                return
+            out_sp, ans = value
+            for c in ans.sources:
+                yield _sse("citation", _citation(c, out_sp))
+            qa = out_sp.extras.qa_log
+            yield _sse("done", DoneEvent(
+                context_key=context_key, mode=ans.mode, confidence=ans.confidence,
+                confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
+                total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
+                token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
+                qa_log_id=qa.id if qa else None))
+            return
+    finally:
+        if not finished:
+            gone.set()  # the client left (or the server stops): the worker stops at its next piece
+
+
+# --------------------------------------------------------------------------- the app
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong bearer token (when the service has one)"},
+    413: {"model": ErrorBody, "description": "the request body is over the limit"},
+    422: {"model": ErrorBody, "description": "invalid query or request body"},
+    500: {"model": ErrorBody, "description": "another RAGstream error"},
+    503: {"model": ErrorBody, "description": "the vector store (Chroma server) cannot be reached"},
+}
+
+_ANSWER_DOC = """Answer the query as Server-Sent Events (seed 003, "Stream to Frontend"):
+
+* `event: token`, `data: {"token": str}`: the answer's pieces, in order; joined they are the answer.
+* `event: citation`, `data: CitationEvent`: one per valid citation, after the last token.
+* `event: done`, `data: DoneEvent`: total_tokens, latency_ms, mode, confidence, qa_log_id.
+* `event: error`, `data: ErrorBody`: the answer failed after the stream began (nothing follows).
+
+The stages (retrieval, reranking, gate, condenser, format) run before the stream starts, so
+their errors are HTTP errors. A client that disconnects stops the answer; the Q&A log keeps
+the text it was sent, marked incomplete."""
+
+
+def create_app(pipeline: RAGPipeline, token: str | None = None, *,
+               max_body_bytes: int = MAX_BODY_BYTES,
+               max_ingest_body_bytes: int = MAX_INGEST_BODY_BYTES) -> FastAPI:
+    """The HTTP face of ``pipeline`` (and its engine); ``token``: the bearer token, if any."""
+    from ragstream import __version__
+
+    engine = pipeline.engine
+    app = FastAPI(title="RAGstream retrieval service", version=__version__,
+                  description="The retrieval contract (seed 000) and the streamed answer (seed 003) "
+                              "of RAGstream over HTTP.")
+    app.add_middleware(_Guard, token=token, limits={"/ingest": max_ingest_body_bytes},
+                       default_limit=max_body_bytes)
+    # documents the bearer scheme in the schema; _Guard enforces it (on every path but /health)
+    secured = [Security(HTTPBearer(auto_error=False))] if token else []
+
+    @app.exception_handler(RagstreamError)
+    async def ragstream_error(request: Request, err: Exception) -> JSONResponse:
+        assert isinstance(err, RagstreamError)
+        status = status_for(err)
+        if status >= 500:
+            log.error("%s %s failed (%s): %s", request.method, request.url.path, err.kind, err)
+        return _error(status, err.kind, str(err))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, err: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=err)
+        return _error(500, "internal error", "The request failed unexpectedly; see the service's log.")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, err: Exception) -> JSONResponse:
+        assert isinstance(err, RequestValidationError)
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+                             for e in err.errors())
+        body = ErrorBody(error="invalid request", message=f"The request body is not valid: {problems}")
+        return JSONResponse({**body.model_dump(), "detail": jsonable_encoder(err.errors())},
+                            status_code=422)
+
+    @app.get("/health", response_model=Health, responses={503: {"model": Health}},
+             summary="Status, chunks in the index, store mode, version (never needs the token)")
+    def health() -> Health | JSONResponse:
+        mode = engine.cfg.settings.vector_store.mode
+        try:
+            chunks = engine.services.index().n_chunks
+        except RagstreamError as err:
+            down = Health(status="unavailable", chunks=None, store_mode=mode, version=__version__,
+                          message=str(err))
+            return JSONResponse(down.model_dump(), status_code=503)
+        return Health(status="ok", chunks=chunks, store_mode=mode, version=__version__)
+
+    @app.post("/retrieve", response_model=RAGContext, dependencies=secured,
+              responses={**_ERRORS, 504: {"model": ErrorBody, "description": "retrieval timed out"}},
+              summary="The chunks most relevant to the query (RAGPipeline.retrieve)")
+    def retrieve(body: RetrieveRequest) -> RAGContext:
+        return pipeline.retrieve(body.query, body.context_key, max_chunks=body.max_chunks,
+                                 min_relevance=body.min_relevance, filters=body.filters)
+
+    @app.post("/ingest", response_model=IngestionResult, dependencies=secured,
+              responses={**_ERRORS, 409: {"model": ErrorBody, "description": "another ingestion runs"}},
+              summary="Ingest (upsert) rule documents (RAGPipeline.ingest)")
+    def ingest(documents: list[RuleDocument]) -> IngestionResult:
+        return pipeline.ingest(documents)
+
+    @app.post("/answer", response_class=StreamingResponse, dependencies=secured,
+              responses={200: {"content": {SSE_MEDIA_TYPE: {}}, "description": "the SSE stream"},
+                         **_ERRORS},
+              summary="Answer with citations, streamed as Server-Sent Events", description=_ANSWER_DOC)
+    async def answer(body: AnswerRequest) -> StreamingResponse:
+        started = time.perf_counter()
+
+        def stages() -> SuperPrompt:
+            sp = engine.new(pipeline.checked_query(body.query), body.turns())
+            sp.filters = body.filters
+            return engine.run(sp)
+
+        sp = await run_in_threadpool(stages)
+        return StreamingResponse(_answer_events(engine, sp, body.context_key, started),
+                                 media_type=SSE_MEDIA_TYPE,
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return app
+
+
+def serve(pipeline: RAGPipeline, host: str, port: int, token: str | None) -> None:
+    """Serve ``create_app(pipeline, token)`` with uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(create_app(pipeline, token), host=host, port=port, log_level="info")
