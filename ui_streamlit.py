@@ -97,9 +97,9 @@ with st.sidebar:
     st.header("Filters")
     active_filters = state[S.FILTERS]
     filter_options = actions.filter_choices(engine)
-    with st.form("filters"):
+    with st.form("filter_form"):
         known_types = filter_options["doc_type"]
-        doc_types = st.multiselect("Document types", known_types,
+        doc_types = st.multiselect("Document types", known_types, key="filter_doc_type",
                                    default=[t for t in active_filters.doc_type if t in known_types])
         sources = st.text_input("Sources", value=", ".join(active_filters.source),
                                 help="Source names or file path patterns, comma-separated "

@@ -36,7 +36,7 @@ from ragstream.service import (
 from ragstream.super_prompt import ConversationTurn
 from tests.conftest import make_config
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.llm_support import llm_config, with_llm
+from tests.llm_support import every_agent, llm_config, with_llm
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_KB = Path(__file__).parent / "fixtures" / "rules_kb"
@@ -51,26 +51,7 @@ STREAM = {"reply": Reply.text(ANSWER)}
 SERVICE_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "starlette", "ragstream")
 
 
-def route(body):
-    system = body["messages"][0]["content"]
-    user = body["messages"][-1]["content"]
-    if body.get("stream"):
-        return STREAM["reply"]
-    if "A2_PromptShaper" in system:
-        return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
-                           "depth": "overview", "confidence": "high"})
-    if "A3_NLI_Gate" in system:
-        cands = json.loads(user)["candidates"]
-        return Reply.json({"decisions": [{"n": c["n"], "decision": "keep" if c["n"] <= 4 else "drop",
-                                          "tag": "" if c["n"] <= 4 else "off-topic",
-                                          "reason": "test"} for c in cands]})
-    if "A4_Condenser" in system:
-        return Reply.json({"facts": [{"text": "An operative makes one move action.", "sources": [1]},
-                                     {"text": "A barricade costs an inch.", "sources": [2]}],
-                           "constraints": [], "open_issues": []})
-    if "A5_Format_Enforcer" in system:
-        return Reply.json({"kind": "markdown", "hard_rules": ["Be brief."]})
-    return Reply.error(400, "unexpected request")
+route = every_agent(STREAM, ("An operative makes one move action.", "A barricade costs an inch."))
 
 
 # --------------------------------------------------------------------------- servers

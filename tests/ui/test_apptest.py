@@ -206,3 +206,17 @@ def test_answer_button_waits_for_the_pipeline():
     # re-running a stage discards the answer
     at.button(key="stage_A4_Condenser").click().run()
     assert sp(at).answer is None
+
+
+def test_sidebar_filters_restrict_the_next_retrieval():
+    at = fresh()
+    at.multiselect(key="filter_doc_type").select("faq")
+    at.button(key="FormSubmitter:filter_form-Apply filters").click().run()
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state[S.FILTERS].doc_type == ("faq",)
+    assert any("doc_type=faq" in c.value for c in at.caption)
+    at.button(key="run").click().run()
+    state = sp(at)
+    chunks = state.chunk_map()
+    assert state.filters.doc_type == ("faq",)
+    assert {chunks[r.chunk_id].doc_type for r in state.view("retrieval")} == {"faq"}

@@ -1,6 +1,5 @@
 """The page with an LLM endpoint configured: the scripted OpenAI server on loopback."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from ragstream.answer import FALLBACK_NOTICE
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
+from tests.llm_support import every_agent
 
 APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
 KEY = "sk-page-secret-987654321"
@@ -20,26 +20,7 @@ CURSOR = " ▌"
 STREAM = {"reply": Reply.text(ANSWER)}
 
 
-def route(body):
-    system = body["messages"][0]["content"]
-    user = body["messages"][-1]["content"]
-    if body.get("stream"):
-        return STREAM["reply"]
-    if "A2_PromptShaper" in system:
-        return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
-                           "depth": "overview", "confidence": "high"})
-    if "A3_NLI_Gate" in system:
-        cands = json.loads(user)["candidates"]
-        return Reply.json({"decisions": [{"n": c["n"], "decision": "keep" if c["n"] <= 4 else "drop",
-                                          "tag": "" if c["n"] <= 4 else "off-topic",
-                                          "reason": "test"} for c in cands]})
-    if "A4_Condenser" in system:
-        return Reply.json({"facts": [{"text": "chroma run starts a server.", "sources": [1]},
-                                     {"text": "Set RAGSTREAM_CHROMA_URL.", "sources": [2]}],
-                           "constraints": [], "open_issues": []})
-    if "A5_Format_Enforcer" in system:
-        return Reply.json({"kind": "markdown", "hard_rules": ["Be brief."]})
-    return Reply.error(400, "unexpected request")
+route = every_agent(STREAM, ("chroma run starts a server.", "Set RAGSTREAM_CHROMA_URL."))
 
 
 @pytest.fixture(scope="module")
