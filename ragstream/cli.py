@@ -259,6 +259,27 @@ def status() -> None:
     click.echo(json.dumps(info, indent=2))
 
 
+@main.command(help="Check the knowledge base's files and rebuild what can be rebuilt: the index "
+                   "snapshot from the store; a store that cannot be read is moved to "
+                   "<index_dir>/backup-<timestamp>/ and the knowledge-base folder ingested again. "
+                   "Source documents are never changed or deleted.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Only say what is wrong; change nothing (exit 1 when something is).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def repair(check_only: bool, as_json: bool) -> None:
+    """Print what ``doctor.repair`` found and did; exit 1 when a problem is left."""
+    from ragstream.config import load_config
+    from ragstream.doctor import repair as run_repair
+
+    try:
+        report = run_repair(load_config(), check_only=check_only)
+    except RagstreamError as err:
+        _fail(err)
+    click.echo(report.model_dump_json(indent=2) if as_json else "\n".join(report.lines()))
+    if not report.healthy:
+        sys.exit(1)
+
+
 def _stderr_progress() -> Callable[[str, int, int], None]:
     """A progress bar on stderr, one per phase ("index", "queries")."""
     bars: dict[str, ProgressBar[int]] = {}
@@ -277,6 +298,57 @@ def _stderr_progress() -> Callable[[str, int, int], None]:
             del bars[phase]
 
     return progress
+
+
+def _parse_chunks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    """``"10000,100000"`` (or ``"10k,100k"``) → ``(10000, 100000)``."""
+    sizes = []
+    for part in value.split(","):
+        part = part.strip().lower()
+        try:
+            n = int(float(part[:-1]) * 1000) if part.endswith("k") else int(part)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a number of chunks; write e.g. 10000,100000.",
+                                     param_hint="--chunks") from None
+        if n < 1:
+            raise click.BadParameter(f"{part!r}: give at least 1 chunk.", param_hint="--chunks")
+        sizes.append(n)
+    return tuple(sizes)
+
+
+@main.command(help="Load test: concurrent RAGPipeline.retrieve calls (one thread per client) for a "
+                   "bounded time at each index size (SciFact texts, synthetic vectors), against the "
+                   "embedded store or a Chroma server; queries/s, p50/p95/max latency, errors, and "
+                   "p95 with N clients against p95 with one, measured in the same run.")
+@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Concurrent clients (threads).")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="How long each phase (1 client, then N clients) runs.")
+@click.option("--chunks", default="10000,100000", show_default=True, callback=_parse_chunks,
+              help="Index sizes, comma-separated.")
+@click.option("--chroma-url", default=None,
+              help="A Chroma server (chroma run ...) to use instead of the embedded store; the run "
+                   "uses its own collection there, ragstream_load, and deletes it at the end.")
+@click.option("--data", "data_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, dir_okay=True),
+              help="The SciFact folder (default: ../shared/data/scifact or $RAGSTREAM_BENCH_SCIFACT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON result to this file.")
+def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str | None,
+         data_dir: str | None, as_json: bool, out: str | None) -> None:
+    """Run the load test and print the report or JSON (optionally also to a file)."""
+    from pathlib import Path
+
+    from ragstream.bench import SCIFACT_DIR
+    from ragstream.load import format_report, run_load
+
+    try:
+        result = run_load(chunks, clients, seconds, chroma_url,
+                          Path(data_dir) if data_dir else SCIFACT_DIR, progress=_stderr_progress())
+    except RagstreamError as err:
+        _fail(err)
+    _emit(result, as_json, out, format_report)
 
 
 @main.command(name="eval", help="Measure retrieval quality and latency on a BEIR-format data set "

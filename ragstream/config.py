@@ -266,6 +266,14 @@ class IngestionSettings(_Strict):
     require_metadata: bool = Field(False, description=(
         "skip (and list in errors) a document whose front matter or metadata lacks source, "
         "doc_type or last_update_date; off: derive them and say so in the warnings"))
+    max_file_mb: float = Field(10.0, gt=0, le=4096, description=(
+        "a file (or a document's text) larger than this many MB is refused without being read "
+        "(FileTooLargeError); the others are still ingested"))
+
+    @property
+    def max_file_bytes(self) -> int:
+        """``max_file_mb`` in bytes."""
+        return int(self.max_file_mb * 1024 * 1024)
 
 
 class Settings(_Strict):

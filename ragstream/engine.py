@@ -48,8 +48,10 @@ class Engine:
 
     def status(self) -> dict:
         """The collection's name and location, document, chunk and window counts, and each document."""
+        from ragstream.ingest.ingestor import stored_documents
+
         store = self.services.store
-        docs = store.documents()
+        docs = stored_documents(store)  # a damaged store is named, with the repair command
         return {
             "collection": self.cfg.settings.vector_store.collection,
             "location": store.location,

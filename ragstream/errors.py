@@ -190,3 +190,74 @@ class IngestLockedError(IngestError):
             + (f" (kill {pid})" if pid else "")
             + ". Two ingestions into one index never run at once."
         )
+
+
+def _megabytes(n_bytes: int) -> str:
+    """A size in MB for messages: ``52428800`` → ``"50.0 MB"``."""
+    return f"{n_bytes / (1024 * 1024):.1f} MB"
+
+
+class BinaryFileError(IngestError):
+    """A file (or a document's text) that is binary, not text: it holds NUL bytes or starts
+    like a known binary format."""
+
+    kind = "binary file"
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(
+            f"binary file, not text ({what}): only UTF-8 Markdown or plain text can be "
+            f"ingested. Convert it to text (or remove it from the folder)."
+        )
+
+
+class NotUTF8Error(IngestError):
+    """A text file that is not valid UTF-8 (e.g. Latin-1 or UTF-16)."""
+
+    kind = "not UTF-8"
+
+    def __init__(self, reason: str, position: int):
+        self.reason = reason
+        self.position = position
+        super().__init__(
+            f"not UTF-8 text ({reason} at byte {position}); save the file as UTF-8 and "
+            f"ingest again"
+        )
+
+
+class FileTooLargeError(IngestError):
+    """A file larger than ``ingestion.max_file_mb``; it is refused without being read."""
+
+    kind = "file too large"
+
+    def __init__(self, size_bytes: int, limit_mb: float):
+        self.size_bytes = size_bytes
+        self.limit_mb = limit_mb
+        super().__init__(
+            f"file too large: {_megabytes(size_bytes)}, the limit is {limit_mb:g} MB "
+            f"(ingestion.max_file_mb in config/settings.json). Split it into smaller files, "
+            f"or raise the limit."
+        )
+
+
+class UploadNameError(IngestError):
+    """An uploaded file's name that cannot be used as a file name in the uploads folder."""
+
+    kind = "upload name"
+
+
+class StoreUnreadableError(VectorStoreError):
+    """The vector store's files cannot be read: damaged, or not readable by this user."""
+
+    kind = "vector store unreadable"
+
+    def __init__(self, location: str | Path, detail: str):
+        self.location = str(location)
+        self.detail = detail
+        super().__init__(
+            f"The knowledge base store at {location} cannot be read ({detail}). If its files "
+            f"are damaged, run `python -m ragstream repair`: it moves them aside to a "
+            f"timestamped backup and ingests the configured knowledge-base folder again (your "
+            f"source documents are not touched). If the folder is not readable or writable, "
+            f"fix its permissions (paths.index_dir in config/settings.json)."
+        )

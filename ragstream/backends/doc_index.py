@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import shutil
 import threading
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ import numpy as np
 from ragstream.backends.keyword_index import KeywordIndex, index_text
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import clean_sentence, evidence_units
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2
 #: sentences shorter than this are headings or fragments, not evidence
@@ -305,7 +308,11 @@ class DocumentIndex:
         folder = Path(folder)
         try:
             manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            log.warning("the index snapshot manifest %s is damaged (%s): rebuilding the index "
+                        "from the store", folder / "manifest.json", err)
             return None
         if manifest.get("format") != FORMAT_VERSION or manifest.get("fingerprint") != fingerprint:
             return None
@@ -320,7 +327,9 @@ class DocumentIndex:
                        sentence_vectors=arrays["sentence_vectors"],
                        sentence_offsets=arrays["sentence_offsets"],
                        sentence_spans=arrays["sentence_spans"], keyword=keyword)
-        except Exception:
+        except Exception as err:  # any damage: the store still holds everything, rebuild from it
+            log.warning("the index snapshot in %s cannot be loaded (%s: %s): rebuilding the index "
+                        "from the store", folder, type(err).__name__, err)
             return None
 
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
 from ragstream.config import VectorStoreSettings
-from ragstream.errors import VectorDBUnavailableError, VectorStoreError
+from ragstream.errors import StoreUnreadableError, VectorDBUnavailableError, VectorStoreError
 from ragstream.super_prompt import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -230,6 +230,10 @@ class ChromaStore:
                 cause = _transport_error(err) if self.settings.mode == "http" else None
                 if cause is not None:
                     raise VectorDBUnavailableError(self.location, _describe(cause), "connecting") from err
+                if self.settings.mode == "persistent":
+                    self.close()  # Chroma keeps the half-opened system per folder: drop it
+                    if (self.index_dir / "chroma").is_dir() and any((self.index_dir / "chroma").iterdir()):
+                        raise StoreUnreadableError(self.location, f"{type(err).__name__}: {err}") from err
                 raise VectorStoreError(
                     f"Cannot open the Chroma vector store at {self.location}: {err}. "
                     + ("Start the server (chroma run --path DIR --host 127.0.0.1 --port PORT) or "

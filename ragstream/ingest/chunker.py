@@ -90,13 +90,15 @@ from ragstream.markdown import Block
 from ragstream.super_prompt import Chunk
 from ragstream.text import split_sentences, words
 
-__all__ = ["ParsedDocument", "parse_document", "PLAIN_TEXT_SUFFIXES", "DATE_KEYS"]
+__all__ = ["ParsedDocument", "parse_document", "PLAIN_TEXT_SUFFIXES", "DATE_KEYS", "NO_BODY_WARNING"]
 
 #: files with these suffixes are plain prose (no Markdown structure)
 PLAIN_TEXT_SUFFIXES = (".txt",)
 #: front matter keys that give ``last_update_date``, first present wins
 DATE_KEYS = ("last_update_date", "date", "updated")
 DEFAULT_DOC_TYPE = "doc"
+#: the warning of a document that gives no chunks (empty, front matter only, or only headings)
+NO_BODY_WARNING = "no body text: the document gives no chunks"
 
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*)|[ \t]*)$")
 _CONTINUATION = re.compile(r"^(?:[ \t]+\S|-(?:[ \t]|$))")
@@ -224,7 +226,7 @@ def parse_document(
                 )
             )
     if not chunks:
-        warnings.append("no body text: the document gives no chunks")
+        warnings.append(NO_BODY_WARNING)
 
     return ParsedDocument(
         doc_id=doc_id,
@@ -488,7 +490,8 @@ def _fit_units(
         elif unit.kind == _PROSE:
             warnings.append(
                 f"line {body.line_of(unit.start)}: a sentence of {n} tokens is longer than "
-                f"max_tokens={limit}: split at word boundaries"
+                f"max_tokens={limit}: split at word boundaries (end its sentences with . ! or ? "
+                f"to have it split between sentences instead)"
             )
             fitted.extend(_split_words(body, unit, encoding, limit))
         else:

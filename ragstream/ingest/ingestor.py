@@ -8,8 +8,17 @@ For each file, in path order:
   sentences, one length-sorted encoder pass) and each batch is swapped in all-or-nothing
   (``ChromaStore.replace_documents`` rolls back on any write failure; a failed batch is
   retried document by document, so one bad document fails alone);
-* unreadable (not UTF-8) or failing → counted as failed with the reason; the run goes on and
-  the stored version, if any, stays.
+* bad input → counted as failed with a typed reason (``<doc id>: <ErrorType>: what is wrong and
+  what to do``); the run goes on and the stored version, if any, stays (it is not pruned):
+  a file over ``ingestion.max_file_mb`` (``FileTooLargeError``, decided by ``stat`` before
+  anything is read, so memory stays bounded), a binary file (``BinaryFileError``: NUL bytes or
+  the signature of an image, PDF or archive), text that is not UTF-8 (``NotUTF8Error``);
+* empty, front matter only, or only headings → a warning, nothing stored (an older stored
+  version is removed: the document no longer has text).
+
+A document id that was last written from another folder (two folders with the same name share
+ids) or through the API is replaced with a warning; ids that differ only in letter case or
+Unicode form are two documents, also with a warning.
 
 With ``prune`` (the default for a folder), documents previously ingested from the same folder
 whose files are gone are removed. The in-memory index (vectors, BM25) is rebuilt afterwards. Document ids are
@@ -35,6 +44,7 @@ import datetime as dt
 import json
 import os
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -42,9 +52,19 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from ragstream.backends.doc_index import WindowRecord, encode_chunks
-from ragstream.config import AppConfig
-from ragstream.errors import IngestError, IngestLockedError, RagstreamError, VectorDBUnavailableError
-from ragstream.ingest.chunker import content_hash, parse_document
+from ragstream.config import AppConfig, IngestionSettings
+from ragstream.errors import (
+    BinaryFileError,
+    FileTooLargeError,
+    IngestError,
+    IngestLockedError,
+    NotUTF8Error,
+    RagstreamError,
+    StoreUnreadableError,
+    VectorDBUnavailableError,
+    VectorStoreError,
+)
+from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.super_prompt import Chunk
 
 Progress = Callable[[int, int, str], None]
@@ -202,6 +222,125 @@ def derived_note(doc_ids: list[str]) -> str:
             f"the file's modification time). Set ingestion.require_metadata to refuse them.")
 
 
+#: the first bytes of binary formats that end up renamed, or dropped, in a documents folder
+BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (or a .docx, .xlsx or .odt file)"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x7fELF", "a program"),
+)
+#: byte-order marks of UTF-16 text (its ASCII letters come with NUL bytes)
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def decode_text(data: bytes) -> str:
+    """``data`` as UTF-8 text; ``BinaryFileError`` (NUL bytes, a binary format's signature) or
+    ``NotUTF8Error`` (UTF-16, Latin-1 …) naming what is wrong and where."""
+    if data.startswith(_UTF16_BOMS):
+        raise NotUTF8Error("a UTF-16 byte-order mark", 0)
+    for magic, name in BINARY_SIGNATURES:
+        if data.startswith(magic):
+            raise BinaryFileError(f"it starts like {name}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise BinaryFileError(f"a NUL byte at byte {nul}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NotUTF8Error(err.reason, err.start) from None
+
+
+def read_text_file(path: Path, settings: IngestionSettings) -> str:
+    """The text of ``path``. Its size is checked with ``stat`` before anything is read, and the
+    read never goes past the limit (a file that grows meanwhile stops one byte after it), so
+    memory stays bounded whatever the file's size: ``FileTooLargeError`` over
+    ``ingestion.max_file_mb``. (``read(n)`` reserves ``n`` bytes up front, so the file's own
+    size is asked for, not the limit.)"""
+    limit = settings.max_file_bytes
+    size = path.stat().st_size
+    if size > limit:
+        raise FileTooLargeError(size, settings.max_file_mb)
+    with path.open("rb") as f:
+        data = f.read(size + 1)
+        if len(data) > size:  # it grew since stat
+            data += f.read(limit + 1 - len(data))
+            if len(data) > limit:
+                raise FileTooLargeError(os.fstat(f.fileno()).st_size, settings.max_file_mb)
+    return decode_text(data)
+
+
+def check_text(text: str, settings: IngestionSettings) -> None:
+    """Refuse a document handed over as text the way a file is refused: over
+    ``ingestion.max_file_mb`` (``FileTooLargeError``) or holding NUL characters (``BinaryFileError``)."""
+    limit = settings.max_file_bytes
+    size = len(text) if len(text) > limit or 4 * len(text) <= limit else len(text.encode("utf-8"))
+    if size > limit:
+        raise FileTooLargeError(size, settings.max_file_mb)
+    nul = text.find("\0")
+    if nul >= 0:
+        raise BinaryFileError(f"a NUL character at position {nul}")
+
+
+def refused(doc_id: str, err: RagstreamError) -> str:
+    """The report's error line for a document refused with ``err``: id, error type, message."""
+    return f"{doc_id}: {type(err).__name__}: {err}"
+
+
+def _takeover_warning(doc_id: str, previous_root: str, root: str) -> str | None:
+    """The warning for a document id last written from another folder (or through the API)."""
+    if previous_root in ("", root):
+        return None
+    where = "through the API" if previous_root == API_ROOT else f"from {previous_root}"
+    return (f"{doc_id}: replaces the document of the same id ingested {where} (ids are "
+            f"'<folder name>/<path in the folder>', so two folders with the same name share "
+            f"them); if both are wanted, rename one of the folders")
+
+
+def _no_body(text: str, name: str) -> str:
+    """Why a document gives no chunks, and what to do: empty, front matter only, or headings only."""
+    from ragstream import markdown
+
+    if not text.strip():
+        return "empty document: nothing stored; write some text in it, or remove it"
+    if not name.lower().endswith(".txt"):
+        doc = markdown.parse(text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff"))
+        if doc.headings:
+            return ("only headings, no text under them: nothing stored; add text under the "
+                    "headings, or remove the document")
+        if doc.front_matter is not None:
+            return "front matter only, no body text: nothing stored; add text below the front matter"
+    return f"{NO_BODY_WARNING}: nothing stored; add some text to it"
+
+
+def _lookalike_warnings(doc_ids: list[str]) -> list[str]:
+    """One warning per group of ids that differ only in letter case or Unicode form."""
+    groups: dict[str, list[str]] = {}
+    for doc_id in doc_ids:
+        groups.setdefault(unicodedata.normalize("NFC", doc_id).casefold(), []).append(doc_id)
+    return [f"{' and '.join(repr(i) for i in ids)} differ only in letter case or Unicode form: "
+            f"they are stored as {len(ids)} separate documents; rename or remove one if they "
+            f"are the same document" for ids in groups.values() if len(ids) > 1]
+
+
+def stored_documents(store) -> dict:
+    """``store.documents()``; a store that cannot be read is a ``StoreUnreadableError`` that
+    names the repair command (a server that cannot be reached stays ``VectorDBUnavailableError``)."""
+    try:
+        return store.documents()
+    except VectorDBUnavailableError:
+        raise
+    except VectorStoreError as err:
+        cause: BaseException = err
+        while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        detail = str(cause) if cause is not err else str(err)
+        raise StoreUnreadableError(store.location, f"{type(cause).__name__}: {detail}") from err
+
+
 class _BatchWriter:
     """Embeds pending documents in batches of about ``batch_chunks`` chunks (the encoder is
     fastest on big, length-sorted batches) and writes each batch in one all-or-nothing store
@@ -274,7 +413,7 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
     wait = cfg.settings.chunking.ingest_lock_wait_s if lock_wait_s is None else lock_wait_s
     with IngestLock(cfg.index_dir, wait):
         report = IngestReport(root=API_ROOT, files_seen=len(documents))
-        stored = services.store.documents()
+        stored = stored_documents(services.store)
         writer = _BatchWriter(services, report, API_ROOT, cfg.settings.chunking.ingest_batch_chunks)
         today = dt.date.today().isoformat()
         seen: set[str] = set()
@@ -286,6 +425,12 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                 report.failed += 1
                 report.errors.append(f"{doc.doc_id}: {problem}")
                 continue
+            try:
+                check_text(doc.text, cfg.settings.ingestion)
+            except IngestError as err:
+                report.failed += 1
+                report.errors.append(refused(doc.doc_id, err))
+                continue
             meta = {k: str(v).strip() for k, v in doc.metadata.items() if k in _OVERRIDES and str(v).strip()}
             ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
             if ignored:
@@ -295,7 +440,8 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                 report.skipped += 1
                 continue
             parsed = parse_document(doc.text, doc.filename, cfg.settings.chunking, today)
-            report.warnings.extend(f"{doc.doc_id}: {w}" for w in parsed.warnings)
+            report.warnings.extend(f"{doc.doc_id}: {w}" for w in parsed.warnings
+                                   if w != NO_BODY_WARNING)
             missing = missing_metadata(parsed.declared | set(meta))
             if missing and cfg.settings.ingestion.require_metadata:
                 report.failed += 1
@@ -313,8 +459,12 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                            for c in parsed.chunks)
             if not chunks:
                 report.failed += 1
-                report.errors.append(f"{doc.doc_id}: no body text: the document gives no chunks")
+                report.errors.append(f"{doc.doc_id}: {_no_body(doc.text, doc.filename)}")
                 continue
+            if doc.doc_id in stored:
+                note = _takeover_warning(doc.doc_id, stored[doc.doc_id].root, API_ROOT)
+                if note:
+                    report.warnings.append(note)
             writer.add(_Pending(doc.doc_id, chunks, digest, doc.doc_id in stored))
         writer.flush()
         if derived:
@@ -380,26 +530,27 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
         prune = True if prune is None else prune
     report = IngestReport(root=str(root), files_seen=len(files))
     store = services.store
-    stored = store.documents()
+    stored = stored_documents(store)
     seen: set[str] = set()
     writer = _BatchWriter(services, report, str(root), cfg.settings.chunking.ingest_batch_chunks)
     derived: list[str] = []
+    doc_ids = [f"{root.name}/{file.relative_to(root).as_posix()}" for file in files]
+    report.warnings.extend(_lookalike_warnings(doc_ids))
 
-    for i, file in enumerate(files):
-        doc_id = f"{root.name}/{file.relative_to(root).as_posix()}"
-        seen.add(doc_id)
+    for i, (file, doc_id) in enumerate(zip(files, doc_ids)):
+        seen.add(doc_id)  # from here on a failure keeps the stored version: it is never pruned
         if progress:
             progress(i, len(files), doc_id)
         try:
-            text = file.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as err:
+            text = read_text_file(file, cfg.settings.ingestion)
+        except IngestError as err:
             report.failed += 1
-            report.errors.append(f"{doc_id}: not UTF-8 text ({err.reason} at byte {err.start}); "
-                                 f"save the file as UTF-8 and ingest again")
+            report.errors.append(refused(doc_id, err))
             continue
         except OSError as err:
             report.failed += 1
-            report.errors.append(f"{doc_id}: cannot be read ({err.strerror})")
+            report.errors.append(f"{doc_id}: cannot be read ({err.strerror}); check that the "
+                                 f"file is readable by this user")
             continue
         digest = content_hash(text)
         if doc_id in stored and stored[doc_id].doc_hash == digest:
@@ -413,7 +564,13 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
             report.errors.append(f"{doc_id}: {msg}")
             continue
-        report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings)
+        report.warnings.extend(f"{doc_id}: {w}" for w in parsed.warnings if w != NO_BODY_WARNING)
+        if not parsed.chunks:
+            report.warnings.append(f"{doc_id}: {_no_body(text, doc_id)}")
+            if doc_id in stored:
+                store.delete_document(doc_id)
+                report.deleted += 1
+            continue
         missing = missing_metadata(parsed.declared)
         if missing and cfg.settings.ingestion.require_metadata:
             report.failed += 1
@@ -421,11 +578,10 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             continue
         if missing:
             derived.append(doc_id)
-        if not parsed.chunks:  # the chunker's warnings already say why
-            if doc_id in stored:
-                store.delete_document(doc_id)
-                report.deleted += 1
-            continue
+        if doc_id in stored:
+            note = _takeover_warning(doc_id, stored[doc_id].root, str(root))
+            if note:
+                report.warnings.append(note)
         writer.add(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
     writer.flush()
     if derived:

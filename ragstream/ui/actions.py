@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import queue
+import re
 import threading
+import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, cast
@@ -15,7 +18,8 @@ from pydantic import ValidationError
 from ragstream import controller
 from ragstream.config import AppConfig
 from ragstream.engine import Engine
-from ragstream.errors import IngestError, RagstreamError
+from ragstream.errors import FileTooLargeError, IngestError, RagstreamError, UploadNameError
+from ragstream.ingest.ingestor import decode_text, refused
 from ragstream.stages.retrieval import NAME as RETRIEVAL
 from ragstream.super_prompt import Filters, SuperPrompt
 from ragstream.ui import state as S
@@ -216,24 +220,106 @@ def reset_settings(st_state: S.SessionState) -> None:
     st_state[S.NOTICE] = "Settings reset to the configuration files."
 
 
+#: characters that separate folders in an uploaded name, from any system
+_PATH_SEPARATORS = re.compile(r"[\\/]")
+#: longest file name (in UTF-8 bytes) most file systems take
+MAX_NAME_BYTES = 255
+
+
+def upload_name(name: str, allowed: set[str]) -> str:
+    """The file name an upload is saved under: its last path part (``../``, absolute and
+    Windows paths lose their folders), without control characters or leading dots (a hidden
+    file would never be ingested). ``UploadNameError`` when nothing usable remains, the name is
+    too long, or its type is not ingestible."""
+    base = _PATH_SEPARATORS.split(name)[-1]
+    base = "".join(ch for ch in base if ch.isprintable()).strip().lstrip(".").strip()
+    if not base:
+        raise UploadNameError(f"{name!r}: no file name is left once its folders are removed; "
+                              f"upload a file with a plain name such as 'notes.md'.")
+    if len(base.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UploadNameError(f"{base[:40]}…: the file name is longer than {MAX_NAME_BYTES} "
+                              f"bytes; rename the file and upload it again.")
+    if Path(base).suffix.lower() not in allowed:
+        raise UploadNameError(f"{base} is not one of the ingestible types "
+                              f"({', '.join(sorted(allowed))}).")
+    return base
+
+
+def _save_inside(folder: Path, name: str, data: bytes) -> None:
+    """Write ``data`` as ``folder/name``, never outside ``folder``: the path is checked after
+    resolving, and the file is written beside it and renamed over it (so a symbolic link of
+    that name is replaced, never written through)."""
+    root = folder.resolve()
+    target = root / name
+    if target.parent != root or target.name != name:
+        raise UploadNameError(f"{name!r} would be saved outside {root}; upload it under a plain "
+                              f"file name.")
+    tmp = root / f".upload-{uuid.uuid4().hex}.part"  # hidden: an ingest never reads it
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[str, bytes]],
                    progress: Callable[[int, int, str], None] | None = None) -> bool:
-    """Save uploaded (name, bytes) pairs under ``data/uploads/`` and ingest them."""
+    """Save uploaded (name, bytes) pairs in the uploads folder and ingest it.
+
+    Each name is reduced to a plain file name (``upload_name``; a changed name is reported in
+    the warnings). An upload that is refused — a name that cannot be used, a type that is not
+    ingested, two uploads with one name, over ``ingestion.max_file_mb``, binary or not UTF-8 —
+    is not saved and is listed in the report's errors; the others are saved and ingested.
+    When every upload is refused, ``ERROR`` says why and nothing is ingested."""
     st_state[S.ERROR] = None
     if not files:
         _fail(st_state, IngestError("No files were uploaded. Choose .md or .txt files first."))
         return False
     folder = engine.cfg.uploads_dir
-    folder.mkdir(parents=True, exist_ok=True)
     allowed = {e.lower() for e in engine.cfg.settings.chunking.extensions}
+    limits = engine.cfg.settings.ingestion
+    accepted: dict[str, bytes] = {}
+    errors: list[str] = []
+    renamed: list[str] = []
     for name, data in files:
-        safe = Path(name).name
-        if Path(safe).suffix.lower() not in allowed:
-            _fail(st_state, IngestError(f"{safe} is not one of the ingestible types "
-                                        f"({', '.join(sorted(allowed))})."))
-            return False
-        (folder / safe).write_bytes(data)
-    return ingest_folder(engine, st_state, folder, prune=False, progress=progress)
+        safe = name
+        try:
+            safe = upload_name(name, allowed)
+            if safe in accepted:
+                raise UploadNameError(f"{safe}: another upload in this batch has the same file "
+                                      f"name; rename one of them and upload it again.")
+            if len(data) > limits.max_file_bytes:
+                raise FileTooLargeError(len(data), limits.max_file_mb)
+            decode_text(data)
+        except IngestError as err:
+            errors.append(err.args[0] if isinstance(err, UploadNameError) else refused(safe, err))
+            continue
+        if safe != name:
+            renamed.append(f"{name!r} was saved as {safe!r}: an upload keeps only its file name")
+        accepted[safe] = data
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for safe, data in list(accepted.items()):
+            try:
+                _save_inside(folder, safe, data)
+            except (OSError, UploadNameError) as err:
+                errors.append(f"{safe}: could not be saved in {folder} ({err}); check the folder "
+                              f"(paths.uploads_dir) and upload it again")
+                del accepted[safe]
+    except OSError as err:
+        _fail(st_state, IngestError(f"The uploads folder {folder} cannot be made ({err.strerror});"
+                                    f" check paths.uploads_dir in config/settings.json."))
+        return False
+    if not accepted:
+        _fail(st_state, IngestError(" ".join(errors)))
+        return False
+    if not ingest_folder(engine, st_state, folder, prune=False, progress=progress):
+        return False
+    report = st_state[S.INGEST_REPORT]
+    report["failed"] += len(errors)
+    report["errors"] = errors + report["errors"]
+    report["warnings"] = renamed + report["warnings"]
+    return True
 
 
 def ingest_folder(engine: Engine, st_state: S.SessionState, folder: str | Path,
