@@ -37,7 +37,9 @@ from tests.conftest import make_config
 
 #: the signal subsets and regularisation strengths the fit chooses from
 SUBSETS = (("window_cosine", "sentence_cosine", "coverage"), ("window_cosine", "coverage"),
-           ("sentence_cosine", "coverage"))
+           ("sentence_cosine", "coverage"), ("window_cosine", "coverage", "unseen"),
+           ("window_cosine", "sentence_cosine", "coverage", "unseen"),
+           ("sentence_cosine", "coverage", "unseen"))
 STRENGTHS = (0.3, 1.0, 3.0, 10.0, 100.0)
 THRESHOLD = 0.6
 

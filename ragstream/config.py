@@ -142,10 +142,11 @@ class RelevanceModel(_Strict):
     """The logistic model behind the retrieval API's ``relevance_score`` (``ragstream.relevance``);
     fitted by ``benchmarks/calibrate_relevance.py``."""
 
-    window_cosine: float = Field(18.798, ge=-100, le=100)
+    window_cosine: float = Field(7.244, ge=-100, le=100)
     sentence_cosine: float = Field(0.0, ge=-100, le=100)
-    coverage: float = Field(10.906, ge=-100, le=100)
-    bias: float = Field(-8.893, ge=-100, le=100)
+    coverage: float = Field(5.268, ge=-100, le=100)
+    unseen: float = Field(-12.809, ge=-100, le=100)
+    bias: float = Field(-0.301, ge=-100, le=100)
 
 
 class RetrievalSettings(_Strict):

@@ -8,7 +8,10 @@ computed at ingestion (only the query is embedded):
 * ``sentence_cosine`` — the chunk's best evidence sentence against the query;
 * ``coverage`` — the IDF-weighted share of the query's words (stemmed, stop words removed)
   that the chunk contains; a word the knowledge base never uses weighs most, so a question
-  about something the documents do not mention covers little anywhere.
+  about something the documents do not mention covers little anywhere;
+* ``unseen`` — the IDF-weighted share of the query's words that no chunk of the knowledge base
+  contains (the same for every chunk of one query): "barricade" in a question to a knowledge
+  base that never says it.
 
 ``relevance = 1 / (1 + exp(-(w · signals + bias)))``, the weights in
 ``retrieval.relevance`` of ``config/settings.json``. They are fitted by
@@ -26,11 +29,11 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.config import RelevanceModel
 from ragstream.super_prompt import Chunk
 
-SIGNALS = ("window_cosine", "sentence_cosine", "coverage")
+SIGNALS = ("window_cosine", "sentence_cosine", "coverage", "unseen")
 
 
 def relevance_signals(query: str, chunks: Sequence[Chunk], services) -> np.ndarray:
-    """(chunks × 3) signals in ``SIGNALS`` order; one query encoding (usually cached)."""
+    """(chunks × 4) signals in ``SIGNALS`` order; one query encoding (usually cached)."""
     if not chunks:
         return np.zeros((0, len(SIGNALS)))
     q = services.embedder.embed([query])[0]
@@ -42,15 +45,16 @@ def relevance_signals(query: str, chunks: Sequence[Chunk], services) -> np.ndarr
     if missing:
         raise ValueError(f"relevance is scored for indexed chunks only; not in the index: {missing}")
     coverage = index.keyword.weighted_coverage(terms, np.asarray(found, dtype=np.int64))
+    unseen = index.keyword.unseen_share(terms)
     out = np.zeros((len(chunks), len(SIGNALS)))
     for i, ev in enumerate(evidence):
         window = float((ev.window_vectors @ q).max())
         sentence = float((ev.sentence_vectors @ q).max()) if len(ev.sentence_vectors) else window
-        out[i] = (window, sentence, coverage[i])
+        out[i] = (window, sentence, coverage[i], unseen)
     return out
 
 
 def relevance(signals: np.ndarray, model: RelevanceModel) -> np.ndarray:
     """The calibrated score of each row of ``signals`` (logistic model, weights from config)."""
-    w = np.asarray([model.window_cosine, model.sentence_cosine, model.coverage])
+    w = np.asarray([model.window_cosine, model.sentence_cosine, model.coverage, model.unseen])
     return 1.0 / (1.0 + np.exp(-(signals @ w + model.bias)))

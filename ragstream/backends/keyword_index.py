@@ -108,6 +108,26 @@ class KeywordIndex:
             return np.zeros(n, dtype=np.float32)
         return np.asarray(self._retriever.get_scores(known), dtype=np.float32)
 
+    def _idf(self, term: str) -> tuple[float, int | None]:
+        """BM25's IDF of ``term`` and its token id (None for a term no chunk holds: IDF at
+        document frequency 0, the highest there is)."""
+        assert self._retriever is not None
+        t = self._retriever.vocab_dict.get(term)
+        indptr = self._retriever.scores["indptr"]
+        df = int(indptr[t + 1] - indptr[t]) if t is not None else 0
+        n = len(self._ids)
+        return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))), (t if df else None)
+
+    def unseen_share(self, terms: Sequence[str]) -> float:
+        """The IDF-weighted share of the distinct ``terms`` that no indexed chunk contains: near 1
+        for a question whose distinctive words the knowledge base never uses."""
+        distinct = sorted(set(terms))
+        if not distinct or self._retriever is None:
+            return 0.0
+        weights = [self._idf(t) for t in distinct]
+        total = sum(idf for idf, _ in weights)
+        return sum(idf for idf, t in weights if t is None) / total if total else 0.0
+
     def weighted_coverage(self, terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """For each chunk in ``rows``, the IDF-weighted share of the distinct ``terms`` it
         contains. A term no chunk holds weighs most (IDF at document frequency 0), so a query
@@ -116,17 +136,13 @@ class KeywordIndex:
         distinct = sorted(set(terms))
         if not distinct or self._retriever is None:
             return np.zeros(len(rows), dtype=np.float64)
-        n = len(self._ids)
-        vocab = self._retriever.vocab_dict
         indptr, indices = self._retriever.scores["indptr"], self._retriever.scores["indices"]
         got = np.zeros(len(self._ids), dtype=np.float64)
         total = 0.0
         for term in distinct:
-            t = vocab.get(term)
-            df = int(indptr[t + 1] - indptr[t]) if t is not None else 0
-            idf = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))  # BM25's IDF
+            idf, t = self._idf(term)
             total += idf
-            if df:
+            if t is not None:
                 got[indices[indptr[t]:indptr[t + 1]]] += idf
         return got[rows] / total
 
