@@ -220,3 +220,23 @@ def test_sidebar_filters_restrict_the_next_retrieval():
     chunks = state.chunk_map()
     assert state.filters.doc_type == ("faq",)
     assert {chunks[r.chunk_id].doc_type for r in state.view("retrieval")} == {"faq"}
+
+
+def test_an_unreachable_chroma_server_is_named_on_the_page(monkeypatch):
+    import socket
+
+    import streamlit as st
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAGSTREAM_CHROMA_URL", f"http://127.0.0.1:{port}")
+    st.cache_resource.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+        assert not at.exception, at.exception
+        (error,) = at.error
+        assert "vector store unavailable" in error.value and f"127.0.0.1:{port}" in error.value
+        assert "cannot be reached" in error.value
+    finally:
+        st.cache_resource.clear()
