@@ -168,7 +168,7 @@ def snapshot_problem(folder: Path, fingerprint: str | None, stemmer: str = "engl
 
 def _store_problem(store) -> str:
     """Why the store cannot be read whole, or "" (a server that cannot be reached raises)."""
-    from ragstream.errors import RagstreamError, VectorDBUnavailableError
+    from ragstream.errors import VectorDBUnavailableError, root_cause
 
     try:
         store.documents()
@@ -177,9 +177,7 @@ def _store_problem(store) -> str:
     except VectorDBUnavailableError:
         raise
     except Exception as err:
-        cause: BaseException = err
-        while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
-            cause = cause.__cause__
+        cause = root_cause(err)
         return f"{type(cause).__name__}: {cause}"
     return ""
 

@@ -261,3 +261,11 @@ class StoreUnreadableError(VectorStoreError):
             f"source documents are not touched). If the folder is not readable or writable, "
             f"fix its permissions (paths.index_dir in config/settings.json)."
         )
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The error behind a chain of RAGstream errors (``raise … from``): what really went wrong."""
+    cause = err
+    while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return cause

@@ -63,6 +63,7 @@ from ragstream.errors import (
     StoreUnreadableError,
     VectorDBUnavailableError,
     VectorStoreError,
+    root_cause,
 )
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.super_prompt import Chunk
@@ -334,10 +335,8 @@ def stored_documents(store) -> dict:
     except VectorDBUnavailableError:
         raise
     except VectorStoreError as err:
-        cause: BaseException = err
-        while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
-            cause = cause.__cause__
-        detail = str(cause) if cause is not err else str(err)
+        cause = root_cause(err)
+        detail = str(cause)
         raise StoreUnreadableError(store.location, f"{type(cause).__name__}: {detail}") from err
 
 
