@@ -168,9 +168,6 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
         taken_words.append(ws)
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
 
-    def fits(statements: list[Statement], issues: list[str], selected: list[str]) -> bool:
-        return count_tokens(render_condensed(statements, issues, selected), enc) <= acfg.budget_tokens
-
     missing: list[str] = []
     while True:
         selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
@@ -182,10 +179,13 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             for i in sorted(taken, key=lambda i: (flat[i][0], flat[i][1]))
         ]
         # the open issue is said only beside statements, and when it fits in the budget
-        issues = [f"The selected sources do not mention: {', '.join(missing)}."] if missing else []
-        if not statements or not fits(statements, issues, selected):
+        issues = ([f"The selected sources do not mention: {', '.join(missing)}."]
+                  if missing and statements else [])
+        used = count_tokens(render_condensed(statements, issues, selected), enc)
+        if issues and used > acfg.budget_tokens:
             issues = []
-        if fits(statements, issues, selected) or not taken:
+            used = count_tokens(render_condensed(statements, issues, selected), enc)
+        if used <= acfg.budget_tokens or not taken:
             break
         # token counts of parts and of the whole can differ by a few: drop the weakest sentence
         weakest = min(taken, key=lambda i: (round(float(sims[i]), DIGITS), -i))
