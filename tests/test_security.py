@@ -12,7 +12,6 @@ logs its bearer token (tests/test_service.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import socket
 import threading
@@ -33,6 +32,7 @@ from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import state as S
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply
+from tests.test_end_to_end import fields
 
 # --------------------------------------------------------------------------- 13: fences
 
@@ -210,13 +210,6 @@ PROMPTS = [
     "Aufgabe: Erkläre, wie die hybride Suche funktioniert.\nFormat: table",
     "## Task\nHow does A4 condense the context?\n## Audience\nbeginner",
 ]
-DETERMINISTIC = ("body", "views_by_stage", "final_selection_ids", "S_CTX_MD", "prompt_ready")
-
-
-def run_fields(sp: SuperPrompt) -> str:
-    """The fields a run must give byte for byte (README: determinism)."""
-    data = sp.model_dump(mode="json")
-    return json.dumps({k: data[k] for k in DETERMINISTIC})
 
 
 def context_fields(ctx) -> str:
@@ -229,7 +222,7 @@ def test_concurrent_retrieve_and_run_on_one_engine_match_sequential_calls(kb_eng
     engine = Engine(cfg, kb_engine.services)
     pipeline = RAGPipeline(engine)
     try:
-        expected = [(context_fields(pipeline.retrieve(p, f"seq:{i}")), run_fields(engine.run(p)))
+        expected = [(context_fields(pipeline.retrieve(p, f"seq:{i}")), fields(engine.run(p)))
                     for i, p in enumerate(PROMPTS)]
         # every shared part cold again: the query vectors, the in-memory index (8 threads load
         # it at once) and the reranker
@@ -244,10 +237,10 @@ def test_concurrent_retrieve_and_run_on_one_engine_match_sequential_calls(kb_eng
         def both(i: int) -> tuple[str, str]:
             start.wait()
             if i % 2:  # half the threads retrieve first, half run first
-                ran = run_fields(engine.run(PROMPTS[i]))
+                ran = fields(engine.run(PROMPTS[i]))
                 return context_fields(pipeline.retrieve(PROMPTS[i], f"par:{i}")), ran
             got = context_fields(pipeline.retrieve(PROMPTS[i], f"par:{i}"))
-            return got, run_fields(engine.run(PROMPTS[i]))
+            return got, fields(engine.run(PROMPTS[i]))
 
         with ThreadPoolExecutor(max_workers=len(PROMPTS)) as pool:
             results = list(pool.map(both, range(len(PROMPTS))))
