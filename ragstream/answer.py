@@ -81,6 +81,8 @@ _LEADING_CITES = re.compile(r"^(?:\s*" + _CITE.pattern + r")+", re.IGNORECASE)
 
 def strip_code(text: str) -> str:
     """The text without code blocks (fenced or indented) and inline code: no citations live there."""
+    if "\n" not in text:  # one line holds no code block: skip the parser (called per sentence)
+        return _INLINE_CODE.sub(" ", text)
     outside = "\n".join(text[a:b] for a, b in markdown.spans_outside(text, {"fence", "code"}))
     return _INLINE_CODE.sub(" ", outside)
 
@@ -410,7 +412,7 @@ def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
     from ragstream.qa_log import QALog
 
     ans = answer(sp, engine_cfg, services, on_token)
-    out = sp.model_copy(deep=True)
+    out = sp.working_copy()  # the chunks and view rows are frozen: shared, not copied
     out.answer = ans
     path = Path(log_path) if log_path else engine_cfg.qa_log_path
     try:
