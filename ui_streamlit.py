@@ -144,6 +144,12 @@ with st.sidebar:
         st.rerun()
 
 # --------------------------------------------------------------------------- prompt + buttons
+def waiting_note(slot):
+    """An ``on_wait`` callback that writes who waits for the model, and how long, in ``slot``."""
+    return lambda agent, model, seconds: slot.info(views.waiting_line(agent, model, seconds),
+                                                   icon=":material/hourglass_top:")
+
+
 def stream_answer() -> None:
     """Answer the finished super-prompt, showing the text as it streams in."""
     st.markdown("#### Answer")
@@ -162,17 +168,24 @@ next_name = controller.next_stage(sp)
 run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
 if right.button(run_label, key="run", type="primary"):
     if state[S.AUTO]:
-        bar = st.progress(0.0, text="Starting…")
+        line = views.RunProgress()
+        bar = st.progress(line.share, text=line.text)
 
         def on_stage(done: int, total: int, name: str) -> None:
-            """Move the bar to the stage about to run, or to "Done." when ``name`` is empty."""
-            bar.progress(done / max(total, 1),
-                         text=f"Running {name} ({done + 1}/{total})…" if name else "Done.")
+            """Move the bar to the stage about to run, or to the end when ``name`` is empty."""
+            share, text = line.stage(done, total, name)
+            bar.progress(share, text=text)
 
-        if actions.run_remaining(engine, state, on_stage):
+        def on_wait(agent: str, model: str, seconds: float) -> None:
+            """While an agent waits for the model: who, which model, how long."""
+            share, text = line.waiting(agent, model, seconds)
+            bar.progress(share, text=text)
+
+        if actions.run_remaining(engine, state, on_stage, on_wait):
             stream_answer()
     else:
-        actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0])
+        actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0],
+                          on_wait=waiting_note(st.empty()))
     st.rerun()
 
 if answer_col.button("Answer", key="answer", disabled=next_name is not None,
@@ -187,7 +200,7 @@ for col, b in zip(cols, views.button_states(sp)):
     if col.button(label, key=f"stage_{b.name}", disabled=not b.enabled, help=b.help,
                   width="stretch"):
         with st.spinner(f"Running {b.name}…"):
-            actions.run_stage(engine, state, b.name)
+            actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
         st.rerun()
 
 if state[S.ERROR]:
@@ -213,7 +226,13 @@ if sp.answer is not None:
     st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
                + (f" · model: {ans.model}" if ans.model else "")
                + (f" · {ans.error}" if ans.error else ""))
+    if ans.unsupported:
+        st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
     st.markdown(ans.text)
+    if ans.extractive_text:
+        with st.expander("Extractive answer from the sources (every sentence cited)",
+                         expanded=True):
+            st.markdown(ans.extractive_text)
     valid = ans.sources
     if valid:
         with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):

@@ -7,10 +7,16 @@
   or the best dense similarity of the retrieval stage is below ``answer.min_dense_score``.
   The LLM is not called; the answer says so plainly and names what the knowledge base does
   cover (document titles, sorted). Confidence is Low.
-* ``llm`` — an endpoint is configured: System_MD is the system message, the rest of
-  ``prompt_ready`` (Prompt_MD, S_CTX_MD, Attachments_MD, recent conversation) the user
-  message. The answer streams; ``on_token`` gets each piece. If the endpoint fails, the
-  extractive answer is given instead and the error is kept in ``Answer.error``.
+* ``llm`` — an endpoint is configured: System_MD and the citation rule (``CITATION_RULE``)
+  are the system message, the rest of ``prompt_ready`` (Prompt_MD, S_CTX_MD, Attachments_MD,
+  recent conversation) the user message — within the answer's prompt budget
+  (``answer.max_prompt_tokens`` and ``llm.context_window``): whole source texts that do not
+  fit are left out (S_CTX_MD cites the same numbers), then the conversation. The answer
+  streams; ``on_token`` gets each piece. If the endpoint fails, the extractive answer is given
+  instead and the error is kept in ``Answer.error``. An LLM answer none of whose sentences
+  (of at least ``answer.min_sentence_words`` words) cites a valid source is *unsupported*
+  (``Answer.unsupported`` says why) and, with ``answer.offer_extractive``, the extractive
+  answer is kept beside it (``Answer.extractive_text``).
 * ``extractive`` — no endpoint: A4's condensed statements (facts, then constraints), each with
   its ``[n]``, as Markdown. Deterministic. ``on_token`` gets it line by line.
 
@@ -64,6 +70,20 @@ NO_STATEMENTS = ("The selected sources did not yield a statement that answers th
 FALLBACK_NOTICE = ("_The answer stream broke off; below is an extractive answer from the "
                    "sources instead._")
 _LEVELS = ("Low", "Medium", "High")
+CITATION_RULE = (
+    "## Citations (mandatory)\n"
+    "Answer only from the numbered sources in the user's message (the condensed context and "
+    "the Sources block). End every sentence that uses a source with its number in square "
+    "brackets, e.g. [1] or [2, 3]. Never cite a number that is not listed. If the sources do "
+    "not answer the question, say so in one sentence.")
+#: closes the user message: small models follow the last thing they read
+ANSWER_CUE = ("## Your answer\n"
+              "Answer the task in a few full sentences. Use only the facts above, and copy "
+              "each fact's [number] to the end of the sentence that uses it.")
+UNSUPPORTED = ("no sentence of it cites a valid source: nothing in it can be checked against "
+               "the knowledge base")
+SOURCES_LEFT_OUT = ("## Sources\n\n_The whole source texts are left out to fit the model's "
+                    "context window; the condensed context above cites them by number._\n")
 
 # [3]  [1, 2]  [1-3]  [1–3]  [Citation 2]  — not arr[0] (after a word character), not [1](url)
 _CITE = re.compile(
@@ -294,19 +314,34 @@ def extractive_pieces(sp: SuperPrompt) -> list[str]:
     return pieces
 
 
-def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, str]]:
-    """System: System_MD. User: the rest of ``prompt_ready`` — Prompt_MD, S_CTX_MD,
-    Attachments_MD and the recent conversation, exactly as Prompt_Builder composed them."""
-    system = sp.System_MD.rstrip() + "\n"
-    if sp.System_MD.strip() and sp.prompt_ready.startswith(system):
-        user = sp.prompt_ready[len(system):].lstrip("\n")
-    else:
-        from ragstream.render import render_conversation
+def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> tuple[list[dict[str, str]], str]:
+    """System: System_MD and the citation rule. User: the rest of ``prompt_ready`` —
+    Prompt_MD, S_CTX_MD, Attachments_MD and the recent conversation, as Prompt_Builder
+    composed them — within the prompt budget (see the module docstring), then ``ANSWER_CUE``.
+    Returns the messages and a note naming what was left out ("" when nothing was)."""
+    from ragstream.agents.factory import TEMPLATE_TOKENS, TOKENIZER_SLACK
+    from ragstream.backends.tokens import count_tokens
+    from ragstream.render import render_conversation
 
-        blocks = [sp.Prompt_MD, sp.S_CTX_MD, sp.Attachments_MD,
-                  render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
+    acfg, enc = cfg.settings.answer, cfg.settings.chunking.encoding
+    system = (sp.System_MD.rstrip() + "\n\n" if sp.System_MD.strip() else "") + CITATION_RULE + "\n"
+    window = cfg.settings.llm.context_window - acfg.max_tokens - TEMPLATE_TOKENS
+    budget = int(window / TOKENIZER_SLACK)
+    if acfg.max_prompt_tokens:
+        budget = min(budget, acfg.max_prompt_tokens)
+    conversation = render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
+    tries = [([sp.Attachments_MD, conversation], ""),
+             ([SOURCES_LEFT_OUT, conversation], "the whole source texts"),
+             ([SOURCES_LEFT_OUT], "the whole source texts and the recent conversation")]
+    user, note = "", ""
+    for extra, left_out in tries:
+        blocks = [sp.Prompt_MD, sp.S_CTX_MD, *extra, ANSWER_CUE]
         user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        note = f"{left_out} left out to fit the answer's prompt budget of {budget} tokens" \
+            if left_out else ""
+        if count_tokens(system, enc) + count_tokens(user, enc) + 8 <= budget:
+            break
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}], note
 
 
 class _Emitter:
@@ -357,8 +392,9 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     mode, mode_reason, text = "extractive", "no LLM endpoint is configured", ""
     if llm is not None:
         result = StreamResult()
+        messages, left_out = answer_messages(sp, cfg)
         try:
-            pieces = llm.stream_chat(answer_messages(sp, cfg), result,
+            pieces = llm.stream_chat(messages, result,
                                      temperature=acfg.temperature, max_tokens=acfg.max_tokens)
             with closing(pieces):  # a reader that stops early (on_token raised) ends the stream now
                 for piece in pieces:
@@ -366,6 +402,8 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
             if not result.text.strip():
                 raise LLMError(f"{llm.describe()} returned an empty answer")
             mode, mode_reason, text = "llm", f"answered by {result.model}", result.text
+            if left_out:
+                mode_reason += f" ({left_out})"
             first_ms = result.first_token_ms
         except LLMError as err:
             error = str(err)
@@ -385,9 +423,15 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
     cited, total = cited_share(text, {c.n for c in cites if c.valid}, acfg)
     level, reason = rate(signals, cited, total, invalid, acfg)
+    unsupported, beside = "", ""
+    if mode == "llm" and not cited:
+        unsupported = UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
+        if acfg.offer_extractive:
+            beside = "".join(extractive_pieces(sp)).strip() + "\n"
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,
+                  unsupported=unsupported, extractive_text=beside,
                   latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
 
 

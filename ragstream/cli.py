@@ -147,6 +147,11 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
 def _print_answer_footer(ans) -> None:
     """After the streamed text: sources, invalid citations, confidence, mode."""
     click.echo("" if ans.text.endswith("\n") else "\n")
+    if ans.unsupported:
+        click.echo(f"UNSUPPORTED ANSWER — {ans.unsupported}.")
+        if ans.extractive_text:
+            click.echo("\nExtractive answer from the sources instead:\n")
+            click.echo(ans.extractive_text)
     sources = ans.sources
     click.echo("Sources:" if sources else "Sources: none cited")
     for c in sources:

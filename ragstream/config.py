@@ -202,6 +202,9 @@ class PromptSettings(_Strict):
     snippet_chars: int = Field(240, ge=40, le=4000, description="preview length in views and lists")
 
 
+StructuredOutput = Literal["auto", "json_schema", "llama_cpp", "ollama", "json_object"]
+
+
 class LLMSettings(_Strict):
     """The OpenAI-compatible endpoint: URL, models, key variable, timeout and tries."""
 
@@ -213,6 +216,15 @@ class LLMSettings(_Strict):
     max_attempts: int = Field(3, ge=1, le=10, description=(
         "tries in all (the openai client's max_retries + 1) on timeouts, network errors, 408, "
         "409, 429 and 5xx; the client backs off 0.5 s doubling to 8 s, or as Retry-After says"))
+    structured_output: StructuredOutput = Field("auto", description=(
+        "how agent calls ask for their reply's JSON schema: json_schema (OpenAI, vLLM), "
+        "llama_cpp (json_object with a schema), ollama (the format field), json_object (no "
+        "schema: the last resort), auto (detected from the endpoint; a refused form steps down)"))
+    context_window: int = Field(8192, ge=512, le=10_000_000, description=(
+        "the model's context window in tokens: an agent's prompt plus reply must fit in it"))
+    run_budget_s: float = Field(90.0, gt=0, le=86_400, description=(
+        "seconds of model calls one pass of the agents may spend; when they are spent, the "
+        "remaining agents run deterministically and say why"))
 
     @model_validator(mode="after")
     def _model_with_url(self) -> LLMSettings:
@@ -234,6 +246,12 @@ class AnswerSettings(_Strict):
         0.3, ge=0, le=1,
         description="below this best dense score the answer is 'no-results' and no LLM is called")
     max_tokens: int = Field(1500, ge=16, le=100_000, description="LLM answer length, at most")
+    max_prompt_tokens: int = Field(0, ge=0, le=10_000_000, description=(
+        "the LLM answer's prompt, at most; 0 = what llm.context_window leaves beside "
+        "max_tokens (which bounds it in any case): whole source texts that do not fit are "
+        "left out, the condensed context that cites them stays"))
+    offer_extractive: bool = Field(True, description=(
+        "when an LLM answer cites no source, give the extractive answer beside it"))
     temperature: float = Field(0.0, ge=0, le=2)
     high_min_dense: float = Field(0.5, ge=0, le=1, description="High: best dense score at least")
     high_min_rerank: float = Field(0.5, ge=0, le=1, description="High: best rerank score at least")
@@ -307,7 +325,10 @@ class AgentCommon(_Strict):
     )
     model: str = ""
     temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int = Field(800, ge=1, le=32_000)
+    max_tokens: int = Field(800, ge=1, le=32_000, description="the reply's length, at most")
+    max_prompt_tokens: int = Field(1500, ge=64, le=1_000_000, description=(
+        "the prompt's length, at most (tiktoken); also bounded by llm.context_window minus "
+        "max_tokens. The agent sends only as much as fits"))
     #: heading -> text, composed in file order into the LLM's system message
     prompt_sections: dict[str, str] = Field(default_factory=dict)
 
@@ -363,7 +384,8 @@ class A2Config(AgentCommon):
 
 
 class A3Config(AgentCommon):
-    """A3_NLI_Gate's config: candidate cap, triviality, relevance floors, duplicates, default decision."""
+    """A3_NLI_Gate's config: candidate cap, triviality, relevance floors, duplicates, and what
+    LLM mode sends."""
 
     max_candidates: int = Field(80, ge=1, le=1000, description="working set before the gate")
     min_words: int = Field(5, ge=0, le=1000, description="chunks with fewer words are trivial")
@@ -374,14 +396,22 @@ class A3Config(AgentCommon):
     duplicate_jaccard: float = Field(
         0.8, ge=0, le=1, description="word 3-shingle Jaccard at or above which a chunk duplicates"
     )
-    default_decision: Literal["keep", "drop"] = Field(
-        "keep", description="what an out-of-enum LLM decision is clamped to")
+    llm_max_candidates: int = Field(
+        8, ge=1, le=1000, description="LLM mode: candidates sent to the model, at most")
+    llm_sentences: int = Field(
+        2, ge=1, le=20, description="LLM mode: sentences shown per candidate (closest to the prompt)")
+    llm_chars: int = Field(
+        200, ge=40, le=4000, description="LLM mode: characters shown per candidate, at most")
 
 
 class A4Config(AgentCommon):
     """A4_Condenser's config: token budget, sentence selection limits, ignored words and constraint cues."""
 
     budget_tokens: int = Field(900, ge=50, le=100_000, description="S_CTX_MD token budget")
+    llm_max_sentences: int = Field(
+        12, ge=1, le=1000, description="LLM mode: candidate sentences sent to the model, at most")
+    llm_max_facts: int = Field(
+        12, ge=1, le=200, description="LLM mode: sentences the model may choose, at most")
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
     redundancy_jaccard: float = Field(0.6, ge=0, le=1)

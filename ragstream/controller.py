@@ -67,6 +67,7 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
     for stage in STAGES[idx:]:
         stage.discard(sp)
         sp.extras.agent_modes.pop(stage.name, None)
+        sp.extras.llm_usage.pop(stage.name, None)
     sp.stage = STAGES[idx - 1].value if idx > 0 else "raw"
 
 

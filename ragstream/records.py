@@ -56,13 +56,22 @@ class AgentModeRecord(Record):
 
 
 class AgentUsage(Record):
-    """An agent's LLM calls and token counts, and whether a reply had to be repaired."""
+    """An agent's LLM calls: tokens, time, the structured-output form asked for, whether the
+    first reply was valid JSON for the schema, whether one was repaired or cut off."""
+
+    OPTIONAL = frozenset({"form", "finish_reason"})
 
     model: str
     calls: int
     prompt_tokens: int
     completion_tokens: int
     repaired: bool
+    seconds: float = 0.0
+    first_try_valid: bool = False
+    form: str | None = None
+    finish_reason: str | None = None
+    prompt_budget: int = 0
+    reply_budget: int = 0
 
 
 # --------------------------------------------------------------------------- A0

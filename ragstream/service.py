@@ -188,6 +188,10 @@ class DoneEvent(BaseModel):
     confidence: str
     confidence_reason: str
     invalid_citations: list[int]
+    unsupported: str = Field("", description=(
+        "why the LLM answer is unsupported (no sentence cites a valid source); '' otherwise"))
+    extractive_text: str = Field("", description=(
+        "the extractive answer offered beside an unsupported LLM answer"))
     total_tokens: int = Field(description="prompt + completion tokens of the answer's LLM call "
                                           "(0 when no LLM answered)")
     token_events: int = Field(description="how many token events were sent")
@@ -363,6 +367,7 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
             yield _sse("done", DoneEvent(
                 context_key=context_key, mode=ans.mode, confidence=ans.confidence,
                 confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
+                unsupported=ans.unsupported, extractive_text=ans.extractive_text,
                 total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
                 token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
                 qa_log_id=qa.id if qa else None))

@@ -206,6 +206,10 @@ class Answer(BaseModel):
     latency_ms: float = 0.0
     first_token_ms: float | None = None
     error: str = Field("", description="the LLM error an extractive fallback replaced")
+    unsupported: str = Field("", description=(
+        "why an LLM answer counts as unsupported (it cites no valid source); empty otherwise"))
+    extractive_text: str = Field("", description=(
+        "the extractive answer offered beside an unsupported LLM answer"))
 
     @property
     def sources(self) -> list[Citation]:

@@ -6,8 +6,11 @@ speaks enough of the OpenAI API for the real ``openai`` client to talk to it unc
 * ``POST /v1/chat/completions`` -- a full ``chat.completion`` object, or with ``"stream": true``
   Server-Sent Events in OpenAI's format (``data: {chat.completion.chunk}\\n\\n`` lines, a final
   chunk with ``finish_reason``, a usage chunk when ``stream_options.include_usage`` is true,
-  then ``data: [DONE]\\n\\n``). ``response_format`` (JSON mode) is accepted and recorded.
-* ``GET /v1/models`` -- the configured model names.
+  then ``data: [DONE]\\n\\n``). ``response_format`` (JSON mode, with or without a schema) is
+  accepted and recorded.
+* ``GET /v1/models`` -- the configured model names, ``owned_by`` as configured (``llamacpp``
+  looks like a llama.cpp server), and ``GET /api/version`` when ``ollama_version`` is set
+  (an Ollama server).
 
 What each chat request gets is scripted. Replies queued with ``server.script(...)`` are used
 one per request, in order; when the queue is empty the *responder* callable (if any) is asked
@@ -348,6 +351,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chat(body, raw)
             elif method == "GET" and path == "/v1/models":
                 self._send_json(200, fake._models_body())
+            elif method == "GET" and path == "/api/version" and fake.ollama_version:
+                self._send_json(200, {"version": fake.ollama_version})
             elif method == "GET" and path.startswith("/v1/models/"):
                 name = path[len("/v1/models/"):]
                 if name in fake.models:
@@ -504,8 +509,11 @@ class FakeOpenAI:
     """
 
     def __init__(self, *, models: Iterable[str] = ("gpt-4o-mini",),
-                 responder: Responder | None = None, start: bool = False):
+                 responder: Responder | None = None, start: bool = False,
+                 owned_by: str = "fake-openai", ollama_version: str | None = None):
         self.models: list[str] = list(models) or ["gpt-4o-mini"]
+        self.owned_by = owned_by  # "llamacpp" looks like a llama.cpp server, "me" like llama-cpp-python
+        self.ollama_version = ollama_version  # set: GET /api/version answers like Ollama
         self._initial_responder = responder
         self.responder: Responder | None = responder
         self._lock = threading.Lock()
@@ -723,7 +731,7 @@ class FakeOpenAI:
         }
 
     def _model_obj(self, name: str) -> dict:
-        return {"id": name, "object": "model", "created": 1700000000, "owned_by": "fake-openai"}
+        return {"id": name, "object": "model", "created": 1700000000, "owned_by": self.owned_by}
 
     def _models_body(self) -> dict:
         return {"object": "list", "data": [self._model_obj(m) for m in self.models]}

@@ -23,9 +23,10 @@ def with_llm(services, cfg: AppConfig, environ: dict[str, str] | None = None):
     return dataclasses.replace(services, llm=LLMClient(cfg.settings.llm, environ=environ or {}))
 
 
-def every_agent(stream: dict, facts: tuple[str, str]) -> Callable[[dict], Reply]:
-    """A responder for the scripted server: each agent (A2, A3, A4, A5) replies valid JSON (A4
-    states ``facts`` citing sources 1 and 2), and a streamed request gets ``stream["reply"]``."""
+def every_agent(stream: dict) -> Callable[[dict], Reply]:
+    """A responder for the scripted server: each agent (A2, A3, A4, A5) replies valid JSON in
+    its compact contract (A3 drops candidates after the 4th as off-topic, A4 chooses one
+    sentence from each of two sources), and a streamed request gets ``stream["reply"]``."""
 
     def route(body: dict) -> Reply:
         system = body["messages"][0]["content"]
@@ -36,14 +37,14 @@ def every_agent(stream: dict, facts: tuple[str, str]) -> Callable[[dict], Reply]
             return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
                                "depth": "overview", "confidence": "high"})
         if "A3_NLI_Gate" in system:
-            cands = json.loads(user)["candidates"]
-            return Reply.json({"decisions": [{"n": c["n"], "decision": "keep" if c["n"] <= 4 else "drop",
-                                              "tag": "" if c["n"] <= 4 else "off-topic",
-                                              "reason": "test"} for c in cands]})
-        if "A4_Condenser" in system:
-            return Reply.json({"facts": [{"text": facts[0], "sources": [1]},
-                                         {"text": facts[1], "sources": [2]}],
-                               "constraints": [], "open_issues": []})
+            sent = len(json.loads(user)["candidates"])
+            return Reply.json({"drop": [{"n": n, "tag": "off-topic"} for n in range(5, sent + 1)]})
+        if "A4_Condenser" in system:  # the first sentence of each of the first two sources
+            firsts: dict[str, int] = {}
+            for line in json.loads(user)["sentences"]:
+                k, rest = line.split(": ", 1)
+                firsts.setdefault(rest.split("]", 1)[0], int(k))
+            return Reply.json({"facts": sorted(firsts.values())[:2], "open_issues": []})
         if "A5_Format_Enforcer" in system:
             return Reply.json({"kind": "markdown", "hard_rules": ["Be brief."]})
         return Reply.error(400, "unexpected request")

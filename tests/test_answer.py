@@ -10,6 +10,8 @@ import pytest
 
 from ragstream import answer as answer_mod
 from ragstream.answer import (
+    ANSWER_CUE,
+    CITATION_RULE,
     Signals,
     answer,
     answer_and_log,
@@ -20,6 +22,8 @@ from ragstream.answer import (
     kb_titles,
     rate,
 )
+from ragstream.backends.tokens import count_tokens
+from ragstream.cli import _print_answer_footer
 from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord
@@ -232,6 +236,7 @@ def test_rate_levels_and_invalid_citations_lower_confidence(kb_engine):
 
 def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_env, server):
     cfg, services = llm_env
+    cfg = cfg.with_overrides({"settings.llm.context_window": 128_000})  # room for every source
     good = ("Start it with the chroma run command [1]. It listens on the loopback "
             "interface [2]. Check the heartbeat before use [1][2].")
     server.script(Reply.text(good), Reply.text(good.replace("[1][2]", "[1][99]")))
@@ -242,12 +247,15 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
     req = server.requests[-1]
     assert req.stream and req.model == "test-model"
     system, user = req.messages
-    assert system["role"] == "system" and system["content"].strip() == on_topic.System_MD.strip()
+    assert system["role"] == "system"
+    assert system["content"] == on_topic.System_MD.rstrip() + "\n\n" + CITATION_RULE + "\n"
     assert user["role"] == "user"
     for block in (on_topic.Prompt_MD, on_topic.S_CTX_MD, on_topic.Attachments_MD):
         assert block.strip() in user["content"]
     assert "### [1] " in user["content"]
-    assert system["content"] + "\n" + user["content"] == on_topic.prompt_ready
+    assert user["content"].endswith(ANSWER_CUE + "\n")
+    as_built = user["content"][:-len(ANSWER_CUE) - 2]  # the blocks, then a blank line
+    assert on_topic.System_MD.rstrip() + "\n\n" + as_built == on_topic.prompt_ready
 
     assert ans.mode == "llm" and ans.model == "test-model" and ans.error == ""
     assert len(tokens) > 3 and "".join(tokens) == ans.text == good
@@ -263,6 +271,45 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
     assert [c.n for c in bad.sources] == [1, 2]
     assert Answer.model_validate(bad.model_dump()).citations[-1].valid is False
     assert bad.confidence == "Medium" and "[99]" in bad.confidence_reason
+
+
+def test_an_answer_citing_nothing_is_unsupported_and_gets_the_extractive_one_beside(
+        kb_engine, on_topic, llm_env, server, capsys):
+    cfg, services = llm_env
+    server.script(Reply.text("Chroma is a database. It is good."), Reply.text("Fine [42]."),
+                  Reply.text("Also uncited."))
+    ans = answer(on_topic, cfg, services)
+    plain = answer(on_topic, kb_engine.cfg, kb_engine.services)
+    assert ans.mode == "llm" and ans.unsupported.startswith("no sentence of it cites a valid")
+    assert ans.extractive_text == plain.text and ans.confidence == "Low"
+    _print_answer_footer(ans)
+    out = capsys.readouterr().out
+    assert "UNSUPPORTED ANSWER — no sentence of it cites" in out and plain.text.strip() in out
+
+    invalid_only = answer(on_topic, cfg, services)
+    assert "[42]" in invalid_only.unsupported and invalid_only.extractive_text
+    quiet = cfg.with_overrides({"settings.answer.offer_extractive": False})
+    assert answer(on_topic, quiet, services).extractive_text == ""
+
+    server.script(Reply.text("[1] [2, 3]\n[4]"))  # numbers without a sentence check nothing
+    assert answer(on_topic, cfg, services).unsupported
+    server.script(Reply.text("Start it with chroma run [1]."))
+    assert answer(on_topic, cfg, services).unsupported == ""
+
+
+def test_the_answer_prompt_leaves_whole_sources_out_to_fit_its_budget(on_topic, llm_env, server):
+    cfg, services = llm_env
+    full = count_tokens(on_topic.prompt_ready) + count_tokens(CITATION_RULE)
+    small = cfg.with_overrides({"settings.answer.max_prompt_tokens": full - 50})
+    server.script(Reply.text("Start it with chroma run [1]."))
+    ans = answer(on_topic, small, services)
+    system, user = server.requests[-1].messages
+    assert on_topic.Attachments_MD.strip() not in user["content"]
+    assert on_topic.S_CTX_MD.strip() in user["content"]
+    assert "The whole source texts are left out" in user["content"]
+    assert count_tokens(system["content"]) + count_tokens(user["content"]) <= full - 50
+    assert "the whole source texts left out to fit the answer's prompt budget" in ans.mode_reason
+    assert [c.n for c in ans.sources] == [1]
 
 
 def test_llm_failure_falls_back_to_the_extractive_answer(kb_engine, on_topic, llm_env, server):

@@ -10,7 +10,14 @@ import logging
 import pytest
 from pydantic import BaseModel
 
-from ragstream.backends.llm import AgentOutputError, LLMClient, LLMError, StreamResult
+from ragstream.backends.llm import (
+    AgentOutputError,
+    CallLog,
+    LLMClient,
+    LLMError,
+    ReplyCutOffError,
+    StreamResult,
+)
 from ragstream.config import load_config
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config
@@ -24,6 +31,7 @@ class Pick(BaseModel):
 
 
 def client(server, **settings) -> LLMClient:
+    settings.setdefault("structured_output", "json_schema")  # no probing: retries as configured
     cfg = llm_config(load_config(env={}), server, **settings)
     return LLMClient(cfg.settings.llm, environ={"OPENAI_API_KEY": KEY})
 
@@ -38,20 +46,91 @@ def waits(server) -> list[float]:
     return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
-def test_json_mode_and_validation(server):
+PICK_SCHEMA = {"properties": {"colour": {"type": "string"}, "n": {"type": "integer"}},
+               "required": ["colour", "n"], "type": "object"}
+
+
+@pytest.mark.parametrize("form, expected", [
+    ("json_schema", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "Pick", "strict": True, "schema": {**PICK_SCHEMA, "additionalProperties": False}}}}),
+    ("llama_cpp", {"response_format": {"type": "json_object", "schema": PICK_SCHEMA}}),
+    ("ollama", {"format": PICK_SCHEMA}),
+    ("json_object", {"response_format": {"type": "json_object"}}),
+])
+def test_each_form_sends_the_schema_as_its_endpoint_reads_it(server, form, expected):
     server.script(Reply.json({"colour": "red", "n": 3}))
-    result = client(server).chat_json(MSG, Pick, max_tokens=50)
+    result = client(server, structured_output=form).chat_json(MSG, Pick, max_tokens=50)
     assert result.value == Pick(colour="red", n=3) and not result.repaired
+    assert result.log.form == form and result.log.first_try_valid
     req = server.requests[-1]
-    assert req["response_format"] == {"type": "json_object"}
-    assert req["temperature"] == 0.0 and req["model"] == "test-model"
+    for key, value in expected.items():
+        assert req[key] == value
+    if form != "json_object":  # the schema goes in one place only
+        assert ("format" in req) == (form == "ollama")
+    assert req["temperature"] == 0.0 and req["model"] == "test-model" and req["max_tokens"] == 50
     assert req.authorization == f"Bearer {KEY}"
 
 
-def test_one_repair_attempt_then_error(server):
+def test_a_given_schema_replaces_the_models_own(server):
+    server.script(OK)
+    bounded = {**PICK_SCHEMA, "properties": {**PICK_SCHEMA["properties"],
+                                             "colour": {"type": "string", "enum": ["x", "y"]}}}
+    client(server, structured_output="llama_cpp").chat_json(MSG, Pick, json_schema=bounded)
+    assert server.requests[-1]["response_format"]["schema"] == bounded
+
+
+def test_openai_strict_mode_gets_closed_objects_without_string_lengths():
+    from ragstream.backends.llm import strict_schema
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 9, "default": ""},
+        "b": {"type": "array", "maxItems": 2, "items": {
+            "type": "object", "properties": {"c": {"type": "integer"}}}}}}
+    strict = strict_schema(schema, lengths=False)
+    assert strict["required"] == ["a", "b"] and strict["additionalProperties"] is False
+    assert strict["properties"]["a"] == {"type": "string"}  # no maxLength, no default
+    inner = strict["properties"]["b"]
+    assert inner["maxItems"] == 2 and inner["items"]["required"] == ["c"]
+    assert strict_schema(schema)["properties"]["a"]["maxLength"] == 9
+
+
+@pytest.mark.parametrize("owned_by, ollama, expected", [
+    ("llamacpp", None, "llama_cpp"),  # llama.cpp's own server
+    ("me", None, "llama_cpp"),  # llama-cpp-python's server
+    ("fake-openai", "0.12.6", "ollama"),
+    ("vllm", None, "json_schema"),
+])
+def test_auto_detects_the_endpoints_form(owned_by, ollama, expected):
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(models=["test-model"], owned_by=owned_by, ollama_version=ollama) as fake:
+        fake.script(OK)
+        result = client(fake, structured_output="auto").chat_json(MSG, Pick)
+        assert result.log.form == expected
+        body = fake.chat_requests[-1]
+        if expected == "ollama":
+            assert body["format"]["properties"]["colour"] == {"type": "string"}
+        else:
+            assert body["response_format"]["type"] == {"llama_cpp": "json_object"}.get(
+                expected, expected)
+
+
+def test_auto_steps_down_when_the_server_refuses_a_form_and_remembers(server):
+    # like llama-cpp-python 0.3 answering json_schema with HTTP 500; no retries while probing
+    server.script(Reply.error(500, "unsupported response_format"), OK, OK)
+    llm = client(server, structured_output="auto")
+    assert llm.chat_json(MSG, Pick).log.form == "llama_cpp"
+    forms = [r["response_format"] for r in server.chat_requests]
+    assert forms[0]["type"] == "json_schema"
+    assert forms[1] == {"type": "json_object", "schema": PICK_SCHEMA}
+    assert llm.chat_json(MSG, Pick).log.form == "llama_cpp"  # remembered: no new probe
+    assert server.calls == 3
+
+
+def test_plain_json_mode_gets_one_repair_attempt_then_error(server):
     server.script(Reply.text("not json {"), Reply.json({"colour": "blue", "n": 1}))
-    result = client(server).chat_json(MSG, Pick)
-    assert result.repaired and result.value.colour == "blue"
+    result = client(server, structured_output="json_object").chat_json(MSG, Pick)
+    assert result.repaired and result.value.colour == "blue" and not result.log.first_try_valid
     repair = server.requests[-1].messages
     assert repair[-2] == {"role": "assistant", "content": "not json {"}
     assert "not valid" in repair[-1]["content"] and "colour" in repair[-1]["content"]
@@ -59,8 +138,45 @@ def test_one_repair_attempt_then_error(server):
     server.reset()
     server.script(Reply.json({"colour": "red"}), Reply.text("still not json"))
     with pytest.raises(AgentOutputError, match="after one repair attempt"):
-        client(server).chat_json(MSG, Pick)
+        client(server, structured_output="json_object").chat_json(MSG, Pick)
     assert server.calls == 2
+
+
+def test_a_schema_constrained_endpoint_gets_no_repair_round(server):
+    server.script(Reply.json({"colour": "red"}))
+    with pytest.raises(AgentOutputError, match="asked for its schema"):
+        client(server, structured_output="llama_cpp").chat_json(MSG, Pick)
+    assert server.calls == 1
+
+
+def test_a_reply_cut_off_at_max_tokens_is_reported_as_such_without_a_repair(server):
+    server.script(Reply.text('{"colour": "re', finish_reason="length"))
+    log = CallLog()
+    with pytest.raises(ReplyCutOffError, match="cut off at max_tokens=7"):
+        client(server, structured_output="json_object").chat_json(MSG, Pick, max_tokens=7,
+                                                                  log=log)
+    assert server.calls == 1
+    assert log.finish_reason == "length" and log.error and not log.first_try_valid
+
+
+def test_the_watcher_hears_each_call(server):
+    from ragstream.backends.llm import watching
+
+    heard = []
+
+    class Watcher:
+        def call_started(self, agent, model):
+            heard.append(("start", agent, model))
+
+        def call_ended(self, agent):
+            heard.append(("end", agent))
+
+    server.script(OK)
+    with watching(Watcher()):
+        client(server).chat_json(MSG, Pick, agent="A3_NLI_Gate")
+    server.script(OK)
+    client(server).chat_json(MSG, Pick, agent="A4_Condenser")  # outside the block: not heard
+    assert heard == [("start", "A3_NLI_Gate", "test-model"), ("end", "A3_NLI_Gate")]
 
 
 def test_429_then_success_is_retried_after_a_backoff(server):
@@ -115,7 +231,8 @@ def test_timeout_and_dropped_connection_are_retried(server):
 
     server.reset()
     server.script(*[Reply.delay(1.0, Reply.text("late"))] * 3)
-    with pytest.raises(LLMError, match=r"did not answer within 0.3 s \(2 tries\)"):
+    with pytest.raises(LLMError,
+                       match=r"did not answer within 0.3 s \(2 tries; the limit was llm.timeout_s\)"):
         client(server, timeout_s=0.3, max_attempts=2).chat_json(MSG, Pick)
 
 

@@ -51,7 +51,7 @@ STREAM = {"reply": Reply.text(ANSWER)}
 SERVICE_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "starlette", "ragstream")
 
 
-route = every_agent(STREAM, ("An operative makes one move action.", "A barricade costs an inch."))
+route = every_agent(STREAM)
 
 
 # --------------------------------------------------------------------------- servers

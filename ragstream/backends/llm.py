@@ -9,20 +9,35 @@ exponential backoff and jitter, or after the wait the server names in ``retry-af
 ``Retry-After`` (a wait over 2 minutes is not retried); other 4xx errors are not retried.
 Failures surface as ``LLMError`` with the API key removed from the message.
 
-``chat_json`` asks for a JSON object (JSON mode), validates it with a pydantic model and, if
-the reply is not valid, asks once more with the validation error (one repair attempt) before
-raising ``AgentOutputError``.
+``chat_json`` asks for a JSON object that matches the reply's JSON schema, in the form the
+endpoint understands (``llm.structured_output``; ``auto`` detects it, see ``detect_form``):
+
+* ``json_schema`` — OpenAI's ``{"type": "json_schema", "json_schema": {..., "strict": true}}``
+  (also vLLM and newer llama.cpp servers);
+* ``llama_cpp`` — ``{"type": "json_object", "schema": {...}}`` (llama.cpp and
+  llama-cpp-python turn the schema into a grammar);
+* ``ollama`` — Ollama's ``format`` field with the schema, through its OpenAI endpoint;
+* ``json_object`` — plain JSON mode, no schema: the last resort.
+
+In ``auto``, a form the server refuses (HTTP 400, 404, 422, 500 or 501 on the first structured
+call) steps down to the next one (json_schema → llama_cpp → json_object) and the client
+remembers it. The reply is validated with the pydantic model. A repair round (the validation
+error sent back) is made only when it can succeed: in ``json_object`` mode, when the reply was
+not cut off. A reply cut off at ``max_tokens`` is reported as such (``ReplyCutOffError``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -48,6 +63,16 @@ class AgentOutputError(RagstreamError):
     kind = "LLM output"
 
 
+class ReplyCutOffError(AgentOutputError):
+    """The reply reached ``max_tokens`` before its JSON was complete."""
+
+
+FORMS = ("json_schema", "llama_cpp", "ollama", "json_object")
+#: the form to try next when an endpoint refuses one (``llm.structured_output = auto``)
+STEP_DOWN = {"json_schema": "llama_cpp", "llama_cpp": "json_object", "ollama": "json_object"}
+_REFUSED = {400, 404, 422, 500, 501}
+
+
 @dataclass
 class Usage:
     """Tokens and calls, summed over the calls of one reply or one agent."""
@@ -65,6 +90,21 @@ class Usage:
 
 
 @dataclass
+class CallLog:
+    """What one ``chat_json`` call did, filled in as it goes (also when it fails): the form of
+    the request, whether the first reply was valid, why the model stopped, the time taken."""
+
+    form: str = ""
+    usage: Usage = field(default_factory=Usage)
+    first_try_valid: bool = False
+    repaired: bool = False
+    finish_reason: str = ""
+    seconds: float = 0.0
+    raw: str = ""
+    error: str = ""
+
+
+@dataclass
 class JSONResult(Generic[T]):
     """A reply validated as the model ``T``, with the usage of the calls it took."""
 
@@ -72,6 +112,7 @@ class JSONResult(Generic[T]):
     usage: Usage
     repaired: bool = False
     raw: str = ""
+    log: CallLog = field(default_factory=CallLog)
 
 
 @dataclass
@@ -82,6 +123,29 @@ class StreamResult:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     first_token_ms: float | None = None
+
+
+class CallWatcher(Protocol):
+    """Told when a model call starts and ends (the page shows which agent waits, how long)."""
+
+    def call_started(self, agent: str, model: str) -> None:
+        """``agent`` sends a request to ``model``."""
+
+    def call_ended(self, agent: str) -> None:
+        """``agent``'s request is answered, or failed."""
+
+
+_WATCHER: ContextVar[CallWatcher | None] = ContextVar("ragstream_llm_watcher", default=None)
+
+
+@contextmanager
+def watching(watcher: CallWatcher) -> Iterator[None]:
+    """Within this block (in this thread or task), ``watcher`` hears of every agent call."""
+    token = _WATCHER.set(watcher)
+    try:
+        yield
+    finally:
+        _WATCHER.reset(token)
 
 
 class LLMClient:
@@ -99,6 +163,9 @@ class LLMClient:
             timeout=settings.timeout_s,
             max_retries=settings.max_attempts - 1,
         )
+        self._lock = threading.Lock()
+        self._form: str | None = None  # the structured-output form, once known
+        self._confirmed = False  # True once the endpoint accepted a structured request
 
     @property
     def model(self) -> str:
@@ -124,7 +191,7 @@ class LLMClient:
         return text
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def _errors(self, timeout: float | None = None) -> Iterator[None]:
         """Raise what the openai client gives up with (after its retries) as ``LLMError``."""
         import openai
 
@@ -137,9 +204,12 @@ class LLMClient:
                 + (f" (after {tries} tries)" if tries > 1 else "")
             )) from None
         except openai.APITimeoutError as err:
+            waited = timeout or self.settings.timeout_s
+            limit = ("llm.timeout_s" if waited >= self.settings.timeout_s else
+                     "what is left of llm.run_budget_s")
             raise LLMError(
-                f"{self.describe()} did not answer within {self.settings.timeout_s:g} s "
-                f"({_tries(err)} tries). Raise llm.timeout_s or check the server."
+                f"{self.describe()} did not answer within {waited:.3g} s ({_tries(err)} tries; "
+                f"the limit was {limit}). Raise it or check the server."
             ) from None
         except openai.APIConnectionError as err:
             raise LLMError(self._redact(
@@ -154,39 +224,119 @@ class LLMClient:
 
     # -- public -------------------------------------------------------------------------
 
+    def structured_form(self) -> str:
+        """The form agent calls ask for their schema in (see the module docstring)."""
+        with self._lock:
+            if self._form is None:
+                configured = self.settings.structured_output
+                self._form = (detect_form(self.settings.base_url, self._key)
+                              if configured == "auto" else configured)
+            return self._form
+
+    def _response_format(self, form: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """The request's extra arguments that ask for ``schema`` in ``form``."""
+        if form == "json_schema":
+            strict = strict_schema(schema, lengths=not _is_openai(self.settings.base_url))
+            return {"response_format": {"type": "json_schema", "json_schema": {
+                "name": name, "schema": strict, "strict": True}}}
+        if form == "llama_cpp":
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        if form == "ollama":
+            return {"extra_body": {"format": schema}}
+        return {"response_format": {"type": "json_object"}}
+
+    def _create(self, form: str, name: str, schema: dict[str, Any], **kwargs: Any) -> Any:
+        """One chat completion asking for ``schema``; in ``auto``, a refused form steps down."""
+        import openai
+
+        unreachable = False  # a probe that failed on the network is sent again with retries
+        while True:
+            probing = (self.settings.structured_output == "auto" and not self._confirmed
+                       and form in STEP_DOWN and not unreachable)
+            # no retries while probing, nor when the run budget leaves less than one try's time
+            short = kwargs.get("timeout", self.settings.timeout_s) < self.settings.timeout_s
+            client = self._client.with_options(max_retries=0) if probing or short else self._client
+            with self._errors(kwargs.get("timeout")):
+                try:
+                    resp = client.chat.completions.create(
+                        **kwargs, **self._response_format(form, name, schema))
+                except openai.APIStatusError as err:
+                    if not (probing and err.status_code in _REFUSED):
+                        raise
+                    with self._lock:
+                        self._form = form = STEP_DOWN[form]
+                    continue
+                except openai.APIConnectionError:  # also a timeout
+                    if not probing:
+                        raise
+                    unreachable = True
+                    continue
+            with self._lock:
+                self._confirmed = True
+            return form, resp
+
     def chat_json(self, messages: list[dict[str, str]], schema: type[T], *, model: str = "",
-                  temperature: float = 0.0, max_tokens: int = 800) -> JSONResult[T]:
-        """A JSON object validated as ``schema``; one repair round on an invalid reply."""
-        usage = Usage()
+                  temperature: float = 0.0, max_tokens: int = 800,
+                  json_schema: dict[str, Any] | None = None, timeout: float | None = None,
+                  log: CallLog | None = None, agent: str = "") -> JSONResult[T]:
+        """A JSON object validated as ``schema``, the request constrained by ``json_schema``
+        (default: the model's own schema). ``timeout`` (seconds) overrides ``llm.timeout_s``
+        for this call; ``log`` is filled in as the call goes, also when it fails."""
+        log = log if log is not None else CallLog()
+        spec = json_schema or inline_schema(schema.model_json_schema())
+        started = time.perf_counter()
+        watcher = _WATCHER.get()
+        if watcher is not None:
+            watcher.call_started(agent or schema.__name__, model or self.model)
         convo = list(messages)
-        error = ""
-        raw = ""
-        for attempt in range(2):
-            with self._errors():
-                resp = self._client.chat.completions.create(
-                    model=model or self.model, messages=_for_openai(convo),
-                    temperature=temperature, max_tokens=max_tokens,
-                    response_format={"type": "json_object"})
-            if not hasattr(resp, "choices"):  # a 200 with a body that is no chat completion
-                raise LLMError(f"{self.describe()} answered with something that is not a chat "
-                               f"completion (is llm.base_url the API root, ending in /v1?)")
-            usage.calls += 1
-            usage.add(resp.usage)
-            raw = (resp.choices[0].message.content or "") if resp.choices else ""
-            try:
-                value = schema.model_validate(json.loads(_strip_fences(raw)))
-                return JSONResult(value, usage, repaired=attempt > 0, raw=raw)
-            except (json.JSONDecodeError, ValidationError) as err:
-                error = _short_error(err)
-                convo = convo + [
+        try:
+            for attempt in range(2):
+                form = self.structured_form()
+                form, resp = self._create(
+                    form, schema.__name__, spec, model=model or self.model,
+                    messages=_for_openai(convo), temperature=temperature,
+                    max_tokens=max_tokens, timeout=timeout or self.settings.timeout_s)
+                log.form = form
+                if not hasattr(resp, "choices"):  # a 200 whose body is no chat completion
+                    raise LLMError(f"{self.describe()} answered with something that is not a "
+                                   f"chat completion (is llm.base_url the API root, ending in /v1?)")
+                log.usage.calls += 1
+                log.usage.add(resp.usage)
+                choice = resp.choices[0] if resp.choices else None
+                log.raw = raw = (choice.message.content or "") if choice else ""
+                log.finish_reason = str(getattr(choice, "finish_reason", "") or "")
+                try:
+                    value = schema.model_validate(json.loads(_strip_fences(raw)))
+                    log.first_try_valid = attempt == 0
+                    log.repaired = attempt > 0
+                    return JSONResult(value, log.usage, repaired=attempt > 0, raw=raw, log=log)
+                except (json.JSONDecodeError, ValidationError) as err:
+                    error = _short_error(err)
+                if log.finish_reason == "length":
+                    raise ReplyCutOffError(
+                        f"the reply was cut off at max_tokens={max_tokens} before its JSON was "
+                        f"complete ({error}); raise max_tokens in the agent's config")
+                if form != "json_object" or attempt:
+                    raise AgentOutputError(
+                        f"the model's reply was not valid JSON for {schema.__name__}"
+                        + (" after one repair attempt" if attempt else
+                           f" although the request asked for its schema ({form})")
+                        + f": {error}")
+                convo = convo + [  # one repair round: only plain JSON mode can get it wrong
                     {"role": "assistant", "content": raw},
                     {"role": "user", "content": (
                         f"That reply is not valid: {error}. Reply again with only one JSON "
                         f"object that matches this schema, no other text:\n"
-                        f"{json.dumps(schema.model_json_schema(), ensure_ascii=False)}")},
+                        f"{json.dumps(spec, ensure_ascii=False)}")},
                 ]
-        raise AgentOutputError(f"the model's reply was not valid JSON for {schema.__name__} "
-                               f"after one repair attempt: {error}")
+            raise AssertionError("unreachable")
+        except (LLMError, AgentOutputError) as err:
+            log.error = str(err)
+            raise
+        finally:
+            log.seconds = round(time.perf_counter() - started, 3)
+            if watcher is not None:
+                watcher.call_ended(agent or schema.__name__)
 
     def stream_chat(self, messages: list[dict[str, str]], result: StreamResult, *,
                     model: str = "", temperature: float = 0.0,
@@ -248,6 +398,83 @@ def _short_error(err: json.JSONDecodeError | ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"]) or "(root)"
         parts.append(f"{loc}: {e['msg']}")
     return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every ``$ref`` to ``#/$defs/…`` replaced by its definition and titles
+    removed: one self-contained tree that every server's grammar converter reads."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                name = node["$ref"].rsplit("/", 1)[-1]
+                return walk(defs[name])
+            return {k: walk(v) for k, v in node.items() if k not in ("$defs", "title")}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def strict_schema(schema: dict[str, Any], *, lengths: bool = True) -> dict[str, Any]:
+    """``schema`` as OpenAI's strict mode wants it: every object closed
+    (``additionalProperties: false``) with all its properties required, no defaults; string
+    lengths left out when ``lengths`` is False (OpenAI's strict mode does not take them)."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: walk(v) for k, v in node.items()
+               if k != "default" and (lengths or k not in ("maxLength", "minLength"))}
+        if out.get("type") == "object" and "properties" in out:
+            out["additionalProperties"] = False
+            out["required"] = list(out["properties"])
+        return out
+
+    return walk(schema)
+
+
+def _is_openai(base_url: str) -> bool:
+    return (urlsplit(base_url).hostname or "").endswith("openai.com")
+
+
+def detect_form(base_url: str, key: str = "", timeout: float = 2.0) -> str:
+    """The structured-output form an endpoint understands, found by asking it (``auto``).
+
+    OpenAI's own API: ``json_schema``. An Ollama server (it answers ``/api/version``):
+    ``ollama``. A llama.cpp server (``owned_by: llamacpp`` in ``/models``, or a ``Server:
+    llama.cpp`` header) or llama-cpp-python (``owned_by: me``): ``llama_cpp``. Anything else
+    starts with ``json_schema`` and steps down if the server refuses it."""
+    import httpx
+
+    if _is_openai(base_url):
+        return "json_schema"
+    root = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with httpx.Client(timeout=timeout, headers=headers) as http:
+            try:
+                version = http.get(root.removesuffix("/v1") + "/api/version")
+                if version.status_code == 200 and "version" in version.json():
+                    return "ollama"
+            except (httpx.HTTPError, ValueError):
+                pass
+            models = http.get(root + "/models")
+            owners = {str(m.get("owned_by", "")) for m in models.json().get("data", [])
+                      if isinstance(m, dict)}
+            server = models.headers.get("server", "").lower()
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return "json_schema"
+    if "llamacpp" in owners or "llama.cpp" in server or owners == {"me"}:
+        return "llama_cpp"
+    return "json_schema"
 
 
 def build_llm(settings: LLMSettings) -> LLMClient | None:

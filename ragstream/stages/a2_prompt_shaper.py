@@ -23,7 +23,8 @@ whole words only, and may end in ``*`` to match any word that starts with it
 LLM mode (an endpoint is configured; a *Chooser*, one call through ``run_agent``):
 
 * The payload holds the task, context, purpose and format the rules would read (not A0's
-  defaults), the raw prompt, and the allowed values of every field and of the confidence.
+  defaults) and the raw prompt; the allowed values of every field and of the confidence are
+  the reply schema's enums (shown in the system message, enforced by a constrained endpoint).
 * The reply (:class:`A2LLMOutput`, plain strings so that any value reaches A2) is passed
   through :func:`clamp`: an out-of-enum value becomes the field's ``default`` (for the
   confidence, ``confidence_default``) and its decision says ``clamped: true`` with the
@@ -38,11 +39,14 @@ Both modes return an :class:`A2Output`, so everything after the decision is shar
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ragstream import render
 from ragstream.agents.factory import Agent, run_agent
+from ragstream.agents.replies import Text, bound
+from ragstream.backends.llm import inline_schema
 from ragstream.config import A2Config, A2Field, AppConfig
 from ragstream.records import A2Decision
 from ragstream.services import Services
@@ -63,11 +67,19 @@ SOURCE_KEYS: tuple[str, ...] = ("task", "context", "purpose", "format")
 class A2LLMOutput(BaseModel):
     """The reply: the answering model's role, the audience, tone and depth, and how sure these are."""
 
-    system: str = Field(description="the role the answering model should take")
-    audience: str = Field(description="who will read the answer")
-    tone: str = Field(description="the tone of the answer")
-    depth: str = Field(description="how detailed the answer should be")
-    confidence: str = Field(description="how sure you are of these choices")
+    system: Text(60, "the role the answering model should take")  # type: ignore[valid-type]
+    audience: Text(60, "who will read the answer")  # type: ignore[valid-type]
+    tone: Text(60, "the tone of the answer")  # type: ignore[valid-type]
+    depth: Text(60, "how detailed the answer should be")  # type: ignore[valid-type]
+    confidence: Text(20, "how sure you are of these choices")  # type: ignore[valid-type]
+
+
+def reply_schema(agent: A2Config) -> dict:
+    """A2LLMOutput's schema with each field's allowed values as its enum."""
+    enums: dict[str, dict[str, Any]] = {name: {"enum": list(field.values)}
+                                        for name, field in agent.fields.items()}
+    enums["confidence"] = {"enum": list(agent.confidence_values)}
+    return bound(inline_schema(A2LLMOutput.model_json_schema()), enums)
 
 
 class A2Output(BaseModel):
@@ -184,11 +196,11 @@ def _read_keys(body: dict[str, str], sources: dict[str, str]) -> list[str]:
 
 def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],
                 prompt: str) -> dict:
-    """What the LLM sees: the prompt's fields, the raw prompt and every closed list."""
-    payload: dict = {k: body[k] for k in _read_keys(body, sources)}
+    """What the LLM sees: the prompt's fields and the raw prompt (the closed lists are the
+    reply schema's enums, which the system message shows)."""
+    payload: dict = {k: body[k] for k in _read_keys(body, sources)
+                     if body[k].strip() != prompt.strip()}  # the raw prompt says it already
     payload["prompt"] = prompt
-    payload["allowed_values"] = {name: list(field.values) for name, field in agent.fields.items()}
-    payload["allowed_values"]["confidence"] = list(agent.confidence_values)
     given = {name: body[name] for name in agent.fields
              if body.get(name, "").strip() and _source_of(name, body, sources) == "user"}
     if given:
@@ -217,7 +229,8 @@ def from_llm(agent: A2Config, answer: A2LLMOutput, body: dict[str, str],
 
 def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[str, str],
          prompt: str) -> A2Output:
-    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt)).value
+    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt),
+                                        reply_schema(agent)).value
     return from_llm(agent, answer, body, sources)
 
 
@@ -231,6 +244,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
         llm_path=lambda llm_agent: _llm(llm_agent, agent, body, sources, sp.user_text),
         deterministic_path=lambda: _deterministic(agent, body, sources),
         output=A2LLMOutput,
+        nothing_to_ask="the user set every field" if all(
+            body.get(n, "").strip() and _source_of(n, body, sources) == "user"
+            for n in agent.fields) else "",
     )
 
     for d in output.decisions:

@@ -12,20 +12,27 @@ Gate over the working set — deterministic mode (no LLM endpoint, or the LLM fa
 4. Near-duplicates: a chunk whose word 3-shingle Jaccard similarity with an already kept
    chunk is ≥ ``duplicate_jaccard`` is dropped as a duplicate of that chunk.
 
-LLM mode: the model sees the prompt and the numbered candidates (id, source, snippet) and
-answers keep/drop with a tag (duplicate, off-topic, conflicting) and a short reason for each.
-Out-of-enum values are clamped (decision → ``default_decision``, tag → "") and logged in
-``extras.a3["clamped"]``; a candidate the model did not judge gets the deterministic
-decision, also logged.
+LLM mode (a compact contract): the model sees the prompt and the first candidates in reranked
+order — at most ``llm_max_candidates``, as many as fit the agent's prompt budget —, each as
+its number and the ``llm_sentences`` sentences closest to the prompt (from the sentence
+vectors computed at ingestion; nothing is embedded but the prompt). It replies with the
+numbers to drop and a tag for each (duplicate, off-topic, conflicting), nothing else; every
+candidate it does not list is kept. A tag outside the list is clamped to "" and logged in
+``extras.a3["clamped"]``, a number outside the list is logged in ``unknown_numbers``; a
+candidate that was not sent gets the deterministic decision, logged in ``unjudged``.
 
 Kept ids, in reranked order, become ``final_selection_ids``. Chunks are never modified.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import BaseModel, Field
 
-from ragstream.agents.factory import Agent, run_agent
+from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
+from ragstream.agents.replies import Items, Text, bound
+from ragstream.backends.llm import inline_schema
+from ragstream.backends.reranker import evidence_for
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.records import A3Clamp, A3Record
@@ -35,26 +42,32 @@ from ragstream.super_prompt import Chunk, RowStatus, SuperPrompt, View, ViewRow
 from ragstream.text import jaccard, shingles
 
 NAME = "A3_NLI_Gate"
-DECISIONS = ("keep", "drop")
 TAGS = ("duplicate", "off-topic", "conflicting")
 
 #: (status, reason, extra scores) for one candidate
 Verdict = tuple[RowStatus, str, dict[str, float]]
 
 
-class A3Decision(BaseModel):
-    """One candidate's verdict: its number, keep or drop, the drop's tag and a short reason."""
+class A3Drop(BaseModel):
+    """A candidate to drop: its number and why, as a tag."""
 
-    n: int = Field(description="the candidate's number in the list")
-    decision: str = Field(description="keep or drop")
-    tag: str = Field("", description="for a drop: duplicate, off-topic or conflicting")
-    reason: str = Field("", description="one short sentence")
+    n: int = Field(description="the candidate's number")
+    tag: Text(12, "duplicate, off-topic or conflicting")  # type: ignore[valid-type]
 
 
 class A3Output(BaseModel):
-    """The reply: a keep-or-drop decision for each numbered candidate."""
+    """The reply: the candidates to drop; every candidate not listed is kept."""
 
-    decisions: list[A3Decision]
+    drop: Items(A3Drop, 64, "the candidates to drop, by number")  # type: ignore[valid-type]
+
+
+def reply_schema(sent: int) -> dict:
+    """A3Output's schema for ``sent`` candidates: numbers 1..sent, the tags as an enum."""
+    return bound(inline_schema(A3Output.model_json_schema()), {
+        "drop": {"maxItems": sent},
+        "drop[].n": {"minimum": 1, "maximum": sent},
+        "drop[].tag": {"enum": list(TAGS)},
+    })
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
@@ -81,7 +94,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     log: dict = {}
     gate = run_agent(
         sp, NAME, cfg, services,
-        llm_path=lambda agent: _llm_gate(agent, sp, candidates, chunks, cfg, log),
+        llm_path=lambda agent: _llm_gate(agent, sp, candidates, chunks, cfg, services, log),
         deterministic_path=lambda: _rule_gate(candidates, chunks, cfg),
         output=A3Output,
     )
@@ -135,56 +148,66 @@ def _rule_gate(candidates: list[ViewRow], chunks: dict[str, Chunk], cfg: AppConf
 
 
 def _llm_gate(agent: Agent, sp: SuperPrompt, candidates: list[ViewRow], chunks: dict[str, Chunk],
-              cfg: AppConfig, log: dict) -> dict[str, Verdict]:
+              cfg: AppConfig, services, log: dict) -> dict[str, Verdict]:
     acfg = cfg.agents.A3_NLI_Gate
     if not candidates:
         return {}
-    snippet = cfg.settings.prompt.snippet_chars
-    payload = {
-        "prompt": rerank_query(sp.body, sp.extras.body_sources),
-        "allowed_decisions": list(DECISIONS),
-        "allowed_tags": list(TAGS),
-        "candidates": [
-            {"n": n, "id": r.chunk_id, "source": chunks[r.chunk_id].citation_label,
-             "snippet": " ".join(chunks[r.chunk_id].text.split())[:snippet]}
-            for n, r in enumerate(candidates, start=1)
-        ],
-    }
-    answer: A3Output = agent.ask(payload).value
-    by_n = {r_n: r for r_n, r in enumerate(candidates, start=1)}
+    query = rerank_query(sp.body, sp.extras.body_sources)
+    most = min(len(candidates), acfg.llm_max_candidates)
+    lines = _evidence_lines(query, [chunks[r.chunk_id] for r in candidates[:most]], services,
+                            acfg.llm_sentences, acfg.llm_chars)
+
+    def payload(k: int) -> dict:
+        return {"prompt": query[:acfg.llm_chars * 2], "candidates": lines[:k]}
+
+    body, sent = agent.fit(payload, most, schema=reply_schema)
+    if not sent:
+        raise PromptBudgetError(f"not one candidate fits A3's prompt budget of "
+                                f"{agent.prompt_budget} tokens")
+    answer: A3Output = agent.ask(body, reply_schema(sent)).value
     clamped: list[A3Clamp] = []
     unjudged: list[str] = []
     unknown: list[int] = []
-    out: dict[str, Verdict] = {}
-    for d in answer.decisions:
-        row = by_n.get(d.n)
-        if row is None:
+    out: dict[str, Verdict] = {r.chunk_id: ("kept", "", {}) for r in candidates[:sent]}
+    for d in answer.drop:
+        if not 1 <= d.n <= sent:
             unknown.append(d.n)
             continue
-        decision, tag = d.decision.strip().lower(), d.tag.strip().lower()
-        if decision not in DECISIONS:
-            clamped.append(A3Clamp(n=d.n, field="decision", value=d.decision,
-                                   clamped_to=acfg.default_decision))
-            decision = acfg.default_decision
+        tag = d.tag.strip().lower()
         if tag and tag not in TAGS:
             clamped.append(A3Clamp(n=d.n, field="tag", value=d.tag, clamped_to=""))
             tag = ""
-        reason = " ".join(d.reason.split())
-        if decision == "keep":
-            out[row.chunk_id] = ("kept", "", {})
-        else:
-            why = f"LLM: {tag or 'dropped'}" + (f" — {reason}" if reason else "")
-            out[row.chunk_id] = ("dropped", why, {})
-    missing = [r for r in candidates if r.chunk_id not in out]
-    if missing:
+        out[candidates[d.n - 1].chunk_id] = ("dropped", f"LLM: {tag or 'dropped'}", {})
+    if len(candidates) > sent:
+        why = (f"beyond llm_max_candidates={acfg.llm_max_candidates}" if sent == most
+               and most < len(candidates) else f"over the prompt budget of {agent.prompt_budget} tokens")
         rules = _rule_gate(candidates, chunks, cfg)
-        for r in missing:
+        for r in candidates[sent:]:
             status, reason, extra = rules[r.chunk_id]
-            out[r.chunk_id] = (status, "not judged by the LLM; by rule: "
+            out[r.chunk_id] = (status, f"not sent to the LLM ({why}); by rule: "
                                + (reason or "kept"), extra)
             unjudged.append(r.chunk_id)
     log.update({"clamped": clamped, "unjudged": unjudged, "unknown_numbers": unknown})
     return out
+
+
+def _evidence_lines(query: str, chunks: list[Chunk], services, per_chunk: int,
+                    max_chars: int) -> list[str]:
+    """``"n: sentence … sentence"`` for each chunk: its ``per_chunk`` sentences closest to
+    the query, in reading order, cut at ``max_chars``."""
+    evidence = evidence_for(chunks, services.index(), services.embedder)
+    q = services.embedder.embed([query])[0]
+    lines = []
+    for n, ev in enumerate(evidence, start=1):
+        if ev.sentences:
+            sims = np.asarray(ev.sentence_vectors) @ q
+            best = sorted(np.argsort(-sims, kind="stable")[:per_chunk].tolist())
+            text = " … ".join(ev.sentences[i] for i in best)
+        else:
+            text = " ".join(chunks[n - 1].text.split())
+        text = " ".join(text.split())
+        lines.append(f"{n}: {text[:max_chars]}")
+    return lines
 
 
 def discard(sp: SuperPrompt) -> None:

@@ -21,6 +21,9 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
    ``final_selection_ids``; the extractive answer is rendered from the same statements.
 
 ``final_selection_ids`` becomes the chunks that contributed (≤ N3), in A3 order.
+
+LLM mode chooses among the same sentences by number (see ``_llm_condense``): the statements
+are still the sources' own sentences, in the model's order of usefulness.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ragstream.agents.base import record_mode, resolve_mode
-from ragstream.agents.factory import Agent, run_agent
+from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
+from ragstream.agents.replies import Items, Text, bound
+from ragstream.backends.llm import inline_schema
 from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
@@ -65,20 +70,12 @@ class Condensation:
         return render_condensed(self.statements, self.open_issues, self.selected)
 
 
-class A4Statement(BaseModel):
-    """One statement taken from the sources, with the numbers of the sources that support it."""
-
-    text: str = Field(description="one statement taken from the sources, no new facts")
-    sources: list[int] = Field(description="numbers of the sources that support it")
-
-
 class A4Output(BaseModel):
-    """The reply: facts and constraints from the sources, and what the sources leave unanswered."""
+    """The reply: the numbers of the sentences that help answer the prompt, most useful
+    first, and what the prompt asks that the sentences do not answer."""
 
-    facts: list[A4Statement] = Field(default_factory=list)
-    constraints: list[A4Statement] = Field(default_factory=list)
-    open_issues: list[str] = Field(default_factory=list,
-                                   description="what the prompt asks that the sources do not answer")
+    facts: Items(int, 64, "sentence numbers, most useful first")  # type: ignore[valid-type]
+    open_issues: Items(Text(160), 2, "what the sentences leave unanswered")  # type: ignore[valid-type]
 
 
 def _kind(sentence: str, cues: list[str]) -> StatementKind:
@@ -120,28 +117,51 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     return sp
 
 
+@dataclass
+class SentencePool:
+    """Every evidence sentence of the candidate chunks, scored against the prompt: the
+    sentences, their spans and similarities, in the order they are taken (best first; ties:
+    chunk order, then sentence order)."""
+
+    flat: list[tuple[int, int, str]]  # (chunk index, sentence index, sentence)
+    spans: list[tuple[int, int]]
+    sims: np.ndarray
+    order: list[int]
+    units: dict[str, list[str]]
+
+
+def sentence_pool(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> SentencePool:
+    """The candidates' sentences of at least ``min_sentence_words`` words, scored by cosine to
+    the prompt from the vectors computed at ingestion (only the prompt is embedded, and
+    usually found in the embedder's cache after the ReRanker)."""
+    acfg = cfg.agents.A4_Condenser
+    chunks = sp.chunk_map()
+    query = rerank_query(sp.body, sp.extras.body_sources)
+    evidence = evidence_for([chunks[c] for c in candidates], services.index(), services.embedder)
+    units: dict[str, list[str]] = {}
+    flat: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int]] = []
+    vecs: list[np.ndarray] = []
+    for ci, (cid, ev) in enumerate(zip(candidates, evidence)):
+        keep = [k for k, s in enumerate(ev.sentences) if len(s.split()) >= acfg.min_sentence_words]
+        units[cid] = [ev.sentences[k] for k in keep]
+        flat.extend((ci, si, ev.sentences[k]) for si, k in enumerate(keep))
+        spans.extend(ev.spans[k] for k in keep)
+        vecs.extend(ev.sentence_vectors[k] for k in keep)
+    q = services.embedder.embed([query])[0]
+    sims = np.round(np.vstack(vecs) @ q, DIGITS) if flat else np.zeros(0)
+    order = sorted(range(len(flat)), key=lambda i: (-round(float(sims[i]), DIGITS), flat[i][0], flat[i][1]))
+    return SentencePool(flat, spans, sims, order, units)
+
+
 def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> Condensation:
     """Deterministic mode: budgeted, best-first extraction of cited sentences."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
-    query = rerank_query(sp.body, sp.extras.body_sources)
-    # the evidence sentences and their vectors were computed at ingestion: only the query
-    # is embedded here (and usually found in the embedder's cache, after the ReRanker)
-    evidence = evidence_for([chunks[c] for c in candidates], services.index(), services.embedder)
-    units: dict[str, list[str]] = {}
-    flat: list[tuple[int, int, str]] = []  # (chunk index, sentence index, sentence)
-    flat_spans: list[tuple[int, int]] = []
-    flat_vecs: list[np.ndarray] = []
-    for ci, (cid, ev) in enumerate(zip(candidates, evidence)):
-        keep = [k for k, s in enumerate(ev.sentences) if len(s.split()) >= acfg.min_sentence_words]
-        units[cid] = [ev.sentences[k] for k in keep]
-        flat.extend((ci, si, ev.sentences[k]) for si, k in enumerate(keep))
-        flat_spans.extend(ev.spans[k] for k in keep)
-        flat_vecs.extend(ev.sentence_vectors[k] for k in keep)
-    q = services.embedder.embed([query])[0]
-    sims = np.round(np.vstack(flat_vecs) @ q, DIGITS) if flat else np.zeros(0)
-    pool = sorted(range(len(flat)), key=lambda i: (-round(float(sims[i]), DIGITS), flat[i][0], flat[i][1]))
+    sp_pool = sentence_pool(sp, candidates, cfg, services)
+    flat, flat_spans, sims, pool, units = (sp_pool.flat, sp_pool.spans, sp_pool.sims,
+                                           sp_pool.order, sp_pool.units)
 
     used = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
     taken: list[int] = []
@@ -248,72 +268,97 @@ def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -
 
 def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: AppConfig,
                   services) -> Condensation:
-    """LLM mode: the model writes facts, constraints and open issues citing numbered sources.
+    """LLM mode (a compact contract): the model chooses, by number, which of the best
+    sentences answer the prompt, most useful first, and names open issues.
 
-    Held to the contract afterwards: a statement must cite at least one source that was sent
-    (others are dropped and logged), at most N3 sources survive, and statements are removed
-    from the end (open issues, then constraints, then facts) until ``S_CTX_MD`` fits the
-    token budget. Sources are renumbered in A3 order.
+    Sent: the prompt and the sentences the extractive mode would consider first (score at
+    least ``min_sentence_score``, not a near-repeat, at most ``max_sentences_per_chunk`` per
+    chunk and N3 chunks), at most ``llm_max_sentences`` and as many as fit the prompt budget,
+    each as ``"n [source]: sentence"``. The reply holds numbers and at most two short open
+    issues, never restated text, so every statement is a sentence of its source, with its
+    span. Statements keep the model's order and are removed from the end until ``S_CTX_MD``
+    fits ``budget_tokens``.
     """
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     n3 = cfg.limits.N3_FINAL_SELECTION_MAX
-    chunks = sp.chunk_map()
-    sent = candidates[:n3]
-    payload = {
-        "prompt": rerank_query(sp.body, sp.extras.body_sources),
-        "budget_tokens": acfg.budget_tokens,
-        "sources": [{"n": n, "source": chunks[c].citation_label, "text": chunks[c].text}
-                    for n, c in enumerate(sent, start=1)],
-    }
-    out: A4Output = agent.ask(payload).value
-    invalid: list[int] = []
-    uncited: list[str] = []
+    pool = sentence_pool(sp, candidates, cfg, services)
+    offered: list[int] = []
+    per_chunk: dict[int, int] = {}
+    taken_words: list[set[str]] = []
+    for i in pool.order:
+        ci, _si, s = pool.flat[i]
+        if pool.sims[i] < acfg.min_sentence_score or len(offered) >= acfg.llm_max_sentences:
+            break
+        if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
+            continue
+        if ci not in per_chunk and len(per_chunk) >= n3:
+            continue
+        ws = set(words(s))
+        if any(jaccard(ws, o) >= acfg.redundancy_jaccard for o in taken_words):
+            continue
+        offered.append(i)
+        taken_words.append(ws)
+        per_chunk[ci] = per_chunk.get(ci, 0) + 1
+    if not offered:
+        raise PromptBudgetError("no sentence of the kept chunks scores min_sentence_score "
+                                f"{acfg.min_sentence_score:g}: nothing to choose from")
+    source_no = {ci: n for n, ci in enumerate(sorted(per_chunk), start=1)}
+    lines = [f"{k}: [{source_no[pool.flat[i][0]]}] {pool.flat[i][2]}"
+             for k, i in enumerate(offered, start=1)]
+    query = rerank_query(sp.body, sp.extras.body_sources)
 
-    def keep(items: list[A4Statement], kind: StatementKind) -> list[Statement]:
-        kept = []
-        for item in items:
-            ids = []
-            for n in item.sources:
-                if 1 <= n <= len(sent):
-                    if sent[n - 1] not in ids:
-                        ids.append(sent[n - 1])
-                else:
-                    invalid.append(n)
-            text = " ".join(item.text.split())
-            if ids and text:
-                kept.append(Statement(text=text, kind=kind, chunk_ids=ids,
-                                      span=_span(text, chunks[ids[0]].text)))
-            elif text:
-                uncited.append(text)
-        return kept
+    def payload(k: int) -> dict:
+        return {"prompt": query[:600], "sentences": lines[:k]}
 
-    facts, constraints = keep(out.facts, "fact"), keep(out.constraints, "constraint")
+    def schema(k: int) -> dict:
+        return bound(inline_schema(A4Output.model_json_schema()), {
+            "facts": {"maxItems": min(k, acfg.llm_max_facts)},
+            "facts[]": {"minimum": 1, "maximum": k},
+        })
+
+    body, sent = agent.fit(payload, len(offered), schema=schema)
+    if not sent:
+        raise PromptBudgetError(f"not one sentence fits A4's prompt budget of "
+                                f"{agent.prompt_budget} tokens")
+    out: A4Output = agent.ask(body, schema(sent)).value
+    invalid = sorted({n for n in out.facts if not 1 <= n <= sent})
+    chosen: list[int] = []
+    for n in out.facts:
+        if 1 <= n <= sent and offered[n - 1] not in chosen:
+            chosen.append(offered[n - 1])
+    statements = [
+        Statement(text=pool.flat[i][2], kind=_kind(pool.flat[i][2], acfg.constraint_cues),
+                  chunk_ids=[candidates[pool.flat[i][0]]], span=pool.spans[i])
+        for i in chosen
+    ]
     issues = [" ".join(t.split()) for t in out.open_issues if t.strip()]
     trimmed = 0
     while True:
-        selected = [c for c in candidates if any(c in s.chunk_ids for s in facts + constraints)]
-        md = render_condensed(facts + constraints, issues, selected)
-        if count_tokens(md, enc) <= acfg.budget_tokens or not (facts or constraints or issues):
+        selected = [c for c in candidates if any(c in s.chunk_ids for s in statements)]
+        md = render_condensed(statements, issues, selected)
+        if count_tokens(md, enc) <= acfg.budget_tokens or not (statements or issues):
             break
         trimmed += 1
-        (issues if issues else constraints if constraints else facts).pop()
+        (issues if issues else statements).pop()
 
     number = {c: n for n, c in enumerate(selected, start=1)}
+    offered_chunks = {candidates[pool.flat[i][0]] for i in offered[:sent]}
     rows: list[ViewRow] = []
-    for c in candidates:
-        cites = sum(c in s.chunk_ids for s in facts + constraints)
+    for ci, c in enumerate(candidates):
+        cites = sum(c in s.chunk_ids for s in statements)
         if c in number:
+            best = max(float(pool.sims[i]) for i in chosen if pool.flat[i][0] == ci)
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=float(cites),
-                                scores={"citations": float(cites), "citation": float(number[c])}))
+                                scores={"citations": float(cites), "citation": float(number[c]),
+                                        "best_sentence": round(best, DIGITS)}))
         else:
-            reason = ("not sent to the condenser: beyond N3_FINAL_SELECTION_MAX="
-                      f"{n3}" if c not in sent else "not cited by the condenser")
+            reason = ("none of its sentences chosen by the condenser" if c in offered_chunks
+                      else "no sentence among the best sent to the condenser")
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=0.0,
                                 scores={"citations": 0.0}, status="dropped", reason=reason))
-    return Condensation(facts + constraints, issues if (facts or constraints) else [], selected, rows, {
-        "invalid_citations": sorted(set(invalid)),
-        "uncited_dropped": uncited,
+    return Condensation(statements, issues if statements else [], selected, rows, {
+        "invalid_citations": invalid,
         "trimmed_for_budget": trimmed,
     })
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 from ragstream.agents.factory import run_agent
 from ragstream.config import A5Config, AppConfig
 from ragstream.records import FormatSpec
+from ragstream.render import stated
 from ragstream.services import Services
 from ragstream.stages.a5 import llm
 from ragstream.stages.a5.lengths import length_grammar, merge_lengths, unit_label
@@ -105,6 +106,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
         llm_path=lambda llm_agent: llm.ask(llm_agent, agent, sp.body, body_sources),
         deterministic_path=lambda: _deterministic(agent, sp.body, body_sources),
         output=llm.A5LLMOutput,
+        nothing_to_ask="" if any(stated(sp.body, body_sources, k).strip()
+                                 for k in ("format", "constraints"))
+        else "the prompt states no format or constraints; the rules read the task",
     )
     return sp
 

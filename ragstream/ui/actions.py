@@ -8,6 +8,7 @@ import os
 import queue
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -93,13 +94,87 @@ def filter_choices(engine: Engine) -> dict[str, list[str]]:
             "source": sorted({c.source_name for c in chunks if c.source_name})}
 
 
-def run_stage(engine: Engine, st_state: S.SessionState, name: str) -> bool:
-    """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and return False."""
+#: (agent, model, seconds waited so far), shown while an agent waits for the model
+WaitCallback = Callable[[str, str, float], None]
+POLL_S = 0.25
+
+
+class CallClock:
+    """Which agent is waiting for the model and since when; set from the run's thread
+    (``backends.llm.watching``), read by the page's thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._call: tuple[str, str, float] | None = None
+
+    def call_started(self, agent: str, model: str) -> None:
+        """Note that ``agent`` waits for ``model`` from now."""
+        with self._lock:
+            self._call = (agent, model, time.monotonic())
+
+    def call_ended(self, agent: str) -> None:
+        """Note that the call is over."""
+        with self._lock:
+            self._call = None
+
+    def waiting(self) -> tuple[str, str, float] | None:
+        """(agent, model, seconds) of the call under way, or None."""
+        with self._lock:
+            if self._call is None:
+                return None
+            agent, model, since = self._call
+            return agent, model, time.monotonic() - since
+
+
+def _watched(work: Callable[[Callable[[Any], None]], Any], on_event: Callable[[Any], None],
+             on_wait: WaitCallback | None) -> Any:
+    """Run ``work(emit)`` in a worker thread that makes no Streamlit call: what it ``emit``s is
+    handed to ``on_event`` here, and every ``POLL_S`` seconds the model call under way (if any)
+    to ``on_wait``. Returns ``work``'s result; re-raises its exception here."""
+    from ragstream.backends.llm import watching
+
+    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    clock = CallClock()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with watching(clock):
+                outcome["result"] = work(events.put)
+        except BaseException as exc:  # handed to the page's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="ragstream-stages", daemon=True)
+    worker.start()
+    while True:
+        alive = worker.is_alive()
+        while True:
+            try:
+                on_event(events.get_nowait())
+            except queue.Empty:
+                break
+        if not alive:
+            break
+        call = clock.waiting()
+        if call is not None and on_wait is not None:
+            on_wait(*call)
+        worker.join(POLL_S)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
+def run_stage(engine: Engine, st_state: S.SessionState, name: str,
+              on_wait: WaitCallback | None = None) -> bool:
+    """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and
+    return False. ``on_wait`` hears, while an agent waits for the model, who and how long."""
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
         sp = _with_filters(sp, st_state, [name])
-        st_state[S.SP] = engine.run_stage(sp, name, session_config(engine, st_state))
+        cfg = session_config(engine, st_state)
+        st_state[S.SP] = _watched(lambda _emit: engine.run_stage(sp, name, cfg),
+                                  lambda _event: None, on_wait)
         return True
     except RagstreamError as err:
         _fail(st_state, err)
@@ -107,8 +182,11 @@ def run_stage(engine: Engine, st_state: S.SessionState, name: str) -> bool:
 
 
 def run_remaining(engine: Engine, st_state: S.SessionState,
-                  on_stage: Callable[[int, int, str], None] | None = None) -> bool:
-    """Auto mode: every remaining stage (from A0 again when the prompt text changed)."""
+                  on_stage: Callable[[int, int, str], None] | None = None,
+                  on_wait: WaitCallback | None = None) -> bool:
+    """Auto mode: every remaining stage (from A0 again when the prompt text changed).
+    ``on_stage(done, total, name)`` as each stage starts and ``(total, total, "")`` at the
+    end; ``on_wait(agent, model, seconds)`` while an agent waits for the model."""
     st_state[S.ERROR] = None
     try:
         sp = _start_state(st_state)
@@ -116,16 +194,20 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
             sp = engine.new(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
         names = controller.remaining(sp)
         sp = _with_filters(sp, st_state, names)
+        cfg = session_config(engine, st_state)
 
-        def starting(name: str) -> None:
-            if on_stage:
-                on_stage(names.index(name), len(names), name)
+        def on_event(event: tuple[str, Any]) -> None:
+            kind, value = event
+            if kind == "starting" and on_stage:
+                on_stage(names.index(value), len(names), value)
+            elif kind == "finished":
+                st_state[S.SP] = value  # each finished stage is kept, even if a later one fails
 
-        def finished(_name: str, done_sp) -> None:
-            st_state[S.SP] = done_sp  # each finished stage is kept, even if a later one fails
+        def work(emit: Callable[[Any], None]) -> None:
+            engine.run(sp, cfg=cfg, before_stage=lambda name: emit(("starting", name)),
+                       on_stage=lambda _name, done_sp: emit(("finished", done_sp)))
 
-        engine.run(sp, cfg=session_config(engine, st_state), before_stage=starting,
-                   on_stage=finished)
+        _watched(work, on_event, on_wait)
         if on_stage:
             on_stage(len(names), len(names), "")
         return True

@@ -146,3 +146,27 @@ def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "tokens": (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0),
         "latency ms": r.get("latency_ms"),
     } for r in records]
+
+
+def waiting_line(agent: str, model: str, seconds: float) -> str:
+    """What the page says while an agent waits for the model."""
+    return f"{agent} is calling the model {model}: {seconds:.0f} s so far."
+
+
+@dataclass
+class RunProgress:
+    """The auto-run progress bar's value and text: the stage running (and the agent waiting
+    for the model, if one is), 100% with "All N stages done." at the end."""
+
+    share: float = 0.0
+    text: str = "Starting…"
+
+    def stage(self, done: int, total: int, name: str) -> tuple[float, str]:
+        """The stage about to run (``name``), or the end when ``name`` is empty."""
+        self.share = done / max(total, 1)
+        self.text = f"Running {name} ({done + 1}/{total})…" if name else f"All {total} stages done."
+        return self.share, self.text
+
+    def waiting(self, agent: str, model: str, seconds: float) -> tuple[float, str]:
+        """The running stage's line with who waits for the model, and how long."""
+        return self.share, f"{self.text} {waiting_line(agent, model, seconds)}"

@@ -27,7 +27,9 @@ FORMAT_SPEC_KEYS = ["kind", "kind_source", "matched", "clamped", "code_language"
 
 
 def llm_cfg(server, semantic: bool = False, **llm):
-    """The shipped config pointed at ``server``, with a small timeout."""
+    """The shipped config pointed at ``server``, with a small timeout, in plain JSON mode
+    (the mode with a repair round; the schema forms are tested at the end)."""
+    llm.setdefault("structured_output", "json_object")
     cfg = load_config(env={"RAGSTREAM_LLM_BASE_URL": server.base_url,
                            "RAGSTREAM_LLM_MODEL": "test-model"})
     values = {"settings.llm.timeout_s": 2.0}
@@ -100,14 +102,15 @@ def test_a2_valid_reply_is_applied(server):
     assert req["response_format"] == {"type": "json_object"}
     assert req["model"] == "test-model" and req["temperature"] == 0.0
     system = req.messages[0]["content"]
-    assert "A2_PromptShaper" in system and "## Rules" in system and "JSON only" in system
+    assert "A2_PromptShaper" in system and "## Rules" in system and "## Output" in system
+    # the reply's shape lists the closed lists once, in the system message
+    assert '"depth": "overview"|"standard"|"deep-dive"' in system
+    assert '"confidence": "low"|"medium"|"high"' in system
     sent = payload(req)
-    assert sent["task"] == A2_BODY["task"] and sent["purpose"] == "onboarding"
+    assert sent["purpose"] == "onboarding" and sent["prompt"] == A2_BODY["task"]
+    assert "task" not in sent  # the same text as the raw prompt: sent once
     assert "format" not in sent  # A0's default is not the user's wish
-    assert sent["prompt"] == A2_BODY["task"]
-    assert sent["allowed_values"]["depth"] == ["overview", "standard", "deep-dive"]
-    assert sent["allowed_values"]["confidence"] == ["low", "medium", "high"]
-    assert "set_by_user" not in sent
+    assert "allowed_values" not in sent and "set_by_user" not in sent
 
 
 def test_a2_out_of_enum_values_are_clamped_and_logged(server):
@@ -288,7 +291,30 @@ def test_a5_unknown_kind_is_clamped_and_grounding_rules_come_last(server):
 
     sent = payload(server.chat_requests[0])
     assert sent["format"] == "an HTML page" and sent["constraints"].startswith("in German")
-    assert "json" in sent["allowed_kinds"] and sent["default_kind"] == "markdown"
+    assert sent["default_kind"] == "markdown" and "allowed_kinds" not in sent
+    assert '"kind": "json"|"yaml"|' in server.chat_requests[0].messages[0]["content"]
+
+
+def test_a5_asks_no_model_when_the_prompt_states_no_format_or_constraints(server):
+    cfg = llm_cfg(server)
+    sp = a2_sp({"task": "List the stages in a table"})
+    out = a5.run(sp, cfg, services(cfg))
+    assert server.calls == 0
+    m = mode(out, "A5_Format_Enforcer")
+    assert m.mode == "deterministic" and not m.fallback
+    assert m.reason == ("no model call needed: the prompt states no format or constraints; "
+                        "the rules read the task")
+    assert out.extras.format_enforcer.kind == "table"  # the rules read it from the task
+
+
+def test_a2_asks_no_model_when_the_user_set_every_field(server):
+    cfg = llm_cfg(server)
+    given = {"task": "Explain RRF", "system": "teacher", "audience": "student",
+             "tone": "friendly", "depth": "overview"}
+    out = a2.run(a2_sp(given, {k: "user" for k in given}), cfg, services(cfg))
+    assert server.calls == 0
+    assert mode(out, "A2_PromptShaper").reason == "no model call needed: the user set every field"
+    assert all(out.body[k] == v for k, v in given.items())
 
 
 def test_a5_valid_reply_keeps_the_models_spec(server):
@@ -470,3 +496,30 @@ def test_a0_semantic_maps_an_unknown_setext_heading(server):
     assert (hint.key, hint.rung, hint.style, hint.line) == ("context", "semantic", "heading", 3)
     (req,) = server.chat_requests
     assert payload(req)["labels"][0]["kind"] == "a heading header"
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def test_a2_a5_and_a0_send_their_closed_lists_as_enums_in_the_schema(server):
+    cfg = llm_cfg(server, semantic=True, structured_output="llama_cpp")
+    server.script(Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
+                              "depth": "overview", "confidence": "high"}))
+    a2.run(a2_sp({"task": "Explain RRF"}), cfg, services(cfg))
+    schema = server.chat_requests[-1]["response_format"]["schema"]["properties"]
+    a2cfg = cfg.agents.A2_PromptShaper
+    for name in META:
+        assert schema[name]["enum"] == a2cfg.fields[name].values
+    assert schema["confidence"]["enum"] == a2cfg.confidence_values
+
+    server.script(Reply.json({"kind": "markdown", "hard_rules": ["Be brief."]}))
+    sp = a2_sp({"task": "Explain RRF", "format": "a table"}, {"task": "user", "format": "user"})
+    a5.run(sp, cfg, services(cfg))
+    schema = server.chat_requests[-1]["response_format"]["schema"]["properties"]
+    assert schema["kind"]["enum"] == list(cfg.agents.A5_Format_Enforcer.kinds)
+    assert schema["hard_rules"]["maxItems"] == 6 and schema["hard_rules"]["items"]["maxLength"] == 120
+    for field in schema.values():  # nothing unbounded: every string and list has its limit
+        if field.get("type") == "string":
+            assert "enum" in field or "maxLength" in field
+        if field.get("type") == "array":
+            assert "maxItems" in field

@@ -1,12 +1,16 @@
-"""A3 and A4 in LLM mode, against the scripted OpenAI server on loopback."""
+"""A3 and A4 in LLM mode, against the scripted OpenAI server on loopback: the compact
+contracts (numbers and short codes out, the sentences that matter in), the token budgets,
+and the fallbacks."""
 
 import json
 
 import pytest
 
 from ragstream import controller
+from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.backends.tokens import count_tokens
 from ragstream.records import A3Clamp
+from ragstream.stages.a3_nli_gate import A3Output
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 
@@ -28,47 +32,82 @@ def payload(request) -> dict:
     return json.loads(request.messages[-1]["content"])
 
 
-def test_a3_llm_keeps_and_drops_with_tags(sp_reranked, llm, server):
+def with_agent(cfg, name: str, **update):
+    agent = getattr(cfg.agents, name).model_copy(update=update)
+    return cfg.model_copy(update={"agents": cfg.agents.model_copy(update={name: agent})})
+
+
+def prompt_tokens(request) -> int:
+    return sum(count_tokens(m["content"]) + 4 for m in request.messages)
+
+
+def test_a3_sends_numbered_best_sentences_and_reads_drops_by_number(sp_reranked, llm, server):
     cfg, services = llm
-
-    def respond(body):
-        cands = json.loads(body["messages"][-1]["content"])["candidates"]
-        decisions = [{"n": c["n"], "decision": "keep" if c["n"] % 3 else "drop",
-                      "tag": "" if c["n"] % 3 else "off-topic", "reason": "judged"} for c in cands]
-        decisions[0]["decision"] = "maybe"        # out of enum -> clamped to keep
-        decisions[1]["tag"] = "boring"            # out of enum tag -> ""
-        return Reply.json({"decisions": decisions[:-1]})  # the last one is left unjudged
-
-    server.responder = respond
+    server.script(Reply.json({"drop": [{"n": 3, "tag": "off-topic"}, {"n": 2, "tag": "boring"},
+                                       {"n": 99, "tag": "duplicate"}]}))
     sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", cfg, services)
+    acfg = cfg.agents.A3_NLI_Gate
     assert sp.extras.agent_modes["A3_NLI_Gate"].mode == "llm"
-    sent = payload(server.requests[-1])
-    assert "system" in server.requests[-1].messages[0]["role"]
-    assert "A3_NLI_Gate" in server.requests[-1].messages[0]["content"]
-    assert len(sent["candidates"]) == sp.extras.a3.working_set
+    request = server.chat_requests[-1]
+    sent = payload(request)["candidates"]
+    ranked = [r.chunk_id for r in sp_reranked.view("reranked")]
+    assert len(sent) == acfg.llm_max_candidates < sp.extras.a3.working_set
+    chunks = sp.chunk_map()
+    for n, line in enumerate(sent, start=1):  # "n: sentence … sentence", from that chunk
+        number, text = line.split(": ", 1)
+        assert int(number) == n and len(text) <= acfg.llm_chars
+        first = text.split(" … ")[0]
+        assert first[:40] in " ".join(chunks[ranked[n - 1]].text.split())
+    assert prompt_tokens(request) <= AgentFactory(cfg, services.llm).create(
+        "A3_NLI_Gate", A3Output).prompt_budget
+    # the reply's schema bounds it: numbers 1..sent, at most sent drops, tags from the list
+    schema = request["response_format"]["json_schema"]["schema"]["properties"]["drop"]
+    assert schema["maxItems"] == len(sent)
+    assert schema["items"]["properties"]["n"]["maximum"] == len(sent)
+    assert schema["items"]["properties"]["tag"]["enum"] == ["duplicate", "off-topic", "conflicting"]
+
     rows = {r.chunk_id: r for r in sp.view("a3")}
-    by_n = {c["n"]: c["id"] for c in sent["candidates"]}
-    assert rows[by_n[3]].status == "dropped" and rows[by_n[3]].reason.startswith("LLM: off-topic")
-    assert rows[by_n[1]].status == "kept"
-    clamped = sp.extras.a3.clamped
-    assert A3Clamp(n=1, field="decision", value="maybe", clamped_to="keep") in (clamped or [])
-    assert any(c.field == "tag" and c.value == "boring" for c in clamped)
-    last = by_n[max(by_n)]
-    assert sp.extras.a3.unjudged == [last]
-    assert rows[last].reason.startswith("not judged by the LLM; by rule:")
+    assert rows[ranked[2]].status == "dropped" and rows[ranked[2]].reason == "LLM: off-topic"
+    assert rows[ranked[1]].status == "dropped" and rows[ranked[1]].reason == "LLM: dropped"
+    assert rows[ranked[0]].status == "kept"
+    assert A3Clamp(n=2, field="tag", value="boring", clamped_to="") in sp.extras.a3.clamped
+    assert sp.extras.a3.unknown_numbers == [99]
+    working = ranked[:sp.extras.a3.working_set]
+    assert sp.extras.a3.unjudged == working[len(sent):]
+    assert rows[working[-1]].reason.startswith(
+        f"not sent to the LLM (beyond llm_max_candidates={acfg.llm_max_candidates}); by rule:")
     assert sp.final_selection_ids == [r.chunk_id for r in sp.view("a3") if r.status == "kept"]
-    assert sp.extras.llm_usage["A3_NLI_Gate"].calls == 1
-    # chunks are untouched
-    assert sp.base_context_chunks == sp_reranked.base_context_chunks
+    usage = sp.extras.llm_usage["A3_NLI_Gate"]
+    assert usage.calls == 1 and usage.first_try_valid and usage.form == "json_schema"
+    assert usage.seconds > 0 and usage.reply_budget == acfg.max_tokens
+    assert sp.base_context_chunks == sp_reranked.base_context_chunks  # chunks untouched
+
+
+def test_a3_sends_only_what_fits_its_prompt_budget(sp_reranked, llm, server):
+    cfg, services = llm
+    cfg = with_agent(cfg, "A3_NLI_Gate", max_prompt_tokens=700, llm_max_candidates=40)
+    server.script(Reply.json({"drop": []}))
+    sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", cfg, services)
+    request = server.chat_requests[-1]
+    sent = payload(request)["candidates"]
+    assert 0 < len(sent) < 40 and prompt_tokens(request) <= 700
+    first_unsent = sp.extras.a3.unjudged[0]
+    reason = {r.chunk_id: r.reason for r in sp.view("a3")}[first_unsent]
+    assert reason.startswith("not sent to the LLM (over the prompt budget of 700 tokens)")
+    # with a window too small for even one candidate, the rules decide and say why
+    tiny = with_agent(cfg, "A3_NLI_Gate", max_prompt_tokens=64)
+    sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", tiny, services)
+    mode = sp.extras.agent_modes["A3_NLI_Gate"]
+    assert mode.fallback and "prompt budget" in mode.reason
 
 
 def test_a3_falls_back_when_the_endpoint_fails(sp_reranked, llm, server, kb_engine):
     cfg, services = llm
-    server.script(*[Reply.error(503, "overloaded")] * 3)
+    server.script(Reply.error(503, "overloaded"), *[Reply.error(503, "overloaded")] * 3)
     sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", cfg, services)
     mode = sp.extras.agent_modes["A3_NLI_Gate"]
     assert mode.mode == "deterministic" and mode.fallback is True
-    assert "HTTP 503" in mode.reason and server.calls == 3
+    assert "HTTP 503" in mode.reason
     plain = controller.run_stage(sp_reranked, "A3_NLI_Gate", kb_engine.cfg, kb_engine.services)
     assert sp.views_by_stage["a3"] == plain.views_by_stage["a3"]
 
@@ -78,54 +117,72 @@ def sp_gated(kb_engine):
     return kb_engine.run(PROMPT, until="A3_NLI_Gate")
 
 
-def test_a4_llm_condenses_with_valid_citations_only(sp_gated, llm, server):
+def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, llm, server):
     cfg, services = llm
-    server.script(Reply.json({
-        "facts": [{"text": "The ReRanker falls back to an offline backend.", "sources": [2, 1]},
-                  {"text": "A statement citing nothing real.", "sources": [99]},
-                  {"text": "An uncited statement.", "sources": []}],
-        "constraints": [{"text": "backend must be auto, cross-encoder or offline.", "sources": [3]}],
-        "open_issues": ["Speed of the cross-encoder is not covered."],
-    }))
+    server.script(Reply.json({"facts": [2, 1, 99, 2],
+                              "open_issues": ["Speed of the cross-encoder is not covered."]}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
+    acfg = cfg.agents.A4_Condenser
     assert sp.extras.agent_modes["A4_Condenser"].mode == "llm"
-    sent = payload(server.requests[-1])["sources"]
-    assert len(sent) <= cfg.limits.N3_FINAL_SELECTION_MAX
-    ids = [s_["n"] for s_ in sent]
-    # surviving ids: the cited ones (1, 2, 3), in A3 order, renumbered
-    a3_kept = sp_gated.final_selection_ids
-    assert sp.final_selection_ids == [a3_kept[0], a3_kept[1], a3_kept[2]]
-    assert "- The ReRanker falls back to an offline backend. [2][1]" in sp.S_CTX_MD
-    assert "### Constraints\n- backend must be auto, cross-encoder or offline. [3]" in sp.S_CTX_MD
-    assert "### Open issues\n- Speed of the cross-encoder is not covered." in sp.S_CTX_MD
-    assert "citing nothing real" not in sp.S_CTX_MD and "uncited" not in sp.S_CTX_MD
+    request = server.chat_requests[-1]
+    lines = payload(request)["sentences"]
+    assert 2 <= len(lines) <= acfg.llm_max_sentences
+    schema = request["response_format"]["json_schema"]["schema"]["properties"]
+    assert schema["facts"]["items"]["maximum"] == len(lines)
+    assert schema["open_issues"]["maxItems"] == 2
+    sentences = [line.split("] ", 1)[1] for line in lines]
+    statements = sp.extras.a4.condensed
+    assert [s.text for s in statements] == [sentences[1], sentences[0]]  # the model's order
+    chunks = sp.chunk_map()
+    for s in statements:  # the sources' own sentences, with their spans
+        a, b = s.span
+        assert " ".join(chunks[s.chunk_ids[0]].text[a:b].split()) == s.text
+        assert s.text in sp.S_CTX_MD
     assert sp.extras.a4.invalid_citations == [99]
-    assert sp.extras.a4.uncited_dropped == ["A statement citing nothing real.",
-                                                  "An uncited statement."]
+    assert "Speed of the cross-encoder is not covered." in sp.S_CTX_MD
+    assert set(sp.final_selection_ids) == {c for s in statements for c in s.chunk_ids}
     dropped = [r for r in sp.view("a4") if r.status == "dropped"]
-    assert all(r.reason for r in dropped) and len(ids) >= 3
+    assert dropped and all(r.reason for r in dropped)
 
 
 def test_a4_llm_output_is_held_to_the_budget(sp_gated, llm, server):
     cfg, services = llm
-    agents = cfg.agents.model_copy(update={"A4_Condenser": cfg.agents.A4_Condenser.model_copy(
-        update={"budget_tokens": 80})})
-    cfg = cfg.model_copy(update={"agents": agents})
-    long = [{"text": f"Fact number {i} about reranking backends and offline scoring.", "sources": [1 + i % 3]}
-            for i in range(30)]
-    server.script(Reply.json({"facts": long, "constraints": [], "open_issues": ["x"] * 5}))
+    cfg = with_agent(cfg, "A4_Condenser", budget_tokens=80)
+    server.script(Reply.json({"facts": list(range(1, 21)), "open_issues": ["x", "y"]}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
     assert count_tokens(sp.S_CTX_MD) <= 80
-    assert sp.extras.a4.trimmed_for_budget > 0
-    assert "Fact number 0 " in sp.S_CTX_MD and "Fact number 29 " not in sp.S_CTX_MD
+    assert sp.extras.a4.trimmed_for_budget > 0 and sp.extras.a4.condensed
 
 
-def test_a4_malformed_twice_falls_back_to_extractive(sp_gated, llm, server, kb_engine):
-    cfg, services = llm
+@pytest.mark.parametrize("form, calls, says", [
+    ("json_object", 2, "after one repair attempt"),
+    ("json_schema", 1, "asked for its schema (json_schema)"),
+])
+def test_a4_invalid_reply_falls_back_to_extractive(sp_gated, kb_engine, server, form, calls, says):
+    cfg = llm_config(kb_engine.cfg, server, structured_output=form)
+    services = with_llm(kb_engine.services, cfg)
     server.script(Reply.text("Sure! Here is the context:"), Reply.json({"facts": "oops"}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
     mode = sp.extras.agent_modes["A4_Condenser"]
-    assert mode.mode == "deterministic" and mode.fallback
-    assert "after one repair attempt" in mode.reason
+    assert mode.mode == "deterministic" and mode.fallback and says in mode.reason
+    assert server.calls == calls
+    assert sp.extras.llm_usage["A4_Condenser"].first_try_valid is False
     plain = controller.run_stage(sp_gated, "A4_Condenser", kb_engine.cfg, kb_engine.services)
     assert sp.S_CTX_MD == plain.S_CTX_MD
+
+
+def test_a4_reply_cut_off_is_reported_as_such(sp_gated, llm, server):
+    cfg, services = llm
+    server.script(Reply.text('{"facts": [1, 2, 3', finish_reason="length"))
+    sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
+    mode = sp.extras.agent_modes["A4_Condenser"]
+    assert mode.fallback and "cut off at max_tokens=" in mode.reason and server.calls == 1
+    assert sp.extras.llm_usage["A4_Condenser"].finish_reason == "length"
+
+
+def test_an_agent_counts_its_prompt_against_the_models_context_window(kb_engine, server):
+    cfg = llm_config(kb_engine.cfg, server, context_window=1024)
+    agent: Agent = AgentFactory(cfg, with_llm(kb_engine.services, cfg).llm).create(
+        "A3_NLI_Gate", A3Output)
+    a3 = cfg.agents.A3_NLI_Gate
+    assert agent.prompt_budget == int((1024 - a3.max_tokens - 48) / 1.15) < a3.max_prompt_tokens

@@ -20,7 +20,7 @@ CURSOR = " ▌"
 STREAM = {"reply": Reply.text(ANSWER)}
 
 
-route = every_agent(STREAM, ("chroma run starts a server.", "Set RAGSTREAM_CHROMA_URL."))
+route = every_agent(STREAM)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,10 @@ def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server, dr
     assert not at.exception and not at.error, [e.value for e in at.error]
     sp = at.session_state[S.SP]
     modes = sp.extras.agent_modes
-    for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser", "A5_Format_Enforcer"):
+    for agent in ("A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser"):
         assert modes[agent].mode == "llm", (agent, modes[agent])
+    # the prompt states no format: A5 has nothing to ask the model and says so
+    assert modes["A5_Format_Enforcer"].reason.startswith("no model call needed")
     assert sp.body["system"] == "assistant"  # "wizard" is out of enum: clamped to the default
     ans = sp.answer
     assert ans.mode == "llm" and ans.model == "test-model" and ans.text == ANSWER
@@ -111,3 +113,40 @@ def test_page_shows_the_fallback_notice_when_the_llm_stream_breaks(server, drawn
     assert any(FALLBACK_NOTICE in t for t in growing)
     assert any(ans.error in c.value for c in at.caption)
     assert any(m.value.strip() == ans.text.strip() for m in at.markdown)
+
+
+def test_page_names_the_agent_waiting_for_the_model_and_labels_an_uncited_answer(server, drawn):
+    progress: list[str] = []
+
+    def record(msg) -> None:
+        if (msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element"
+                and msg.delta.new_element.WhichOneof("type") == "progress"):
+            el = msg.delta.new_element.progress
+            progress.append(f"{el.value}|{el.text}")
+
+    def slow_a3(body):
+        reply = route(body)
+        return Reply.delay(1.2, reply) if "A3_NLI_Gate" in body["messages"][0]["content"] else reply
+
+    ForwardMsgQueue.on_before_enqueue_msg(record)
+    server.responder = slow_a3
+    STREAM["reply"] = Reply.text("Chroma is a database that runs as a server. It is fast.")
+    try:
+        at = AppTest.from_file(APP, default_timeout=300).run()
+        at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
+        at.button(key="run").click().run()
+    finally:
+        ForwardMsgQueue.on_before_enqueue_msg(None)
+        server.responder = route
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    waits = [p for p in progress if "A3_NLI_Gate is calling the model test-model" in p]
+    assert waits and waits[0].split("|")[1].startswith("Running A3_NLI_Gate (")
+    # honest progress: it ends at 100% and says so
+    assert progress[-1] == "100|All 8 stages done."
+    ans = at.session_state[S.SP].answer
+    assert ans.mode == "llm" and ans.unsupported and ans.extractive_text
+    assert any(w.value.startswith("**Unsupported answer** — no sentence of it cites")
+               for w in at.warning), [w.value for w in at.warning]
+    expander = next(e for e in at.expander if e.label.startswith("Extractive answer"))
+    assert any(m.value.strip() == ans.extractive_text.strip() for m in expander.markdown), \
+        [m.value for m in expander.markdown]

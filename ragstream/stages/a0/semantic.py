@@ -23,6 +23,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragstream.agents.factory import Agent
+from ragstream.agents.replies import Items, Text, bound
+from ragstream.backends.llm import inline_schema
 from ragstream.config import AppConfig
 from ragstream.prompt_schema import PromptSchema
 from ragstream.stages.a0.body import Canonical, canonicalize
@@ -41,14 +43,24 @@ class SemanticMapping(BaseModel):
     """One label's answer: its number, a canonical key or unknown, and how sure the mapping is."""
 
     n: int = Field(description="the label's number in the list")
-    key: str = Field(description="one of the canonical keys, or unknown")
+    key: Text(40, "one of the canonical keys, or unknown")  # type: ignore[valid-type]
     confidence: float = Field(description="0 to 1: how sure the mapping is")
 
 
 class SemanticOutput(BaseModel):
     """The reply: a key (or unknown) and a confidence for each numbered label."""
 
-    mappings: list[SemanticMapping]
+    mappings: Items(SemanticMapping, 200)  # type: ignore[valid-type]
+
+
+def reply_schema(labels: list[UnknownLabel], schema: PromptSchema) -> dict:
+    """SemanticOutput's schema for these labels: numbers 1..len(labels), keys as an enum."""
+    return bound(inline_schema(SemanticOutput.model_json_schema()), {
+        "mappings": {"maxItems": len(labels)},
+        "mappings[].n": {"minimum": 1, "maximum": len(labels)},
+        "mappings[].key": {"enum": [*schema.canonical_keys, "unknown"]},
+        "mappings[].confidence": {"minimum": 0, "maximum": 1},
+    })
 
 
 @dataclass(frozen=True)
@@ -152,7 +164,8 @@ def ask_semantic(agent: Agent, text: str, vocab: Vocabulary, labels: list[Unknow
     """Ask the Chooser about ``labels`` and parse the prompt again with its answers as the
     semantic rung."""
     schema = cfg.prompt_schema
-    answer: SemanticOutput = agent.ask(semantic_payload(labels, schema)).value
+    answer: SemanticOutput = agent.ask(semantic_payload(labels, schema),
+                                       reply_schema(labels, schema)).value
     rung = judge_semantic(answer, labels, schema,
                           cfg.agents.A0_PreProcessing.semantic_min_confidence)
     return canonicalize(text, dataclasses.replace(vocab, semantic=rung), schema)

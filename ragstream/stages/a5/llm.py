@@ -22,6 +22,8 @@ from typing import get_args
 from pydantic import BaseModel, Field
 
 from ragstream.agents.factory import Agent
+from ragstream.agents.replies import Items, Text, bound
+from ragstream.backends.llm import inline_schema
 from ragstream.config import A5Config, FormatKind
 from ragstream.records import FormatClamp, FormatSpec, LengthLimit
 from ragstream.render import stated
@@ -37,8 +39,8 @@ FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
 class A5LLMLength(BaseModel):
     """One length limit: a unit, a bound (max, min, exact or about) and a number."""
 
-    unit: str = Field(description="words, sentences, paragraphs, items, lines or characters")
-    bound: str = Field(description="max, min, exact or about")
+    unit: Text(12, "words, sentences, paragraphs, items, lines or characters")  # type: ignore[valid-type]
+    bound: Text(8, "max, min, exact or about")  # type: ignore[valid-type]
     value: int = Field(description="the number")
 
 
@@ -47,30 +49,37 @@ class A5LLMLength(BaseModel):
 class A5LLMOutput(BaseModel):
     """The reply: the answer's kind, languages, length limits, names, hard rules, shape and format line."""
 
-    kind: str = Field(description="one of allowed_kinds")
-    code_language: str = Field("", description="for kind code: one of code_languages, else ''")
-    language: str = Field("", description="answer language code from answer_languages, or ''")
-    length: list[A5LLMLength] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list,
-                             description="table columns or JSON/YAML keys the prompt names")
-    hard_rules: list[str] = Field(description="short imperative sentences the answer must obey")
-    example_shape: str = Field("", description="a short skeleton of the answer, or ''")
-    normalized_format_spec: str = Field("", description="one line naming the format")
+    kind: Text(20, "one of allowed_kinds")  # type: ignore[valid-type]
+    code_language: Text(20, "for kind code: the code's language, else ''") = ""  # type: ignore[valid-type]
+    language: Text(8, "answer language code from answer_languages, or ''") = ""  # type: ignore[valid-type]
+    length: Items(A5LLMLength, 3) = Field(default_factory=list)  # type: ignore[valid-type]
+    names: Items(Text(40), 12, "table columns or JSON/YAML keys the prompt names") = Field(  # type: ignore[valid-type]
+        default_factory=list)
+    hard_rules: Items(Text(120), 6, "short imperative sentences the answer must obey")  # type: ignore[valid-type]
+    example_shape: Text(200, "a short skeleton of the answer, or ''") = ""  # type: ignore[valid-type]
+    normalized_format_spec: Text(120, "one line naming the format") = ""  # type: ignore[valid-type]
+
+
+def reply_schema(agent: A5Config) -> dict:
+    """A5LLMOutput's schema with the config's closed lists as enums."""
+    return bound(inline_schema(A5LLMOutput.model_json_schema()), {
+        "kind": {"enum": list(agent.kinds)},
+        "code_language": {"enum": ["", *agent.code_languages]},
+        "language": {"enum": ["", *agent.answer_languages]},
+        "length[].unit": {"enum": list(agent.length_units)},
+        "length[].bound": {"enum": list(agent.length_rules)},
+    })
 
 
 def llm_payload(agent: A5Config, body: dict[str, str], body_sources: dict[str, str]) -> dict:
-    """The prompt's format, constraints and task (not A0's defaults) and the closed lists."""
+    """The prompt's format, constraints and task (not A0's defaults) and the default kind; the
+    closed lists are the reply schema's enums."""
     payload: dict = {}
     for key in ("task", "format", "constraints"):
         value = stated(body, body_sources, key)
         if value.strip():
             payload[key] = value
-    payload["allowed_kinds"] = {kind: spec.label for kind, spec in agent.kinds.items()}
     payload["default_kind"] = agent.default_format
-    payload["answer_languages"] = {code: lang.name for code, lang in agent.answer_languages.items()}
-    payload["code_languages"] = list(agent.code_languages)
-    payload["length_units"] = list(agent.length_units)
-    payload["length_bounds"] = list(agent.length_rules)
     return payload
 
 
@@ -206,6 +215,7 @@ def ask(llm_agent: Agent, agent: A5Config, body: dict[str, str],
         body_sources: dict[str, str]) -> FormatSpec:
     """One call to the model, its reply checked into a ``FormatSpec`` with ``mode`` "llm"
     and the clamps."""
-    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources)).value
+    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources),
+                                        reply_schema(agent)).value
     spec, clamps = from_llm(agent, answer)
     return spec.model_copy(update={"mode": "llm", "clamps": clamps})
