@@ -23,8 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import pytest
+
 from ragstream.engine import Engine
 from ragstream.super_prompt import Answer, SuperPrompt
+
+#: where ``tests/test_real_llm.py`` leaves its figures table for the end-of-run summary
+FIGURES = pytest.StashKey[str]()
 
 Kind = Literal["answerable", "unanswerable", "german", "format", "follow-up"]
 AGENTS = ("A0_PreProcessing", "A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser",
@@ -81,6 +86,8 @@ class AgentCall:
     fallback: bool
     reason: str
     seconds: float | None = None
+    #: the model replied (a call the run budget or an error cut off did not)
+    replied: bool = False
     first_try_valid: bool | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -131,6 +138,7 @@ def run_prompt(engine: Engine, prompt: RealPrompt,
         record.agents[name] = AgentCall(
             mode=mode.mode, fallback=bool(mode.fallback), reason=mode.reason,
             seconds=usage.seconds if usage else None,
+            replied=bool(usage and usage.finish_reason),
             first_try_valid=usage.first_try_valid if usage else None,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0)
@@ -148,23 +156,26 @@ def figures(records: list[RunRecord]) -> dict:
     for name in AGENTS:
         runs = [r.agents[name] for r in records if name in r.agents]
         calls = [a for a in runs if a.seconds is not None]
-        all_calls += calls
+        replies = [a for a in calls if a.replied]
+        all_calls += replies
         if not runs:
             continue
         per_agent[name] = {
             "runs": len(runs),
             "model_calls": len(calls),
-            "first_try_valid": (round(sum(bool(a.first_try_valid) for a in calls) / len(calls), 3)
-                                if calls else None),
+            "replies": len(replies),
+            "first_try_valid": (round(sum(bool(a.first_try_valid) for a in replies)
+                                      / len(replies), 3) if replies else None),
             "fallback": round(sum(a.fallback for a in runs) / len(runs), 3),
             "median_s_per_call": _median([a.seconds for a in calls if a.seconds is not None]),
-            "median_prompt_tokens": _median([float(a.prompt_tokens) for a in calls]),
+            "median_prompt_tokens": _median([float(a.prompt_tokens) for a in replies]),
         }
     answerable = [r for r in records if r.kind != "unanswerable"]
+    unanswerable = [r for r in records if r.kind == "unanswerable"]
     return {
         "prompts": len(records),
         "agents": per_agent,
-        "first_try_valid_all_calls": (round(sum(bool(a.first_try_valid) for a in all_calls)
+        "first_try_valid_all_replies": (round(sum(bool(a.first_try_valid) for a in all_calls)
                                             / len(all_calls), 3) if all_calls else None),
         "median_run_plus_answer_s": _median([r.run_s + r.answer_s for r in records]),
         "median_run_s": _median([r.run_s for r in records]),
@@ -173,32 +184,34 @@ def figures(records: list[RunRecord]) -> dict:
              and r.answer_mode == "llm"]),
         "answerable_with_valid_citation": (round(sum(r.cited for r in answerable)
                                                  / len(answerable), 3) if answerable else None),
-        "unanswerable_refused": round(
-            sum(r.answer_mode == "no-results" for r in records if r.kind == "unanswerable")
-            / max(1, sum(r.kind == "unanswerable" for r in records)), 3),
+        "unanswerable_refused": (round(
+            sum(r.answer_mode == "no-results" for r in unanswerable) / len(unanswerable), 3)
+            if unanswerable else None),
     }
 
 
 def render(figs: dict, model: str = "") -> str:
     """The figures as a small text table."""
     lines = [f"Real-model figures{f' ({model})' if model else ''}, {figs['prompts']} prompts",
-             f"{'agent':<20} {'calls':>5} {'1st-try valid':>13} {'fallback':>8} "
+             f"{'agent':<20} {'calls':>5} {'replies':>7} {'1st-try valid':>13} {'fallback':>8} "
              f"{'median s/call':>13} {'median prompt tok':>17}"]
     for name, a in figs["agents"].items():
         valid = "-" if a["first_try_valid"] is None else f"{a['first_try_valid']:.0%}"
         med = "-" if a["median_s_per_call"] is None else f"{a['median_s_per_call']:.1f}"
         tok = "-" if a["median_prompt_tokens"] is None else f"{a['median_prompt_tokens']:.0f}"
-        lines.append(f"{name:<20} {a['model_calls']:>5} {valid:>13} {a['fallback']:>8.0%} "
+        lines.append(f"{name:<20} {a['model_calls']:>5} {a['replies']:>7} {valid:>13} "
+                     f"{a['fallback']:>8.0%} "
                      f"{med:>13} {tok:>17}")
-    share = figs["first_try_valid_all_calls"]
+    share = figs["first_try_valid_all_replies"]
+    cited, refused = figs["answerable_with_valid_citation"], figs["unanswerable_refused"]
     lines += [
-        f"first-try valid JSON, all agent calls: {'-' if share is None else f'{share:.0%}'}",
+        f"first-try valid JSON, all agent replies: {'-' if share is None else f'{share:.0%}'}",
         f"median run + answer: {figs['median_run_plus_answer_s']} s "
         f"(run {figs['median_run_s']} s); median time to first answer token: "
         f"{figs['median_first_answer_token_s']} s",
         f"answerable prompts answered with a valid citation: "
-        f"{figs['answerable_with_valid_citation']:.0%}; unanswerable refused without a model "
-        f"call: {figs['unanswerable_refused']:.0%}",
+        f"{'-' if cited is None else f'{cited:.0%}'}; unanswerable refused without an answer "
+        f"call: {'-' if refused is None else f'{refused:.0%}'}",
     ]
     return "\n".join(lines)
 
@@ -228,7 +241,9 @@ def main() -> None:
         done[prompt.id] = (sp, ans)
         records.append(record)
         print(f"{prompt.id:<10} run {record.run_s:6.1f} s  answer {record.answer_s:5.1f} s  "
-              f"{record.answer_mode:<10} citations {record.valid_citations}", flush=True)
+              f"{record.answer_mode:<10} citations {record.valid_citations}"
+              + "".join(f"\n    {name} fell back: {a.reason}"
+                        for name, a in record.agents.items() if a.fallback), flush=True)
     figs = figures(records)
     print(render(figs, args.model))
     if args.json:

@@ -62,3 +62,13 @@ def server():
     """The scripted OpenAI-compatible server on 127.0.0.1 (script it per test)."""
     with FakeOpenAI(models=["test-model"]) as s:
         yield s
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print what a tier left in ``FIGURES`` (after the run, when output is no longer captured)."""
+    from benchmarks.real_llm import FIGURES  # one module object for both sides (not conftest's)
+
+    text = config.stash.get(FIGURES, "")
+    if text:
+        terminalreporter.write_sep("=", "real-model figures")
+        terminalreporter.write_line(text)

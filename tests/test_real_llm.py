@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.real_llm import LOCAL_PROFILE, PROMPTS, figures, render, run_prompt
+from benchmarks.real_llm import FIGURES, LOCAL_PROFILE, PROMPTS, figures, render, run_prompt
 from ragstream.answer import cited_share
 from ragstream.backends.llm import LLMClient
 from ragstream.engine import Engine
@@ -46,10 +46,11 @@ def real(kb_engine, request):
     if runs["records"]:
         figs = figures(runs["records"])
         ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "real_llm_figures.json").write_text(json.dumps(figs, indent=1))
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line("\n" + render(figs, MODEL))
+        (ARTIFACTS / "real_llm_figures.json").write_text(json.dumps(
+            {"figures": figs, "records": [dataclasses.asdict(r) for r in runs["records"]]},
+            indent=1, ensure_ascii=False))
+        # printed by conftest's pytest_terminal_summary (output is captured until then)
+        request.config.stash[FIGURES] = render(figs, MODEL)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p.id for p in PROMPTS])
