@@ -334,12 +334,13 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> tuple[list[dict[str, str
              ([SOURCES_LEFT_OUT, conversation], "the whole source texts"),
              ([SOURCES_LEFT_OUT], "the whole source texts and the recent conversation")]
     user, note = "", ""
+    room = budget - count_tokens(system, enc) - 8
     for extra, left_out in tries:
         blocks = [sp.Prompt_MD, sp.S_CTX_MD, *extra, ANSWER_CUE]
         user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
         note = f"{left_out} left out to fit the answer's prompt budget of {budget} tokens" \
             if left_out else ""
-        if count_tokens(system, enc) + count_tokens(user, enc) + 8 <= budget:
+        if count_tokens(user, enc) <= room:
             break
     return [{"role": "system", "content": system}, {"role": "user", "content": user}], note
 

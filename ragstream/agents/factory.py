@@ -119,8 +119,10 @@ class Agent(Generic[M]):
 
     def prompt_tokens(self, payload: dict[str, Any], schema: dict[str, Any] | None = None) -> int:
         """The tiktoken count of the messages ``payload`` makes."""
-        return sum(count_tokens(m["content"], self.encoding) + 4
-                   for m in self.prompt.messages(payload, schema))
+        return self._count(self.prompt.messages(payload, schema))
+
+    def _count(self, messages: list[dict[str, str]]) -> int:
+        return sum(count_tokens(m["content"], self.encoding) + 4 for m in messages)
 
     def fit(self, build: Callable[[int], dict[str, Any]], most: int,
             schema: Callable[[int], dict[str, Any]] | None = None) -> tuple[dict[str, Any], int]:
@@ -141,7 +143,8 @@ class Agent(Generic[M]):
     def ask(self, payload: dict[str, Any], schema: dict[str, Any] | None = None) -> JSONResult[M]:
         """Send the payload (its prompt within budget), the reply constrained by ``schema``
         (default: the reply model's); validate it as ``M``."""
-        tokens = self.prompt_tokens(payload, schema)
+        messages = self.prompt.messages(payload, schema)
+        tokens = self._count(messages)
         if tokens > self.prompt_budget:
             raise PromptBudgetError(
                 f"{self.config.agent_name}'s prompt needs {tokens} tokens, over its budget of "
@@ -156,7 +159,7 @@ class Agent(Generic[M]):
         log = CallLog()
         self.calls.append(log)
         try:
-            return self.llm.chat_json(self.prompt.messages(payload, schema), self.prompt.output,
+            return self.llm.chat_json(messages, self.prompt.output,
                                       model=self.model, temperature=self.config.temperature,
                                       max_tokens=self.reply_budget, json_schema=schema,
                                       timeout=timeout, log=log, agent=self.config.agent_name)

@@ -106,13 +106,25 @@ class CallLog:
 
 @dataclass
 class JSONResult(Generic[T]):
-    """A reply validated as the model ``T``, with the usage of the calls it took."""
+    """A reply validated as the model ``T``, with the log of the call that produced it."""
 
     value: T
-    usage: Usage
-    repaired: bool = False
-    raw: str = ""
     log: CallLog = field(default_factory=CallLog)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and requests of the call (a repair round included)."""
+        return self.log.usage
+
+    @property
+    def repaired(self) -> bool:
+        """Whether the valid reply came from the repair round."""
+        return self.log.repaired
+
+    @property
+    def raw(self) -> str:
+        """The reply's text as the model sent it."""
+        return self.log.raw
 
 
 @dataclass
@@ -309,7 +321,7 @@ class LLMClient:
                     value = schema.model_validate(json.loads(_strip_fences(raw)))
                     log.first_try_valid = attempt == 0
                     log.repaired = attempt > 0
-                    return JSONResult(value, log.usage, repaired=attempt > 0, raw=raw, log=log)
+                    return JSONResult(value, log)
                 except (json.JSONDecodeError, ValidationError) as err:
                     error = _short_error(err)
                 if log.finish_reason == "length":
