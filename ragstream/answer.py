@@ -17,6 +17,13 @@
   (of at least ``answer.min_sentence_words`` words) cites a valid source is *unsupported*
   (``Answer.unsupported`` says why) and, with ``answer.offer_extractive``, the extractive
   answer is kept beside it (``Answer.extractive_text``).
+  The answer's *form* (``answer.form``): ``text`` is free Markdown as above; ``sentences``
+  asks for JSON constrained by a schema — ``{"sentences": [{"text", "sources": [n, …]}]}``,
+  at most ``answer.max_sentences`` sentences, each naming at least one of the source numbers
+  (an ``enum``) — rendered as Markdown with the ``[n]`` after each sentence and streamed
+  sentence by sentence as the JSON arrives. ``auto`` picks sentences for a llama.cpp or
+  Ollama endpoint (small local models drop ``[n]`` in free text) unless A5 asks for a format
+  that is no list of sentences (table, code, JSON, YAML, email).
 * ``extractive`` — no endpoint: A4's condensed statements (facts, then constraints), each with
   its ``[n]``, as Markdown. Deterministic. ``on_token`` gets it line by line.
 
@@ -43,7 +50,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from pydantic import BaseModel, ValidationError
+
 from ragstream import controller, markdown
+from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.config import AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError
 from ragstream.records import QALogRecord, Statement
@@ -84,6 +94,36 @@ UNSUPPORTED = ("no sentence of it cites a valid source: nothing in it can be che
                "the knowledge base")
 SOURCES_LEFT_OUT = ("## Sources\n\n_The whole source texts are left out to fit the model's "
                     "context window; the condensed context above cites them by number._\n")
+
+SENTENCES_RULE = (
+    "## Citations (mandatory)\n"
+    "Answer only from the numbered sources in the user's message (the condensed context and "
+    "the Sources block). Reply with one JSON object and nothing else: the answer as a list of "
+    "sentences, each with the numbers of the sources it states, e.g. "
+    '{{"sentences": [{{"text": "Chunks are split at headings.", "sources": [2]}}]}}. '
+    "Copy or shorten the facts; never state what no source says.\n"
+    "Shape: {shape}")
+SENTENCES_CUE = ("## Your answer\n"
+                 "Answer the task in at most {n} sentences, most important first. Use only the "
+                 "facts above; give each sentence the [number]s of the facts it uses.")
+#: A5's kinds that are no list of sentences: ``auto`` writes them as free text
+TEXT_KINDS = frozenset({"table", "code", "json", "yaml", "email"})
+#: A5's kinds that the sentence form renders as a list
+LIST_MARKS = {"bullet_list": "- ", "checklist": "- [ ] ", "numbered_list": "{i}. "}
+
+
+class AnswerSentence(BaseModel):
+    """One sentence of a ``sentences``-form answer and the source numbers it states."""
+
+    text: Text(400)
+    sources: Items(int, 4)
+
+
+class SentencesReply(BaseModel):
+    """The ``sentences``-form answer (bounded per call by ``sentences_schema``)."""
+
+    sentences: Items(AnswerSentence, 50)
+
 
 # [3]  [1, 2]  [1-3]  [1–3]  [Citation 2]  — not arr[0] (after a word character), not [1](url)
 _CITE = re.compile(
@@ -314,17 +354,145 @@ def extractive_pieces(sp: SuperPrompt) -> list[str]:
     return pieces
 
 
-def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> tuple[list[dict[str, str]], str]:
-    """System: System_MD and the citation rule. User: the rest of ``prompt_ready`` —
-    Prompt_MD, S_CTX_MD, Attachments_MD and the recent conversation, as Prompt_Builder
-    composed them — within the prompt budget (see the module docstring), then ``ANSWER_CUE``.
-    Returns the messages and a note naming what was left out ("" when nothing was)."""
+# --------------------------------------------------------------------------- the sentence form
+
+
+def answer_form(sp: SuperPrompt, acfg: AnswerSettings, llm) -> tuple[str, str]:
+    """The LLM answer's form, ``text`` or ``sentences``, and why (see the module docstring)."""
+    if acfg.form != "auto":
+        return acfg.form, f"answer.form is {acfg.form}"
+    spec = sp.extras.format_enforcer
+    if spec is not None and spec.kind in TEXT_KINDS:
+        return "text", f"A5 asks for {spec.kind.replace('_', ' ')}"
+    endpoint = llm.structured_form()
+    if endpoint in ("llama_cpp", "ollama"):
+        return "sentences", f"answer.form auto, {endpoint} endpoint"
+    return "text", f"answer.form auto, {endpoint} endpoint"
+
+
+def sentences_schema(sp: SuperPrompt, acfg: AnswerSettings) -> dict:
+    """``SentencesReply``'s schema for this answer: 1..``max_sentences`` sentences, each citing
+    1..4 of the source numbers 1..n of the Sources block."""
+    from ragstream.backends.llm import inline_schema
+
+    numbers = list(range(1, len(sp.final_selection_ids) + 1)) or [1]
+    return bound(inline_schema(SentencesReply.model_json_schema()), {
+        "sentences": {"minItems": 1, "maxItems": acfg.max_sentences},
+        "sentences[].sources": {"minItems": 1, "maxItems": min(4, len(numbers))},
+        "sentences[].sources[]": {"enum": numbers},
+    })
+
+
+class SentenceScanner:
+    """Reads a streamed ``sentences`` reply and gives each sentence as soon as its JSON object
+    is complete (depth 3: the reply object, its list, a sentence)."""
+
+    def __init__(self) -> None:
+        self.buf, self.pos, self.depth, self.start = "", 0, 0, -1
+        self.in_string = self.escaped = False
+
+    def feed(self, piece: str) -> list[AnswerSentence]:
+        """The sentences completed by ``piece``."""
+        self.buf += piece
+        done: list[AnswerSentence] = []
+        for i in range(self.pos, len(self.buf)):
+            c = self.buf[i]
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == '"':
+                    self.in_string = False
+            elif c == '"':
+                self.in_string = True
+            elif c in "{[":
+                self.depth += 1
+                if c == "{" and self.depth == 3:
+                    self.start = i
+            elif c in "}]":
+                if c == "}" and self.depth == 3 and self.start >= 0:
+                    try:
+                        done.append(AnswerSentence.model_validate_json(self.buf[self.start:i + 1]))
+                    except ValidationError:
+                        pass  # not a sentence object: the final parse reports the reply
+                    self.start = -1
+                self.depth -= 1
+        self.pos = len(self.buf)
+        return done
+
+
+def sentence_piece(sentence: AnswerSentence, index: int, kind: str) -> str:
+    """One sentence as Markdown, its source numbers in brackets before its final stop; a
+    list item (A5's bullet, numbered or check list) or a paragraph's next sentence."""
+    text = " ".join(_CITE.sub(" ", sentence.text).split())  # its own [n] give way to ``sources``
+    text = re.sub(r"\s+([.!?;:,])", r"\1", text)
+    numbers = ", ".join(str(n) for n in dict.fromkeys(sentence.sources))
+    if numbers:
+        stop = text[-1] if text[-1:] in ".!?" else ""
+        text = f"{text[:len(text) - len(stop)].rstrip()} [{numbers}]{stop or '.'}"
+    mark = LIST_MARKS.get(kind)
+    if mark:
+        return mark.format(i=index + 1) + text + "\n"
+    return (" " if index else "") + text
+
+
+def stream_sentences(pieces, emit: Callable[[str], None], kind: str) -> tuple[str, str]:
+    """Emit each sentence of a streamed ``sentences`` reply as Markdown as soon as it is
+    complete. Returns the answer's text and a note ("" or why it is shorter than the reply)."""
+    from ragstream.backends.llm import LLMError
+
+    scanner, out = SentenceScanner(), []
+
+    def add(sentence: AnswerSentence) -> None:
+        if len(_WORD.findall(sentence.text)) == 0:
+            return
+        piece = sentence_piece(sentence, len(out), kind)
+        out.append(piece)
+        emit(piece)
+
+    for piece in pieces:
+        for sentence in scanner.feed(piece):
+            add(sentence)
+    note = ""
+    try:
+        whole = SentencesReply.model_validate_json(scanner.buf.strip() or "{}")
+        for sentence in whole.sentences[len(out):]:
+            add(sentence)
+    except ValidationError as err:
+        if not out:
+            raise LLMError(f"the answer's JSON holds no sentence: "
+                           f"{str(err).splitlines()[0]}; raw reply {scanner.buf[:200]!r}") from None
+        note = f"the reply's JSON broke off after {len(out)} sentences"
+    if not out:
+        raise LLMError("the answer's JSON holds no sentence")
+    if not out[-1].endswith("\n"):  # a paragraph ends its line
+        out.append("\n")
+        emit("\n")
+    return "".join(out), note
+
+
+# --------------------------------------------------------------------------- the LLM's prompt
+
+
+def answer_messages(sp: SuperPrompt, cfg: AppConfig,
+                    schema: dict | None = None) -> tuple[list[dict[str, str]], str]:
+    """System: System_MD and the citation rule (with ``schema``, the sentence form's rule and
+    the schema's outline). User: the rest of ``prompt_ready`` — Prompt_MD, S_CTX_MD,
+    Attachments_MD and the recent conversation, as Prompt_Builder composed them — within the
+    prompt budget (see the module docstring), then the closing cue (``ANSWER_CUE`` or
+    ``SENTENCES_CUE``). Returns the messages and a note naming what was left out ("" when
+    nothing was)."""
     from ragstream.agents.factory import TEMPLATE_TOKENS, TOKENIZER_SLACK
     from ragstream.backends.tokens import count_tokens
     from ragstream.render import render_conversation
 
     acfg, enc = cfg.settings.answer, cfg.settings.chunking.encoding
-    system = (sp.System_MD.rstrip() + "\n\n" if sp.System_MD.strip() else "") + CITATION_RULE + "\n"
+    rule, cue = CITATION_RULE, ANSWER_CUE
+    if schema is not None:
+        rule = SENTENCES_RULE.format(shape=outline(schema))
+        cue = SENTENCES_CUE.format(n=acfg.max_sentences)
+    system = (sp.System_MD.rstrip() + "\n\n" if sp.System_MD.strip() else "") + rule + "\n"
     window = cfg.settings.llm.context_window - acfg.max_tokens - TEMPLATE_TOKENS
     budget = int(window / TOKENIZER_SLACK)
     if acfg.max_prompt_tokens:
@@ -336,7 +504,7 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig) -> tuple[list[dict[str, str
     user, note = "", ""
     room = budget - count_tokens(system, enc) - 8
     for extra, left_out in tries:
-        blocks = [sp.Prompt_MD, sp.S_CTX_MD, *extra, ANSWER_CUE]
+        blocks = [sp.Prompt_MD, sp.S_CTX_MD, *extra, cue]
         user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
         note = f"{left_out} left out to fit the answer's prompt budget of {budget} tokens" \
             if left_out else ""
@@ -393,18 +561,29 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     mode, mode_reason, text = "extractive", "no LLM endpoint is configured", ""
     if llm is not None:
         result = StreamResult()
-        messages, left_out = answer_messages(sp, cfg)
         try:
-            pieces = llm.stream_chat(messages, result,
-                                     temperature=acfg.temperature, max_tokens=acfg.max_tokens)
+            form, why = answer_form(sp, acfg, llm)
+            schema = sentences_schema(sp, acfg) if form == "sentences" else None
+            messages, left_out = answer_messages(sp, cfg, schema)
+            pieces = llm.stream_chat(messages, result, temperature=acfg.temperature,
+                                     max_tokens=acfg.max_tokens, json_schema=schema)
+            note = ""
             with closing(pieces):  # a reader that stops early (on_token raised) ends the stream now
-                for piece in pieces:
-                    emit(piece)
-            if not result.text.strip():
+                if schema is None:
+                    for piece in pieces:
+                        emit(piece)
+                    text = result.text
+                else:
+                    spec = sp.extras.format_enforcer
+                    text, note = stream_sentences(pieces, emit, spec.kind if spec else "")
+            if not text.strip():
                 raise LLMError(f"{llm.describe()} returned an empty answer")
-            mode, mode_reason, text = "llm", f"answered by {result.model}", result.text
-            if left_out:
-                mode_reason += f" ({left_out})"
+            mode = "llm"
+            mode_reason = f"answered by {result.model}" + (
+                f", sentence by sentence in JSON ({why})" if schema is not None else "")
+            for extra in (left_out, note):
+                if extra:
+                    mode_reason += f" ({extra})"
             first_ms = result.first_token_ms
         except LLMError as err:
             error = str(err)

@@ -252,6 +252,14 @@ class AnswerSettings(_Strict):
         "left out, the condensed context that cites them stays"))
     offer_extractive: bool = Field(True, description=(
         "when an LLM answer cites no source, give the extractive answer beside it"))
+    form: Literal["auto", "text", "sentences"] = Field("auto", description=(
+        "how the LLM writes the answer: 'text' (free Markdown, citations asked for), "
+        "'sentences' (JSON constrained by a schema: each sentence with the source numbers it "
+        "states, at least one, so every sentence cites), 'auto' (sentences for a llama.cpp or "
+        "Ollama endpoint — small local models drop citations in free text —, text otherwise, "
+        "and text whenever A5 asks for a table, code, JSON, YAML or an email)"))
+    max_sentences: int = Field(6, ge=1, le=50, description=(
+        "the answer's sentences, at most, in the 'sentences' form"))
     temperature: float = Field(0.0, ge=0, le=2)
     high_min_dense: float = Field(0.5, ge=0, le=1, description="High: best dense score at least")
     high_min_rerank: float = Field(0.5, ge=0, le=1, description="High: best rerank score at least")

@@ -6,12 +6,16 @@ LLM mode the real ``LLMClient`` talking to ``FakeOpenAI`` on loopback.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ragstream import answer as answer_mod
 from ragstream.answer import (
     ANSWER_CUE,
     CITATION_RULE,
+    AnswerSentence,
+    SentenceScanner,
     Signals,
     answer,
     answer_and_log,
@@ -28,7 +32,7 @@ from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord
 from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
-from tests.fake_openai import Reply
+from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import llm_config, with_llm
 
 ON_TOPIC = "How do I start a Chroma server?"
@@ -332,6 +336,112 @@ def test_stream_broken_midway_falls_back_with_a_notice(on_topic, llm_env, server
     assert ans.mode == "extractive" and ans.error
     streamed = "".join(tokens)
     assert answer_mod.FALLBACK_NOTICE in streamed and streamed.endswith(ans.text)
+
+
+# --------------------------------------------------------------------------- the sentence form
+
+
+@pytest.fixture
+def llama_server():
+    """The scripted server, looking like a llama.cpp server (``owned_by: llamacpp``)."""
+    with FakeOpenAI(models=["test-model"], owned_by="llamacpp") as s:
+        yield s
+
+
+def test_scanner_gives_each_sentence_when_its_object_closes():
+    reply = ('{"sentences": [{"text": "A {brace} and a \\"quote\\" [x].", "sources": [1, 2]}, '
+             '{"text": "Second}]", "sources": [3]}]}')
+    scanner, seen = SentenceScanner(), []
+    for i, ch in enumerate(reply):  # one character at a time: the worst a stream can do
+        for sentence in scanner.feed(ch):
+            seen.append((i, sentence))
+    assert [s.text for _, s in seen] == ['A {brace} and a "quote" [x].', "Second}]"]
+    assert [s.sources for _, s in seen] == [[1, 2], [3]]
+    first_close = reply.index('2]}') + 2
+    assert seen[0][0] == first_close  # given the moment its object closed, not at the end
+
+
+def test_sentence_pieces_put_the_sources_before_the_stop_and_follow_a5_lists():
+    one = AnswerSentence(text="Chunks follow headings [7].", sources=[2, 2, 1])
+    assert answer_mod.sentence_piece(one, 0, "") == "Chunks follow headings [2, 1]."
+    assert answer_mod.sentence_piece(one, 1, "markdown") == " Chunks follow headings [2, 1]."
+    assert answer_mod.sentence_piece(one, 2, "numbered_list") == "3. Chunks follow headings [2, 1].\n"
+    assert answer_mod.sentence_piece(one, 0, "bullet_list").startswith("- Chunks")
+    bare = AnswerSentence(text="No stop here", sources=[3])
+    assert answer_mod.sentence_piece(bare, 0, "") == "No stop here [3]."
+
+
+def test_a_llama_cpp_endpoint_gets_the_sentence_form_and_every_sentence_cites(
+        kb_engine, on_topic, llama_server):
+    cfg = llm_config(kb_engine.cfg, llama_server)
+    services = with_llm(kb_engine.services, cfg)
+    reply = {"sentences": [
+        {"text": "Start the server with chroma run.", "sources": [1]},
+        {"text": "It listens on the loopback interface [9].", "sources": [2, 1]},
+    ]}
+    llama_server.script(Reply.text(json.dumps(reply)))
+    tokens: list[str] = []
+    ans = answer(on_topic, cfg, services, on_token=tokens.append)
+
+    req = llama_server.requests[-1]
+    assert req.stream
+    schema = req["response_format"]["schema"]
+    assert req["response_format"]["type"] == "json_object"
+    sentences = schema["properties"]["sentences"]
+    assert sentences["maxItems"] == cfg.settings.answer.max_sentences == 6
+    assert sentences["minItems"] == 1
+    sources = sentences["items"]["properties"]["sources"]
+    assert sources["minItems"] == 1
+    assert sources["items"]["enum"] == list(range(1, len(on_topic.final_selection_ids) + 1))
+    system, user = req.messages
+    assert "Reply with one JSON object" in system["content"] and '"sources"' in system["content"]
+    assert user["content"].rstrip().endswith("give each sentence the [number]s of the facts it uses.")
+    assert "at most 6 sentences" in user["content"]
+
+    # one piece per sentence, as each JSON object closed; the model's own [9] gave way
+    assert tokens == ["Start the server with chroma run [1].",
+                      " It listens on the loopback interface [2, 1].", "\n"]
+    assert ans.text == "".join(tokens)
+    assert ans.mode == "llm" and "sentence by sentence in JSON" in ans.mode_reason
+    assert "llama_cpp endpoint" in ans.mode_reason
+    assert [c.n for c in ans.citations] == [1, 2] and all(c.valid for c in ans.citations)
+    assert ans.unsupported == "" and "2 of 2 sentences cite" in ans.confidence_reason
+
+
+def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_topic,
+                                                                  llm_env, server, llama_server):
+    cfg, services = llm_env  # owned_by fake-openai: json_schema endpoint, free text
+    server.script(Reply.text("Start it with chroma run [1]."))
+    answer(on_topic, cfg, services)
+    assert "response_format" not in server.requests[-1]
+
+    forced = cfg.with_overrides({"settings.answer.form": "sentences"})
+    server.script(Reply.text(json.dumps({"sentences": [{"text": "Run it.", "sources": [1]}]})))
+    ans = answer(on_topic, forced, services)
+    assert server.requests[-1]["response_format"]["type"] == "json_schema"
+    assert ans.text == "Run it [1].\n" and "answer.form is sentences" in ans.mode_reason
+
+    table = kb_engine.run(ON_TOPIC + " Answer as a table with columns step and command.")
+    assert table.extras.format_enforcer.kind == "table"
+    lcfg = llm_config(kb_engine.cfg, llama_server)
+    llama_server.script(Reply.text("| step | command |\n|---|---|\n| start | chroma run [1] |"))
+    ans = answer(table, lcfg, with_llm(kb_engine.services, lcfg))
+    assert "response_format" not in llama_server.requests[-1] and ans.text.startswith("| step")
+
+
+def test_a_sentence_reply_that_breaks_off_keeps_its_whole_sentences(kb_engine, on_topic,
+                                                                    llama_server):
+    cfg = llm_config(kb_engine.cfg, llama_server)
+    services = with_llm(kb_engine.services, cfg)
+    llama_server.script(Reply.text('{"sentences": [{"text": "Run chroma run.", "sources": [1]}, '
+                                   '{"text": "Then che', finish_reason="length"))
+    ans = answer(on_topic, cfg, services)
+    assert ans.mode == "llm" and ans.text == "Run chroma run [1].\n"
+    assert "broke off after 1 sentences" in ans.mode_reason
+
+    llama_server.script(Reply.text('{"sentences": []}'))
+    empty = answer(on_topic, cfg, services)
+    assert empty.mode == "extractive" and "holds no sentence" in empty.error
 
 
 # --------------------------------------------------------------------------- after the answer

@@ -135,6 +135,7 @@ class StreamResult:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     first_token_ms: float | None = None
+    form: str = ""  # the structured-output form asked for, "" for free text
 
 
 class CallWatcher(Protocol):
@@ -351,18 +352,26 @@ class LLMClient:
                 watcher.call_ended(agent or schema.__name__)
 
     def stream_chat(self, messages: list[dict[str, str]], result: StreamResult, *,
-                    model: str = "", temperature: float = 0.0,
-                    max_tokens: int = 1500) -> Iterator[str]:
+                    model: str = "", temperature: float = 0.0, max_tokens: int = 1500,
+                    json_schema: dict[str, Any] | None = None,
+                    name: str = "Answer") -> Iterator[str]:
         """Yield the answer's text pieces as they arrive; ``result`` holds the whole text and
         the usage once the iterator is exhausted. Only the request is retried, not a stream
         that breaks off. Closing the iterator early (``close()``, or leaving a ``with
-        closing(...)`` block) closes the model's HTTP response at once."""
+        closing(...)`` block) closes the model's HTTP response at once. With ``json_schema``
+        the reply is asked for as JSON of that schema, in the endpoint's structured form
+        (``structured_form``), and the pieces are the JSON text as it streams."""
         started = time.perf_counter()
         result.model = model or self.answer_model
+        extra: dict[str, Any] = {}
+        if json_schema is not None:
+            result.form = self.structured_form()
+            extra = self._response_format(result.form, name, json_schema)
         with self._errors():
             stream = self._client.chat.completions.create(
                 model=result.model, messages=_for_openai(messages), temperature=temperature,
-                max_tokens=max_tokens, stream=True, stream_options={"include_usage": True})
+                max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
+                **extra)
         result.usage.calls += 1
         try:
             for chunk in stream:
