@@ -103,6 +103,8 @@ class RunRecord:
     answer_s: float
     first_token_s: float | None
     answer_mode: str
+    #: the LLM answer's form (answer.form): "text" or "sentences"
+    answer_form: str
     valid_citations: int
     #: an LLM answer with at least one sentence citing a valid source
     cited: bool
@@ -127,7 +129,7 @@ def run_prompt(engine: Engine, prompt: RealPrompt,
         id=prompt.id, kind=prompt.kind, run_s=round(run_s, 2),
         answer_s=round(ans.latency_ms / 1000, 2),
         first_token_s=round(ans.first_token_ms / 1000, 2) if ans.first_token_ms else None,
-        answer_mode=ans.mode, valid_citations=len(ans.sources),
+        answer_mode=ans.mode, answer_form=ans.form, valid_citations=len(ans.sources),
         cited=ans.mode == "llm" and not ans.unsupported,
         unsupported=bool(ans.unsupported), answer=ans.text)
     for name in AGENTS:

@@ -115,14 +115,14 @@ LIST_MARKS = {"bullet_list": "- ", "checklist": "- [ ] ", "numbered_list": "{i}.
 class AnswerSentence(BaseModel):
     """One sentence of a ``sentences``-form answer and the source numbers it states."""
 
-    text: Text(400)
-    sources: Items(int, 4)
+    text: Text(400)  # type: ignore[valid-type]
+    sources: Items(int, 4)  # type: ignore[valid-type]
 
 
 class SentencesReply(BaseModel):
     """The ``sentences``-form answer (bounded per call by ``sentences_schema``)."""
 
-    sentences: Items(AnswerSentence, 50)
+    sentences: Items(AnswerSentence, 50)  # type: ignore[valid-type]
 
 
 # [3]  [1, 2]  [1-3]  [1–3]  [Citation 2]  — not arr[0] (after a word character), not [1](url)
@@ -442,7 +442,8 @@ def stream_sentences(pieces, emit: Callable[[str], None], kind: str) -> tuple[st
     complete. Returns the answer's text and a note ("" or why it is shorter than the reply)."""
     from ragstream.backends.llm import LLMError
 
-    scanner, out = SentenceScanner(), []
+    scanner = SentenceScanner()
+    out: list[str] = []
 
     def add(sentence: AnswerSentence) -> None:
         if len(_WORD.findall(sentence.text)) == 0:
@@ -544,7 +545,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     started = time.perf_counter()
     emit = _Emitter(on_token, started)
     signals = retrieval_signals(sp)
-    model, usage, error = "", AnswerUsage(), ""
+    model, usage, error, form_used, raw = "", AnswerUsage(), "", "", ""
     first_ms: float | None = None
 
     empty = no_results_reason(sp, signals, acfg)
@@ -590,6 +591,8 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
             mode_reason = f"the LLM failed, so the answer is extractive: {error}"
             if emit.count:
                 emit("\n\n" + FALLBACK_NOTICE + "\n\n")
+        if mode == "llm":
+            form_used, raw = form, (result.text if schema is not None else "")
         model = result.model
         usage = AnswerUsage(prompt_tokens=result.usage.prompt_tokens,
                             completion_tokens=result.usage.completion_tokens)
@@ -611,7 +614,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,
-                  unsupported=unsupported, extractive_text=beside,
+                  unsupported=unsupported, extractive_text=beside, form=form_used, raw=raw,
                   latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
 
 

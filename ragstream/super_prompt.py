@@ -210,6 +210,9 @@ class Answer(BaseModel):
         "why an LLM answer counts as unsupported (it cites no valid source); empty otherwise"))
     extractive_text: str = Field("", description=(
         "the extractive answer offered beside an unsupported LLM answer"))
+    form: str = Field("", description=(
+        "how the LLM wrote it (answer.form): 'text' or 'sentences'; empty for other modes"))
+    raw: str = Field("", description="the sentence form's JSON reply, as the model sent it")
 
     @property
     def sources(self) -> list[Citation]:

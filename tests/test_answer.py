@@ -403,6 +403,7 @@ def test_a_llama_cpp_endpoint_gets_the_sentence_form_and_every_sentence_cites(
                       " It listens on the loopback interface [2, 1].", "\n"]
     assert ans.text == "".join(tokens)
     assert ans.mode == "llm" and "sentence by sentence in JSON" in ans.mode_reason
+    assert ans.form == "sentences" and json.loads(ans.raw) == reply
     assert "llama_cpp endpoint" in ans.mode_reason
     assert [c.n for c in ans.citations] == [1, 2] and all(c.valid for c in ans.citations)
     assert ans.unsupported == "" and "2 of 2 sentences cite" in ans.confidence_reason
@@ -412,7 +413,7 @@ def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_
                                                                   llm_env, server, llama_server):
     cfg, services = llm_env  # owned_by fake-openai: json_schema endpoint, free text
     server.script(Reply.text("Start it with chroma run [1]."))
-    answer(on_topic, cfg, services)
+    assert answer(on_topic, cfg, services).form == "text"
     assert "response_format" not in server.requests[-1]
 
     forced = cfg.with_overrides({"settings.answer.form": "sentences"})
