@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from contextlib import closing
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -30,11 +29,12 @@ def get_engine() -> Engine:
     return engine
 
 
-def table(rows: list[dict], key: str, height: int | None = None) -> None:
+def table(rows: list[dict], key: str, height: int | None = None,
+          columns: dict | None = None) -> None:
     """Show ``rows`` as a table, or a caption saying there is nothing to show yet."""
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
-                     height=height or "auto")
+                     height=height or "auto", column_config=columns)
     else:
         st.caption("Nothing to show yet.")
 
@@ -158,15 +158,21 @@ def stream_answer() -> None:
 
 
 st.title("RAGstream workbench")
+prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
 st.text_area("Prompt", key=S.PROMPT, height=130,
              help="Plain text becomes the task. Headers such as Task:, Context:, Purpose:, "
-                  "Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped.")
+                  f"Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped. "
+                  f"At most {prompt_limit:,} characters.")
+too_long = views.prompt_length_problem(state[S.PROMPT], prompt_limit)
+if too_long:
+    st.error(too_long, icon=":material/block:")
 left, right, answer_col = st.columns([1, 2, 1])
 left.toggle("Auto-run", key=S.AUTO,
             help="On: one click runs every remaining stage and then answers.")
 next_name = controller.next_stage(sp)
 run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
-if right.button(run_label, key="run", type="primary"):
+if right.button(run_label, key="run", type="primary", disabled=too_long is not None,
+                help=too_long):
     if state[S.AUTO]:
         line = views.RunProgress()
         bar = st.progress(line.share, text=line.text)
@@ -194,14 +200,15 @@ if answer_col.button("Answer", key="answer", disabled=next_name is not None,
     stream_answer()
     st.rerun()
 
-cols = st.columns(len(controller.STAGES))
-for col, b in zip(cols, views.button_states(sp)):
-    label = f"✓ {b.label}" if b.done else b.label
-    if col.button(label, key=f"stage_{b.name}", disabled=not b.enabled, help=b.help,
-                  width="stretch"):
-        with st.spinner(f"Running {b.name}…"):
-            actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
-        st.rerun()
+for button_row in views.button_rows(sp):
+    for col, b in zip(st.columns(len(button_row)), button_row):
+        label = f"✓ {b.label}" if b.done else b.label
+        refused = too_long if b.name == controller.STAGE_NAMES[0] else None
+        if col.button(label, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
+                      help=f"{b.name}: {refused or b.help}", width="stretch"):
+            with st.spinner(f"Running {b.name}…"):
+                actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
+            st.rerun()
 
 if state[S.ERROR]:
     kind, message = state[S.ERROR]
@@ -255,73 +262,62 @@ if state[S.CONVERSATION]:
         st.rerun()
 
 # --------------------------------------------------------------------------- results
-prompt_col, views_col = st.columns([2, 3])
-with prompt_col:
-    st.subheader("prompt_ready")
-    if sp.prompt_ready:
-        st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=640)
-    else:
-        st.caption("Run A0 to see the prompt take shape.")
+st.subheader("prompt_ready")
+if sp.prompt_ready:
+    st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=420)
+else:
+    st.caption("Run A0 to see the prompt take shape.")
 
-with views_col:
-    tab_views, tab_journey, tab_history, tab_chart, tab_log, tab_export = st.tabs(
-        ["Chunk views", "Chunk journey", "History & modes", "Scores", "Q&A log", "Export"])
-    with tab_views:
-        shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
-        if not shown:
-            st.caption("Chunk tables appear after Retrieval.")
-        for key, title in shown:
-            rows = views.view_rows(sp, key, engine.cfg.settings.prompt.snippet_chars)
-            kept = sum(r["status"] == "kept" for r in rows)
-            with st.expander(f"{title} — {len(rows)} rows, {kept} kept", expanded=key == shown[-1][0]):
-                table(rows, key=f"view_{key}", height=320)
-        choices = views.chunk_choices(sp)
-        if choices:
-            picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
-            text, meta = views.chunk_detail(sp, picked)
-            st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
-            st.text(text)
-            st.json(meta, expanded=False)
-    with tab_journey:
-        choices = views.chunk_choices(sp)
-        if choices:
-            picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK)
-            table(views.journey_rows(sp, picked), key="journey")
-        else:
-            st.caption("Run Retrieval to follow a chunk through the stages.")
-    with tab_history:
-        table(views.history_rows(sp), key="history")
-        st.markdown("**Modes**")
-        table(views.mode_rows(sp), key="modes")
-    with tab_chart:
-        points = views.score_points(sp)
-        if points:
-            st.caption("Score distribution per stage (Retrieval: fused RRF score; ReRanker and "
-                       "A3: rerank score; A4: best sentence similarity).")
-            frame = pd.DataFrame(points)
-            for _, title in views.VIEW_STAGES:
-                part = frame[frame["stage"] == title]
-                if part.empty:
-                    continue
-                chart = alt.Chart(part, title=title).mark_bar().encode(
-                    x=alt.X("score:Q", bin=alt.Bin(maxbins=30), title="score"),
-                    y=alt.Y("count():Q", title="chunks"),
-                    color=alt.Color("status:N", scale=alt.Scale(domain=["kept", "dropped"],
-                                                                 range=["#2e7d32", "#c62828"])),
-                ).properties(height=130)
-                st.altair_chart(chart, width="stretch", key=f"chart_{title}")
-        else:
-            st.caption("The chart appears after Retrieval.")
-    with tab_log:
-        try:
-            log = engine.qa_log()
-            st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
-            table(views.log_rows(log.recent(50)), key="qa_log")
-        except RagstreamError as err:
-            st.error(f"The Q&A log cannot be shown ({err.kind}): {err}")
-    with tab_export:
-        st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
-                           mime="application/json", key="export_json")
-        st.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
-                           file_name="prompt_ready.md", mime="text/markdown", key="export_md",
-                           disabled=not sp.prompt_ready)
+tab_views, tab_journey, tab_history, tab_chart, tab_log, tab_export = st.tabs(
+    ["Chunk views", "Chunk journey", "History & modes", "Scores", "Q&A log", "Export"])
+with tab_views:
+    shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
+    if not shown:
+        st.caption("Chunk tables appear after Retrieval.")
+    for key, title in shown:
+        rows = views.view_rows(sp, key)
+        kept = sum(r["status"] == "kept" for r in rows)
+        with st.expander(f"{title} — {len(rows)} rows, {kept} kept", expanded=key == shown[-1][0]):
+            table(rows, key=f"view_{key}", height=320, columns=views.table_columns(rows))
+    choices = views.chunk_choices(sp)
+    if choices:
+        picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
+        text, meta = views.chunk_detail(sp, picked)
+        st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
+        st.text(text)
+        st.json(meta, expanded=False)
+with tab_journey:
+    choices = views.chunk_choices(sp)
+    if choices:
+        state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
+        picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK,
+                              help="Opens on the top chunk of the latest stage.")
+        table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
+    else:
+        st.caption("Run Retrieval to follow a chunk through the stages.")
+with tab_history:
+    table(views.history_rows(sp), key="history")
+    st.markdown("**Modes**")
+    table(views.mode_rows(sp), key="modes")
+with tab_chart:
+    charts = views.score_charts(sp)
+    if charts:
+        st.caption("Chunks per score, per stage. Stages that share a score (ReRanker and A3: "
+                   "the rerank score) share its scale.")
+        for title, chart in charts:
+            st.altair_chart(chart, width="stretch", key=f"chart_{title}")
+    else:
+        st.caption("The chart appears after Retrieval.")
+with tab_log:
+    try:
+        log = engine.qa_log()
+        st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
+        table(views.log_rows(log.recent(50)), key="qa_log")
+    except RagstreamError as err:
+        st.error(f"The Q&A log cannot be shown ({err.kind}): {err}")
+with tab_export:
+    st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
+                       mime="application/json", key="export_json")
+    st.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
+                       file_name="prompt_ready.md", mime="text/markdown", key="export_md",
+                       disabled=not sp.prompt_ready)

@@ -167,8 +167,10 @@ def _watched(work: Callable[[Callable[[Any], None]], Any], on_event: Callable[[A
 def run_stage(engine: Engine, st_state: S.SessionState, name: str,
               on_wait: WaitCallback | None = None) -> bool:
     """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and
-    return False. ``on_wait`` hears, while an agent waits for the model, who and how long."""
+    return False. ``on_wait`` hears, while an agent waits for the model, who and how long.
+    The chunk journey goes back to its default (the latest stage's top chunk)."""
     st_state[S.ERROR] = None
+    st_state[S.JOURNEY_CHUNK] = None
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
         sp = _with_filters(sp, st_state, [name])
@@ -186,8 +188,10 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
                   on_wait: WaitCallback | None = None) -> bool:
     """Auto mode: every remaining stage (from A0 again when the prompt text changed).
     ``on_stage(done, total, name)`` as each stage starts and ``(total, total, "")`` at the
-    end; ``on_wait(agent, model, seconds)`` while an agent waits for the model."""
+    end; ``on_wait(agent, model, seconds)`` while an agent waits for the model. The chunk
+    journey goes back to its default (the latest stage's top chunk)."""
     st_state[S.ERROR] = None
+    st_state[S.JOURNEY_CHUNK] = None
     try:
         sp = _start_state(st_state)
         if controller.next_stage(sp) is None:  # finished: run the whole chain again
