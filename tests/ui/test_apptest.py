@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream import controller
+from ragstream.config import load_config
 from ragstream.ui import state as S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,3 +241,108 @@ def test_an_unreachable_chroma_server_is_named_on_the_page(monkeypatch):
         assert "cannot be reached" in error.value
     finally:
         st.cache_resource.clear()
+
+
+def test_an_over_limit_prompt_is_refused_at_the_box_with_the_numbers():
+    at = fresh()
+    limit = load_config().settings.prompt.max_prompt_chars
+    text = "How are documents chunked? " + "x" * (limit + 1000 - 27)
+    at.text_area(key=S.PROMPT).set_value(text).run()
+    assert len(text) == limit + 1000
+    assert any(f"{limit + 1000:,} / {limit:,} characters" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    # nothing that would run the prompt can be clicked, and the help says why
+    assert at.button(key="run").disabled
+    assert at.button(key="stage_A0_PreProcessing").disabled
+    assert f"{limit:,} characters" in at.button(key="stage_A0_PreProcessing").help
+    assert sp(at).stage == "raw"
+    # at the limit, it runs
+    at.text_area(key=S.PROMPT).set_value(text[:limit]).run()
+    assert not at.error and not at.button(key="run").disabled
+    at.button(key="run").click().run()
+    assert sp(at).stage == "a5" and len(sp(at).user_text) == limit
+
+
+def test_stage_buttons_come_in_rows_that_keep_their_labels():
+    at = fresh()
+    keys = [b.key for b in at.button if (b.key or "").startswith("stage_")]
+    assert keys == [f"stage_{n}" for n in controller.STAGE_NAMES]
+    # the full stage name is in every button's tooltip
+    for name in controller.STAGE_NAMES:
+        assert at.button(key=f"stage_{name}").help.startswith(f"{name}: ")
+
+
+def test_chunk_tables_show_the_columns_an_analyst_needs():
+    at = fresh()
+    at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
+    at.button(key="run").click().run()
+    tables = [d.value for d in at.dataframe if "chunk id" in d.value.columns]
+    assert len(tables) == 4
+    for frame in tables:
+        columns = list(frame.columns)
+        assert columns[:3] == ["rank", "chunk id", "source § section"]
+        assert columns[3].startswith("score") and columns[-2:] == ["status", "reason"]
+        assert "preview" not in columns
+        assert frame["source § section"].str.contains(" § ").any()
+
+
+def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
+    at = fresh()
+    at.toggle(key=S.AUTO).set_value(False).run()
+    for name in controller.STAGE_NAMES[:4]:  # A0, A2, Retrieval, ReRanker
+        at.button(key=f"stage_{name}").click().run()
+    top = sp(at).view("reranked")[0].chunk_id
+    assert at.selectbox(key=S.JOURNEY_CHUNK).value == top
+    journey = next(d.value for d in at.dataframe if "stage" in d.value.columns
+                   and "reason" in d.value.columns)
+    assert list(journey["stage"]) == ["Retrieval", "ReRanker", "A3 NLI gate", "A4 condenser"]
+    assert list(journey["rank"][:2]) == [sp(at).view("retrieval")[[r.chunk_id for r in
+                                          sp(at).view("retrieval")].index(top)].rank, 1]
+    assert list(journey["status"][2:]) == ["stage not run", "stage not run"]
+    # after the next stage, it follows the new latest stage's top chunk
+    at.button(key="stage_A3_NLI_Gate").click().run()
+    at.button(key="stage_A4_Condenser").click().run()
+    assert at.selectbox(key=S.JOURNEY_CHUNK).value == sp(at).view("a4")[0].chunk_id
+    # a chunk picked by hand stays picked until a stage runs
+    other = sp(at).view("retrieval")[-1].chunk_id
+    at.selectbox(key=S.JOURNEY_CHUNK).set_value(other).run()
+    assert at.selectbox(key=S.JOURNEY_CHUNK).value == other
+
+
+def test_the_journey_gives_each_stage_its_real_reason():
+    at = fresh()
+    at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
+    at.button(key="run").click().run()
+    state = sp(at)
+    n2 = len(state.view("reranked"))
+    journey = lambda: next(d.value for d in at.dataframe  # noqa: E731
+                           if list(d.value.columns[:1]) == ["stage"] and "reason" in d.value.columns)
+    # the default chunk was selected, and says so
+    rows = journey()
+    assert list(rows["stage"]) == ["Retrieval", "ReRanker", "A3 NLI gate", "A4 condenser",
+                                   "Final selection"]
+    assert rows["status"].iloc[-1] == "selected"
+    assert "used by A4" in rows["reason"].iloc[3]
+    # a chunk below the N2 cut: its retrieval rank and the cut
+    below = state.view("retrieval")[n2].chunk_id
+    at.selectbox(key=S.JOURNEY_CHUNK).set_value(below).run()
+    rows = journey()
+    assert f"cut at N2: only the top {n2}" in rows["reason"].iloc[0]
+    assert rows["status"].iloc[1] == "cut"
+    assert f"cut at N2: retrieval rank {n2 + 1}" in rows["reason"].iloc[1]
+    assert all(f"retrieval rank {n2 + 1}" in r for r in rows["reason"].iloc[2:])
+    assert rows["status"].iloc[-1] == "not selected"
+    # a chunk the A3 gate dropped: the gate's own reason, at A3 and after it
+    dropped = [r for r in state.view("a3") if r.status == "dropped"]
+    if dropped:
+        at.selectbox(key=S.JOURNEY_CHUNK).set_value(dropped[0].chunk_id).run()
+        rows = journey()
+        assert rows["reason"].iloc[2] == f"dropped by the A3 gate: {dropped[0].reason}"
+        assert dropped[0].reason in rows["reason"].iloc[3]
+    # a chunk A4 did not use: why
+    unused = [r for r in state.view("a4") if r.status == "dropped"]
+    if unused:
+        at.selectbox(key=S.JOURNEY_CHUNK).set_value(unused[0].chunk_id).run()
+        rows = journey()
+        assert rows["reason"].iloc[3].startswith("not used by A4")
+        assert rows["status"].iloc[-1] == "not selected"

@@ -1,4 +1,7 @@
-"""The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question."""
+"""The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question; the
+charts draw their marks, the stage buttons show their whole labels and the chunk tables fit
+without sideways scrolling, at 1280x900 and 1920x1080, checked on the page and in screenshots
+saved to docs/."""
 
 import os
 import socket
@@ -15,6 +18,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = ROOT / "test-artifacts"
+DOCS = ROOT / "docs"
 
 
 def free_port() -> int:
@@ -97,3 +101,119 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         page.screenshot(path=str(ARTIFACTS / "workbench-auto-run.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "workbench-auto-run.png").stat().st_size > 10_000
+
+
+LAYOUT_PROMPT = "How are documents chunked?"
+
+#: every visible Vega chart: its size, its plot area (the root frame's background), its title's
+#: and its marks' boxes, all in page pixels
+CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]
+  .filter(c => c.checkVisibility()).map(c => {
+    const box = e => { const r = e.getBoundingClientRect();
+                       return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+    const svg = c.querySelector('svg');
+    const plot = svg && svg.querySelector('g.role-frame.root > g > path.background');
+    return {chart: box(c), svg: svg ? box(svg) : null, plot: plot ? box(plot) : null,
+            canvas: c.querySelectorAll('canvas').length,
+            titles: [...c.querySelectorAll('.role-title-text text')].map(box),
+            marks: [...c.querySelectorAll('g.mark-rect.role-mark path')].map(box)};
+  })"""
+
+#: the text of every visible stage button: its label element's full and shown width
+BUTTONS_JS = """() => [...document.querySelectorAll('[class*="st-key-stage_"] button')]
+  .filter(b => b.checkVisibility()).map(b => {
+    const t = b.querySelector('[data-testid=stMarkdownContainer]');
+    return {text: b.innerText, scroll: t.scrollWidth, client: t.clientWidth};
+  })"""
+
+#: every visible table's grid scroller: its content width and its shown width
+GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
+  .filter(g => g.checkVisibility()).map(g => {
+    const s = g.querySelector('.dvn-scroller');
+    return {scroll: s.scrollWidth, client: s.clientWidth};
+  })"""
+
+
+def shoot(page, locator, path: Path) -> None:
+    """A screenshot of ``locator`` whole: the window is made as tall as the page first (same
+    width, so the same layout), since Streamlit scrolls inside the page and a screenshot of an
+    element taller than the window comes out half drawn; the window's size is restored after."""
+    size = page.viewport_size
+    tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], tall + 100)})
+    page.wait_for_timeout(800)
+    locator.screenshot(path=str(path))
+    page.set_viewport_size(size)
+
+
+def check_charts(charts: list[dict], size: str) -> None:
+    """Each chart is an SVG whose plot area has room, whose bars are visible and inside the plot
+    area, and whose titles lie inside the picture (not clipped at its top)."""
+    assert len(charts) == 4, f"{size}: {len(charts)} charts on the Scores tab"
+    for i, c in enumerate(charts):
+        where = f"{size}, chart {i + 1}"
+        assert c["svg"] and not c["canvas"], f"{where}: not drawn as SVG"
+        plot = c["plot"]
+        assert plot and plot["w"] > 100 and plot["h"] > 40, f"{where}: plot area {plot}"
+        visible = [m for m in c["marks"] if m["w"] >= 1 and m["h"] >= 1]
+        assert visible, f"{where}: {len(c['marks'])} bars, none with a visible size: {c['marks'][:3]}"
+        for m in visible:
+            assert (m["x"] >= plot["x"] - 1 and m["x"] + m["w"] <= plot["x"] + plot["w"] + 1
+                    and m["y"] >= plot["y"] - 1 and m["y"] + m["h"] <= plot["y"] + plot["h"] + 1), \
+                f"{where}: bar {m} outside the plot area {plot}"
+        assert c["titles"], f"{where}: no title"
+        for t in c["titles"]:
+            assert t["y"] >= c["svg"]["y"] - 0.5 and t["h"] > 0, \
+                f"{where}: title {t} clipped (the picture starts at y={c['svg']['y']})"
+
+
+@pytest.mark.parametrize("width,height", [(1280, 900), (1920, 1080)])
+def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
+    from playwright.sync_api import expect, sync_playwright
+
+    size = f"{width}x{height}"
+    DOCS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(app_url)
+        expect(page.get_by_role("heading", name="RAGstream workbench")).to_be_visible(timeout=180_000)
+        prompt = page.get_by_role("textbox", name="Prompt")
+        prompt.fill(LAYOUT_PROMPT)
+        prompt.press("Control+Enter")
+        page.get_by_role("button", name="Run all remaining stages").click()
+        expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
+        expect(page.get_by_role("button", name="✓ Build")).to_be_visible()
+        page.wait_for_timeout(500)
+
+        # every stage button shows its whole label
+        buttons = page.evaluate(BUTTONS_JS)
+        assert len(buttons) == 8, buttons
+        cut = [b for b in buttons if b["scroll"] > b["client"] or b["client"] == 0]
+        assert not cut, f"{size}: stage button labels cut: {cut}"
+
+        # the open chunk table (A4's) shows every column without sideways scrolling
+        grids = page.evaluate(GRIDS_JS)
+        assert grids, f"{size}: no chunk table on the Chunk views tab"
+        wide = [g for g in grids if g["scroll"] > g["client"]]
+        assert not wide, f"{size}: tables scroll sideways: {wide}"
+        page.screenshot(path=str(DOCS / f"workbench-{width}.png"))
+        shoot(page, page.locator("[role=tabpanel]:visible"), DOCS / f"tables-{width}.png")
+
+        # the journey opens on the top chunk of the latest stage (A4)
+        top = kb_engine.run(LAYOUT_PROMPT).view("a4")[0].chunk_id
+        page.get_by_role("tab", name="Chunk journey").click()
+        journey = page.locator("[role=tabpanel]:visible")
+        expect(journey.get_by_role("combobox", name="Chunk", exact=True)).to_have_value(top)
+        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        assert not wide, f"{size}: the journey table scrolls sideways: {wide}"
+
+        # the Scores tab: four histograms with visible bars inside their plot areas
+        page.get_by_role("tab", name="Scores").click()
+        panel = page.locator("[role=tabpanel]:visible")
+        expect(panel.locator("[data-testid=stVegaLiteChart]")).to_have_count(4)
+        page.wait_for_timeout(1000)
+        check_charts(page.evaluate(CHARTS_JS), size)
+        shoot(page, panel, DOCS / f"scores-{width}.png")
+        browser.close()
+    assert (DOCS / f"scores-{width}.png").stat().st_size > 10_000
