@@ -426,7 +426,7 @@ def sentence_piece(sentence: AnswerSentence, index: int, kind: str) -> str:
     """One sentence as Markdown, its source numbers in brackets before its final stop; a
     list item (A5's bullet, numbered or check list) or a paragraph's next sentence."""
     text = " ".join(_CITE.sub(" ", sentence.text).split())  # its own [n] give way to ``sources``
-    text = re.sub(r"\s+([.!?;:,])", r"\1", text)
+    text = re.sub(r"\s+([.!?;:,])", r"\1", text).rstrip(":;, ")  # a dangling ':' ends it too
     numbers = ", ".join(str(n) for n in dict.fromkeys(sentence.sources))
     if numbers:
         stop = text[-1] if text[-1:] in ".!?" else ""

@@ -369,6 +369,8 @@ def test_sentence_pieces_put_the_sources_before_the_stop_and_follow_a5_lists():
     assert answer_mod.sentence_piece(one, 0, "bullet_list").startswith("- Chunks")
     bare = AnswerSentence(text="No stop here", sources=[3])
     assert answer_mod.sentence_piece(bare, 0, "") == "No stop here [3]."
+    dangling = AnswerSentence(text="It combines three parts, each between 0 and 1:", sources=[4])
+    assert answer_mod.sentence_piece(dangling, 0, "") == "It combines three parts, each between 0 and 1 [4]."
 
 
 def test_a_llama_cpp_endpoint_gets_the_sentence_form_and_every_sentence_cites(
