@@ -268,8 +268,9 @@ if sp.prompt_ready:
 else:
     st.caption("Run A0 to see the prompt take shape.")
 
-tab_views, tab_journey, tab_history, tab_chart, tab_log, tab_export = st.tabs(
-    ["Chunk views", "Chunk journey", "History & modes", "Scores", "Q&A log", "Export"])
+tab_views, tab_journey, tab_diff, tab_history, tab_chart, tab_log, tab_export = st.tabs(
+    ["Chunk views", "Chunk journey", "Stage diff", "History & modes", "Scores", "Q&A log",
+     "Export"])
 with tab_views:
     shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
     if not shown:
@@ -295,6 +296,29 @@ with tab_journey:
         table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
+with tab_diff:
+    pair = views.diff_default(sp, state[S.DIFF_A], state[S.DIFF_B])
+    if pair:
+        state[S.DIFF_A], state[S.DIFF_B] = pair
+        ran = views.diff_stages(sp)
+        c1, c2, c3 = st.columns(3)
+        stage_a = c1.selectbox("Stage A", ran, key=S.DIFF_A, format_func=views.stage_title,
+                               help="Compare from this stage…")
+        stage_b = c2.selectbox("Stage B", ran, key=S.DIFF_B, format_func=views.stage_title,
+                               help="…to this one. Move = rank in A − rank in B.")
+        order = c3.selectbox("Order", views.DIFF_SORTS, key=S.DIFF_SORT,
+                             help="Or click a column header to sort by it.")
+        diff = views.diff_rows(sp, stage_a, stage_b, order)
+        st.caption(views.diff_summary(diff, stage_a, stage_b) + ". ↑3: three places higher in "
+                   "B; new: not in A; dropped: B dropped it or does not have it (the reason "
+                   "says where it left).")
+        table(diff, key="stage_diff", height=320, columns=views.diff_columns(stage_a, stage_b))
+    else:
+        st.caption("Run Retrieval and the ReRanker to compare two stages.")
+    bump = views.bump_chart(sp)
+    if bump is not None and len(views.diff_stages(sp)) > 1:
+        st.altair_chart(bump, width="stretch", key="bump_chart")
+
 with tab_history:
     table(views.history_rows(sp), key="history")
     st.markdown("**Modes**")

@@ -164,13 +164,21 @@ def _watched(work: Callable[[Callable[[Any], None]], Any], on_event: Callable[[A
     return outcome.get("result")
 
 
+def _reset_views(st_state: S.SessionState) -> None:
+    """Forget the journey's chunk and the diff's stages: after a run they follow the new state."""
+    st_state[S.JOURNEY_CHUNK] = None
+    st_state[S.DIFF_A] = None
+    st_state[S.DIFF_B] = None
+
+
 def run_stage(engine: Engine, st_state: S.SessionState, name: str,
               on_wait: WaitCallback | None = None) -> bool:
     """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and
     return False. ``on_wait`` hears, while an agent waits for the model, who and how long.
-    The chunk journey goes back to its default (the latest stage's top chunk)."""
+    The chunk journey and the stage diff go back to their defaults (the latest stage's top
+    chunk; ReRanker vs A4, or the two latest chunk stages)."""
     st_state[S.ERROR] = None
-    st_state[S.JOURNEY_CHUNK] = None
+    _reset_views(st_state)
     try:
         sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
         sp = _with_filters(sp, st_state, [name])
@@ -189,9 +197,9 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
     """Auto mode: every remaining stage (from A0 again when the prompt text changed).
     ``on_stage(done, total, name)`` as each stage starts and ``(total, total, "")`` at the
     end; ``on_wait(agent, model, seconds)`` while an agent waits for the model. The chunk
-    journey goes back to its default (the latest stage's top chunk)."""
+    journey and the stage diff go back to their defaults."""
     st_state[S.ERROR] = None
-    st_state[S.JOURNEY_CHUNK] = None
+    _reset_views(st_state)
     try:
         sp = _start_state(st_state)
         if controller.next_stage(sp) is None:  # finished: run the whole chain again

@@ -21,6 +21,9 @@ JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
 CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
 FILTERS = "filters"               # the Filters the next Retrieval applies
+DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage key), or None
+DIFF_B = "diff_b"                 # the stage diff's stage B, or None
+DIFF_SORT = "diff_sort"           # the stage diff's order (one of views.DIFF_SORTS)
 
 
 
@@ -61,6 +64,9 @@ def init_state(state: SessionState) -> None:
         UPLOAD_NONCE: 0,
         CONVERSATION: [],
         FILTERS: Filters(),
+        DIFF_A: None,
+        DIFF_B: None,
+        DIFF_SORT: "rank in B",
     }
     for key, value in defaults.items():
         if key not in state:

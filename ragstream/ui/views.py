@@ -409,3 +409,208 @@ class RunProgress:
     def waiting(self, agent: str, model: str, seconds: float) -> tuple[float, str]:
         """The running stage's line with who waits for the model, and how long."""
         return self.share, f"{self.text} {waiting_line(agent, model, seconds)}"
+
+
+# --------------------------------------------------------------------------- stage diff
+#: the stage diff table's fixed column widths: the ranks in A and B, the move in words, the move
+#: as a number (to sort by) and the status in B; the chunk id (it names the file) and B's
+#: reason share the rest of ``TABLE_WIDTH`` (the section is in the chunk tables and journey)
+DIFF_WIDTHS: dict[str, int] = {"rank in A": 76, "rank in B": 76, "move": 64, "Δ rank": 44,
+                               "status in B": 80}
+#: how the diff's text columns share what is left of ``TABLE_WIDTH``
+DIFF_TEXT: list[tuple[str, float, int]] = [("chunk id", 0.52, 120), ("reason", 0.48, 120)]
+#: the diff table's columns, in order
+DIFF_ORDER = ["rank in A", "rank in B", "move", "Δ rank", "chunk id", "status in B", "reason"]
+#: the diff's orders: (name, what it sorts by)
+DIFF_SORTS = ("rank in B", "rank in A", "biggest rise", "biggest fall")
+NEW, DROPPED = "new", "dropped"
+
+
+def diff_stages(sp: SuperPrompt) -> list[str]:
+    """The chunk stages that have a view, in pipeline order: what the diff can compare."""
+    return [stage for stage, _ in VIEW_STAGES if stage in sp.views_by_stage]
+
+
+def stage_title(stage: str) -> str:
+    """A chunk stage's title (``reranked`` → ``ReRanker``)."""
+    return dict(VIEW_STAGES).get(stage, stage)
+
+
+def diff_default(sp: SuperPrompt, a: str | None = None, b: str | None = None) -> tuple[str, str] | None:
+    """The two stages the diff compares: ``a`` and ``b`` if both have run, else ReRanker vs
+    A4 when both have run, else the two latest chunk stages that have run (None with fewer
+    than two)."""
+    ran = diff_stages(sp)
+    if a in ran and b in ran:
+        return a, b
+    if len(ran) < 2:
+        return None
+    if View.RERANKED in ran and View.A4 in ran:
+        return View.RERANKED, View.A4
+    return ran[-2], ran[-1]
+
+
+def move_label(rank_a: int | None, rank_b: int | None, dropped: bool) -> tuple[str, int | None]:
+    """The move from stage A to stage B, in words and as a number: ``rank_a - rank_b`` (``↑3``
+    moved up three places, ``↓7`` down seven, ``=`` stayed), ``dropped`` when B dropped the
+    chunk or does not have it, ``new`` when A does not have it. The number is None for new and
+    dropped chunks."""
+    if dropped or rank_b is None:
+        return DROPPED, None
+    if rank_a is None:
+        return NEW, None
+    delta = rank_a - rank_b
+    return ("=" if delta == 0 else f"↑{delta}" if delta > 0 else f"↓{-delta}"), delta
+
+
+def diff_rows(sp: SuperPrompt, a: str, b: str, sort: str = DIFF_SORTS[0]) -> list[dict[str, Any]]:
+    """A row per chunk in stage ``a``'s or stage ``b``'s view: its rank in both, the move
+    (see ``move_label``) in words and as a number, its status in B and B's reason for it (for
+    a chunk B does not have, why: cut at N1 or N2 with its rank, or dropped earlier with that
+    stage's reason).
+
+    ``sort``: ``rank in B`` (the default: B's rows by rank, then the chunks B does not have by
+    their rank in A), ``rank in A`` (A's rows by rank, then the new ones by rank in B),
+    ``biggest rise`` / ``biggest fall`` (the chunks in both by their move, then new, then
+    dropped). Ties break by chunk id."""
+    if sort not in DIFF_SORTS:
+        raise ValueError(f"Unknown diff order {sort!r}: use one of {', '.join(DIFF_SORTS)}.")
+    view_a = {r.chunk_id: r for r in sp.view(a)}
+    view_b = {r.chunk_id: r for r in sp.view(b)}
+    rows: list[dict[str, Any]] = []
+    for chunk_id in dict.fromkeys([*view_a, *view_b]):
+        ra, rb = view_a.get(chunk_id), view_b.get(chunk_id)
+        dropped = rb is None or rb.status == "dropped"
+        move, delta = move_label(ra.rank if ra else None, rb.rank if rb else None, dropped)
+        status: str
+        if rb is not None:
+            status, reason = rb.status, _present_reason(sp, b, rb)
+        else:
+            status = "cut" if b in (View.RETRIEVAL, View.RERANKED) else "not reached"
+            reason = _absent_reason(sp, b, chunk_id)
+        rows.append({"rank in A": ra.rank if ra else None, "rank in B": rb.rank if rb else None,
+                     "move": move, "Δ rank": delta, "chunk id": chunk_id,
+                     "status in B": status, "reason": reason})
+    big = 10 ** 9
+
+    def key(row: dict[str, Any]) -> tuple:
+        ra, rb, delta = row["rank in A"], row["rank in B"], row["Δ rank"]
+        if sort == "rank in B":
+            return (rb is None, rb or 0, ra or 0, row["chunk id"])
+        if sort == "rank in A":
+            return (ra is None, ra or 0, rb or 0, row["chunk id"])
+        group = 0 if delta is not None else 1 if row["move"] == NEW else 2
+        sign = -1 if sort == "biggest rise" else 1
+        return (group, sign * delta if delta is not None else 0, rb or ra or big,
+                row["chunk id"])
+
+    return sorted(rows, key=key)
+
+
+def diff_summary(rows: list[dict[str, Any]], a: str, b: str) -> str:
+    """One line over the diff: how many chunks moved up, down, stayed, are new and dropped."""
+    moves = [r["move"] for r in rows]
+    up = sum(m.startswith("↑") for m in moves)
+    down = sum(m.startswith("↓") for m in moves)
+    return (f"{stage_title(a)} → {stage_title(b)}: {len(rows)} chunks · {up} moved up · "
+            f"{down} moved down · {moves.count('=')} same place · {moves.count(NEW)} new · "
+            f"{moves.count(DROPPED)} dropped")
+
+
+def diff_columns(stage_a: str, stage_b: str, total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
+    """Column configs for the stage diff: the ranks labelled with their stages, fixed widths
+    for ranks, move and status, the rest shared by chunk id and reason."""
+    a, b = stage_title(stage_a), stage_title(stage_b)
+    out: dict[str, dict[str, Any]] = {name: {"width": w} for name, w in DIFF_WIDTHS.items()}
+    out["rank in A"].update(label=f"A: {a.split()[0]}", help=f"rank in A ({a})")
+    out["rank in B"].update(label=f"B: {b.split()[0]}", help=f"rank in B ({b})")
+    out["move"]["help"] = ("A → B: ↑ moved up, ↓ moved down (rank in A − rank in B); new: not "
+                           "in A; dropped: dropped by B or not in B")
+    out["Δ rank"].update(label="Δ", help="rank in A − rank in B (sort by this)",
+                         type_config={"type": "number", "format": "%+d"})
+    left = total - sum(c["width"] for c in out.values())
+    for name, share, least in DIFF_TEXT:
+        out[name] = {"width": max(least, int(left * share))}
+    return {name: out[name] for name in DIFF_ORDER}
+
+
+#: the bump chart: how many chunks it follows, its plot height, kept and dropped by shape
+BUMP_TOP = 20
+BUMP_PLOT_HEIGHT = 420
+STATUS_SHAPES = {"kept": "circle", "dropped": "cross"}
+
+
+def bump_points(sp: SuperPrompt, top: int = BUMP_TOP) -> list[dict[str, Any]]:
+    """Long-format points for the rank-movement chart: for the ``top`` chunks of the latest
+    chunk stage, one point per stage whose view has the chunk (stage, its place in the
+    pipeline, rank, status, reason in words); the legend label carries the latest rank."""
+    ran = diff_stages(sp)
+    if not ran:
+        return []
+    latest = sorted(sp.view(ran[-1]), key=lambda r: (r.rank, r.chunk_id))[:top]
+    label = {r.chunk_id: f"{r.rank:>2}. {r.chunk_id}" for r in latest}
+    out = []
+    for i, stage in enumerate(ran):
+        for r in sp.view(stage):
+            if r.chunk_id in label:
+                out.append({"stage": stage_title(stage), "step": i, "chunk": label[r.chunk_id],
+                            "chunk id": r.chunk_id, "rank": r.rank,
+                            "status": r.status if r.status in STATUS_SHAPES else "dropped",
+                            "reason": _present_reason(sp, stage, r)})
+    return out
+
+
+def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
+    """The rank-movement (bump) chart: x the chunk stages in pipeline order, y the rank (1 at
+    the top), a line per chunk for the latest stage's ``top`` chunks; a dropped point is a
+    cross, a kept one a dot (shape, not colour alone); tooltips with chunk, rank and reason.
+    None before Retrieval."""
+    import altair as alt
+    import pandas as pd
+
+    points = bump_points(sp, top)
+    if not points:
+        return None
+    frame = pd.DataFrame(points)
+    stages = [stage_title(s) for s in diff_stages(sp)]
+    chunks = sorted(frame["chunk"].unique(), key=lambda c: (int(c.split(".")[0]), c))
+    deepest = int(frame["rank"].max())
+    statuses = list(STATUS_SHAPES)
+    x = alt.X("stage:N", sort=stages, title=None, scale=alt.Scale(domain=stages, padding=0.3),
+              axis=alt.Axis(labelAngle=0, orient="top", labelFontWeight="bold"))
+    y = alt.Y("rank:Q", title="rank (1 = best)",
+              scale=alt.Scale(domain=[0.5, deepest + 0.5], reverse=True, nice=False, zero=False),
+              axis=alt.Axis(tickMinStep=1, format="d", values=_rank_ticks(deepest)))
+    colour = alt.Color("chunk:N", title=f"top {len(chunks)} at {stages[-1]}",
+                       scale=alt.Scale(domain=chunks, scheme="tableau20"),
+                       legend=alt.Legend(orient="right", labelLimit=280, symbolType="stroke",
+                                         symbolStrokeWidth=3))
+    tooltip = [alt.Tooltip("chunk id:N", title="chunk"), alt.Tooltip("stage:N"),
+               alt.Tooltip("rank:Q"), alt.Tooltip("status:N"), alt.Tooltip("reason:N")]
+    base = alt.Chart(frame)
+    lines = base.mark_line(strokeWidth=2, opacity=0.85).encode(
+        x=x, y=y, color=colour, detail="chunk:N", order=alt.Order("step:Q"), tooltip=tooltip)
+    dots = base.mark_point(size=70, filled=True, opacity=1, strokeWidth=2.5).encode(
+        x=x, y=y, color=alt.Color("chunk:N", scale=alt.Scale(domain=chunks, scheme="tableau20"),
+                                  legend=None),
+        shape=alt.Shape("status:N", title=None,
+                        scale=alt.Scale(domain=statuses,
+                                        range=[STATUS_SHAPES[k] for k in statuses]),
+                        legend=alt.Legend(orient="top", direction="horizontal", labelExpr=(
+                            "datum.label == 'kept' ? 'kept (dot)' : 'dropped (cross)'"))),
+        tooltip=tooltip)
+    return alt.layer(lines, dots).properties(
+        title=alt.TitleParams(f"Rank movement of the top {len(chunks)} chunks at {stages[-1]}",
+                              subtitle="a line per chunk across the stages; a cross where a "
+                                       "stage dropped it, the line ends where it left",
+                              anchor="start", offset=8),
+        height=BUMP_PLOT_HEIGHT,
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+        padding=CHART_PADDING,
+    ).resolve_scale(color="shared")
+
+
+def _rank_ticks(deepest: int) -> list[int]:
+    """Rank axis ticks: 1, then every 5 (or 10, 25 for deep views) down to ``deepest``."""
+    step = 5 if deepest <= 60 else 10 if deepest <= 150 else 25
+    return [1, *range(step, deepest + 1, step)]

@@ -276,7 +276,8 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
     at = fresh()
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     at.button(key="run").click().run()
-    tables = [d.value for d in at.dataframe if "chunk id" in d.value.columns]
+    tables = [d.value for d in at.dataframe if "chunk id" in d.value.columns
+              and "move" not in d.value.columns]  # the stage diff has chunk ids too
     assert len(tables) == 4
     for frame in tables:
         columns = list(frame.columns)
@@ -346,3 +347,50 @@ def test_the_journey_gives_each_stage_its_real_reason():
         rows = journey()
         assert rows["reason"].iloc[3].startswith("not used by A4")
         assert rows["status"].iloc[-1] == "not selected"
+
+
+def diff_table(at):
+    return next(d.value for d in at.dataframe if "move" in d.value.columns)
+
+
+def test_the_stage_diff_compares_the_two_stages_picked():
+    at = fresh()
+    at.toggle(key=S.AUTO).set_value(False).run()
+    for name in controller.STAGE_NAMES[:3]:  # A0, A2, Retrieval: one chunk stage, no diff yet
+        at.button(key=f"stage_{name}").click().run()
+    assert not any("move" in d.value.columns for d in at.dataframe)
+    assert any("compare two stages" in c.value for c in at.caption)
+    at.button(key="stage_ReRanker").click().run()
+    # two chunk stages: the two latest are compared
+    assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
+        ("retrieval", "reranked")
+    at.button(key="stage_A3_NLI_Gate").click().run()
+    at.button(key="stage_A4_Condenser").click().run()
+    # ReRanker vs A4 by default, with the table and the rank-movement chart
+    assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
+        ("reranked", "a4")
+    frame = diff_table(at)
+    assert list(frame.columns) == ["rank in A", "rank in B", "move", "Δ rank", "chunk id",
+                                   "status in B", "reason"]
+    assert len(frame) == len(sp(at).view("reranked"))
+    assert (frame["move"] == "dropped").sum() == sum(
+        r.status == "dropped" for r in sp(at).view("a4")) + sum(
+        r.status == "dropped" for r in sp(at).view("a3"))
+    bump = [c.proto.spec for c in at.get("vega_lite_chart") if "Rank movement" in c.proto.spec]
+    assert len(bump) == 1 and "Rank movement of the top 20 chunks at A4 condenser" in bump[0]
+    # choosing Retrieval as A changes the table: every candidate, with moves and the N2 cut
+    at.selectbox(key=S.DIFF_A).set_value("retrieval").run()
+    at.selectbox(key=S.DIFF_B).set_value("reranked").run()
+    assert not at.exception
+    frame = diff_table(at)
+    assert len(frame) == len(sp(at).view("retrieval"))
+    assert frame["move"].str.startswith("↑").any() and frame["move"].str.startswith("↓").any()
+    assert frame["reason"].str.startswith("cut at N2").any()
+    # the order control sorts it
+    at.selectbox(key=S.DIFF_SORT).set_value("biggest rise").run()
+    deltas = [d for d in diff_table(at)["Δ rank"] if d == d and d is not None]
+    assert deltas == sorted(deltas, reverse=True)
+    # a stage run brings the diff back to its default pair
+    at.button(key="stage_A4_Condenser").click().run()
+    assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
+        ("reranked", "a4")

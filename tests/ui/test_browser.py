@@ -1,5 +1,6 @@
 """The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question; the
-charts draw their marks, the stage buttons show their whole labels and the chunk tables fit
+charts draw their marks (the score histograms' bars, the rank-movement chart's lines and
+points), the stage buttons show their whole labels and the chunk tables and the stage diff fit
 without sideways scrolling, at 1280x900 and 1920x1080, checked on the page and in screenshots
 saved to docs/."""
 
@@ -134,6 +135,45 @@ GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
   })"""
 
 
+#: the rank-movement chart on the Stage diff tab: its picture, plot area, title, lines and dots
+BUMP_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]
+  .filter(c => c.checkVisibility()).map(c => {
+    const box = e => { const r = e.getBoundingClientRect();
+                       return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+    const svg = c.querySelector('svg');
+    const plot = svg && svg.querySelector('g.role-frame.root > g > path.background');
+    return {svg: svg ? box(svg) : null, plot: plot ? box(plot) : null,
+            canvas: c.querySelectorAll('canvas').length,
+            titles: [...c.querySelectorAll('.role-title-text text')].map(box),
+            lines: [...c.querySelectorAll('g.mark-line.role-mark path')].map(box),
+            dots: [...c.querySelectorAll('g.mark-symbol.role-mark path')].map(box)};
+  })"""
+
+
+def inside(m: dict, plot: dict) -> bool:
+    return (m["x"] >= plot["x"] - 1 and m["x"] + m["w"] <= plot["x"] + plot["w"] + 1
+            and m["y"] >= plot["y"] - 1 and m["y"] + m["h"] <= plot["y"] + plot["h"] + 1)
+
+
+def check_bump(charts: list[dict], size: str) -> None:
+    """One rank-movement chart: an SVG with a roomy plot area, a visible line per chunk (20)
+    and a dot or cross per chunk and stage, all inside the plot area, and a whole title."""
+    assert len(charts) == 1, f"{size}: {len(charts)} charts on the Stage diff tab"
+    c = charts[0]
+    assert c["svg"] and not c["canvas"], f"{size}: the bump chart is not drawn as SVG"
+    plot = c["plot"]
+    assert plot and plot["w"] > 300 and plot["h"] > 300, f"{size}: bump plot area {plot}"
+    lines = [m for m in c["lines"] if m["w"] >= 1 or m["h"] >= 1]
+    assert len(lines) == 20, f"{size}: {len(lines)} visible lines of {len(c['lines'])}"
+    dots = [m for m in c["dots"] if m["w"] >= 3 and m["h"] >= 3]
+    assert len(dots) >= 40, f"{size}: {len(dots)} visible points of {len(c['dots'])}"
+    for m in lines + dots:
+        assert inside(m, plot), f"{size}: bump mark {m} outside the plot area {plot}"
+    assert c["titles"], f"{size}: the bump chart has no title"
+    for t in c["titles"]:
+        assert t["y"] >= c["svg"]["y"] - 0.5 and t["h"] > 0, f"{size}: bump title {t} clipped"
+
+
 def shoot(page, locator, path: Path) -> None:
     """A screenshot of ``locator`` whole: the window is made as tall as the page first (same
     width, so the same layout), since Streamlit scrolls inside the page and a screenshot of an
@@ -208,6 +248,19 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the journey table scrolls sideways: {wide}"
 
+        # the stage diff: ReRanker vs A4, a table without sideways scrolling, the bump chart
+        page.get_by_role("tab", name="Stage diff").click()
+        diff = page.locator("[role=tabpanel]:visible")
+        expect(diff.get_by_role("combobox", name="Stage A")).to_have_value("ReRanker")
+        expect(diff.get_by_role("combobox", name="Stage B")).to_have_value("A4 condenser")
+        expect(diff.locator("[data-testid=stDataFrame]")).to_have_count(1)
+        expect(diff.locator("[data-testid=stVegaLiteChart]")).to_have_count(1)
+        page.wait_for_timeout(1000)
+        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        assert not wide, f"{size}: the stage diff table scrolls sideways: {wide}"
+        check_bump(page.evaluate(BUMP_JS), size)
+        shoot(page, diff, DOCS / f"stage-diff-{width}.png")
+
         # the Scores tab: four histograms with visible bars inside their plot areas
         page.get_by_role("tab", name="Scores").click()
         panel = page.locator("[role=tabpanel]:visible")
@@ -217,3 +270,4 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         shoot(page, panel, DOCS / f"scores-{width}.png")
         browser.close()
     assert (DOCS / f"scores-{width}.png").stat().st_size > 10_000
+    assert (DOCS / f"stage-diff-{width}.png").stat().st_size > 10_000

@@ -1,0 +1,134 @@
+"""The stage diff and the rank-movement chart, over a real SuperPrompt of the bundled KB."""
+
+import pytest
+
+from ragstream.super_prompt import View
+from ragstream.ui import views
+
+PROMPT = "How are documents chunked?"
+
+
+@pytest.fixture(scope="module")
+def sp(kb_engine):
+    return kb_engine.run(PROMPT)
+
+
+def by_id(rows):
+    return {r["chunk id"]: r for r in rows}
+
+
+def test_move_is_rank_in_a_minus_rank_in_b():
+    assert views.move_label(5, 2, dropped=False) == ("↑3", 3)
+    assert views.move_label(2, 9, dropped=False) == ("↓7", -7)
+    assert views.move_label(4, 4, dropped=False) == ("=", 0)
+    assert views.move_label(None, 4, dropped=False) == ("new", None)
+    assert views.move_label(3, 4, dropped=True) == ("dropped", None)
+    assert views.move_label(3, None, dropped=False) == ("dropped", None)
+
+
+def test_retrieval_to_reranker_moves_and_the_n2_cut(sp):
+    retrieval, reranked = sp.view(View.RETRIEVAL), sp.view(View.RERANKED)
+    rows = views.diff_rows(sp, View.RETRIEVAL, View.RERANKED)
+    assert len(rows) == len(retrieval)  # every candidate once
+    assert list(rows[0]) == views.DIFF_ORDER
+    rows_by_id = by_id(rows)
+    rank_b = {r.chunk_id: r.rank for r in reranked}
+    for r in retrieval:
+        row = rows_by_id[r.chunk_id]
+        assert row["rank in A"] == r.rank
+        if r.chunk_id in rank_b:
+            delta = r.rank - rank_b[r.chunk_id]
+            assert row["Δ rank"] == delta and row["rank in B"] == rank_b[r.chunk_id]
+            assert row["move"] == ("=" if delta == 0 else f"↑{delta}" if delta > 0 else f"↓{-delta}")
+        else:  # below the N2 cut: dropped, with its retrieval rank and the cut
+            assert row["move"] == "dropped" and row["rank in B"] is None and row["Δ rank"] is None
+            assert row["status in B"] == "cut"
+            assert row["reason"].startswith(f"cut at N2: retrieval rank {r.rank}")
+    assert any(m.startswith("↑") for m in (r["move"] for r in rows))
+    assert any(m.startswith("↓") for m in (r["move"] for r in rows))
+
+
+def test_a3_to_a4_carries_the_gates_reason_and_a4s(sp):
+    rows = by_id(views.diff_rows(sp, View.A3, View.A4))
+    for r in sp.view(View.A3):
+        if r.status == "dropped":  # A4 never saw it: dropped, with the gate's reason
+            assert rows[r.chunk_id]["move"] == "dropped"
+            assert rows[r.chunk_id]["status in B"] == "not reached"
+            assert r.reason in rows[r.chunk_id]["reason"]
+    unused = [r for r in sp.view(View.A4) if r.status == "dropped"]
+    assert unused
+    for r in unused:  # A4 has it but did not use it: dropped, with A4's reason
+        row = rows[r.chunk_id]
+        assert row["move"] == "dropped" and row["rank in B"] == r.rank
+        assert row["reason"].startswith("not used by A4")
+
+
+def test_new_when_stage_a_does_not_have_the_chunk(sp):
+    rows = views.diff_rows(sp, View.A4, View.RETRIEVAL)
+    in_a4 = {r.chunk_id for r in sp.view(View.A4)}
+    new = [r for r in rows if r["move"] == "new"]
+    assert new and all(r["chunk id"] not in in_a4 and r["rank in A"] is None for r in new)
+    assert len(rows) == len(sp.view(View.RETRIEVAL))
+
+
+def test_same_stage_moves_nothing(sp):
+    rows = views.diff_rows(sp, View.RERANKED, View.RERANKED)
+    assert {r["move"] for r in rows} == {"="}
+
+
+def test_orders(sp):
+    a, b = View.RETRIEVAL, View.RERANKED
+    by_b = views.diff_rows(sp, a, b)  # default: rank in B, then the rest by rank in A
+    ranks_b = [r["rank in B"] for r in by_b]
+    present = [x for x in ranks_b if x is not None]
+    assert present == sorted(present) and ranks_b[:len(present)] == present
+    tail = [r["rank in A"] for r in by_b[len(present):]]
+    assert tail == sorted(tail)
+    by_a = views.diff_rows(sp, a, b, "rank in A")
+    assert [r["rank in A"] for r in by_a] == sorted(r["rank in A"] for r in by_a)
+    rise = views.diff_rows(sp, a, b, "biggest rise")
+    deltas = [r["Δ rank"] for r in rise if r["Δ rank"] is not None]
+    assert deltas == sorted(deltas, reverse=True) and deltas[0] > 0
+    assert rise[-1]["move"] == "dropped"
+    fall = views.diff_rows(sp, a, b, "biggest fall")
+    assert [r["Δ rank"] for r in fall if r["Δ rank"] is not None] == sorted(deltas)
+    with pytest.raises(ValueError, match="rank in B"):
+        views.diff_rows(sp, a, b, "alphabetical")
+
+
+def test_default_pair_and_summary(sp):
+    assert views.diff_default(sp) == (View.RERANKED, View.A4)
+    assert views.diff_default(sp, View.RETRIEVAL, View.A3) == (View.RETRIEVAL, View.A3)
+    assert views.diff_default(sp, "a5", View.A3) == (View.RERANKED, View.A4)
+    line = views.diff_summary(views.diff_rows(sp, View.RERANKED, View.A4), View.RERANKED, View.A4)
+    assert line.startswith("ReRanker → A4 condenser: ") and " dropped" in line
+
+
+def test_diff_columns_fit_the_table_width():
+    cols = views.diff_columns(View.RERANKED, View.A4)
+    assert list(cols) == views.DIFF_ORDER
+    assert sum(c["width"] for c in cols.values()) <= views.TABLE_WIDTH
+    assert cols["rank in A"]["label"] == "A: ReRanker" and cols["rank in B"]["label"] == "B: A4"
+
+
+def test_bump_points_follow_the_latest_stages_top_chunks(sp):
+    points = views.bump_points(sp)
+    top = [r.chunk_id for r in sorted(sp.view(View.A4), key=lambda r: r.rank)[:views.BUMP_TOP]]
+    assert {p["chunk id"] for p in points} == set(top)
+    stages = [t for _, t in views.VIEW_STAGES]
+    for p in points:
+        assert p["stage"] in stages and p["status"] in ("kept", "dropped") and p["reason"]
+    # each chunk has a point at every stage whose view has it, with that stage's rank
+    first = [p for p in points if p["chunk id"] == top[0]]
+    assert [p["stage"] for p in first] == stages
+
+
+def test_bump_chart_encodes_rank_reversed_and_shape(sp):
+    spec = views.bump_chart(sp).to_dict()
+    line, dots = spec["layer"]
+    assert line["mark"]["type"] == "line" and dots["mark"]["type"] == "point"
+    assert line["encoding"]["y"]["scale"]["reverse"] is True
+    assert dots["encoding"]["shape"]["field"] == "status"
+    assert line["encoding"]["x"]["sort"] == [t for _, t in views.VIEW_STAGES]
+    assert "top 20" in spec["title"]["text"]
+    assert views.bump_chart(type(sp)()) is None
