@@ -71,8 +71,11 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         page = browser.new_page(viewport={"width": 1600, "height": 1300})
         page.goto(app_url)
         expect(page.get_by_role("heading", name="RAGstream workbench")).to_be_visible(timeout=180_000)
+        # the first script run can take a while on a loaded machine: wait for the prompt box
+        expect(page.get_by_role("textbox", name="Prompt")).to_be_visible(timeout=180_000)
         # before any stage runs, Retrieval's button is disabled
-        expect(page.get_by_role("button", name="Retrieve", exact=True)).to_be_disabled()
+        expect(page.get_by_role("button", name="Retrieve", exact=True)).to_be_disabled(
+            timeout=60_000)
 
         prompt = page.get_by_role("textbox", name="Prompt")
         prompt.fill(PROMPT)
