@@ -110,7 +110,7 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
 LAYOUT_PROMPT = "How are documents chunked?"
 
 #: every visible Vega chart: its size, its plot area (the root frame's background), its title's
-#: and its marks' boxes, all in page pixels
+#: and its marks' boxes (bars; lines and dots for the rank-movement chart), all in page pixels
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]
   .filter(c => c.checkVisibility()).map(c => {
     const box = e => { const r = e.getBoundingClientRect();
@@ -120,7 +120,9 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart
     return {chart: box(c), svg: svg ? box(svg) : null, plot: plot ? box(plot) : null,
             canvas: c.querySelectorAll('canvas').length,
             titles: [...c.querySelectorAll('.role-title-text text')].map(box),
-            marks: [...c.querySelectorAll('g.mark-rect.role-mark path')].map(box)};
+            marks: [...c.querySelectorAll('g.mark-rect.role-mark path')].map(box),
+            lines: [...c.querySelectorAll('g.mark-line.role-mark path')].map(box),
+            dots: [...c.querySelectorAll('g.mark-symbol.role-mark path')].map(box)};
   })"""
 
 #: the text of every visible stage button: its label element's full and shown width
@@ -135,21 +137,6 @@ GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
   .filter(g => g.checkVisibility()).map(g => {
     const s = g.querySelector('.dvn-scroller');
     return {scroll: s.scrollWidth, client: s.clientWidth};
-  })"""
-
-
-#: the rank-movement chart on the Stage diff tab: its picture, plot area, title, lines and dots
-BUMP_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]
-  .filter(c => c.checkVisibility()).map(c => {
-    const box = e => { const r = e.getBoundingClientRect();
-                       return {x: r.x, y: r.y, w: r.width, h: r.height}; };
-    const svg = c.querySelector('svg');
-    const plot = svg && svg.querySelector('g.role-frame.root > g > path.background');
-    return {svg: svg ? box(svg) : null, plot: plot ? box(plot) : null,
-            canvas: c.querySelectorAll('canvas').length,
-            titles: [...c.querySelectorAll('.role-title-text text')].map(box),
-            lines: [...c.querySelectorAll('g.mark-line.role-mark path')].map(box),
-            dots: [...c.querySelectorAll('g.mark-symbol.role-mark path')].map(box)};
   })"""
 
 
@@ -261,7 +248,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         page.wait_for_timeout(1000)
         wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the stage diff table scrolls sideways: {wide}"
-        check_bump(page.evaluate(BUMP_JS), size)
+        check_bump(page.evaluate(CHARTS_JS), size)
         shoot(page, diff, DOCS / f"stage-diff-{width}.png")
 
         # the Scores tab: four histograms with visible bars inside their plot areas
