@@ -24,8 +24,14 @@
   sentence by sentence as the JSON arrives. ``auto`` picks sentences for a llama.cpp or
   Ollama endpoint (small local models drop ``[n]`` in free text) unless A5 asks for a format
   that is no list of sentences (table, code, JSON, YAML, email).
-* ``extractive`` — no endpoint: A4's condensed statements (facts, then constraints), each with
-  its ``[n]``, as Markdown. Deterministic. ``on_token`` gets it line by line.
+* ``extractive`` — no endpoint: a short answer from A4's statements (``extractive_statements``):
+  the best one first, then the best of the next sources, then the rest by score; those that
+  only mention the question's words (a worked example, a quoted prompt, a list of file names:
+  ``mention_only``) left out; at most ``answer.max_sentences`` (the prompt's own length, or
+  ``max_sentences_long`` for "list every …"/"in detail"), each with its ``[n]``, and the
+  command a sentence ending in ':' introduces. A paragraph, or a list when A5 asks for one.
+  ``prompt_ready`` keeps the whole condensed context. Deterministic; ``on_token`` gets it
+  sentence by sentence.
 
 Citations ``[n]`` (also ``[1, 2]``, ``[1][2]``, ``[1-3]``) are parsed from the text and mapped to
 ``final_selection_ids[n-1]`` — the numbering of the Sources block. A number naming no source
@@ -57,7 +63,7 @@ from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.config import AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError
 from ragstream.records import QALogRecord, Statement
-from ragstream.render import citation_marks
+from ragstream.render import build_query, citation_marks
 from ragstream.super_prompt import (
     Answer,
     AnswerUsage,
@@ -329,29 +335,108 @@ def no_results_text(store, acfg: AnswerSettings) -> str:
     return f"{NO_RESULTS_LEAD} It covers:\n\n" + "\n".join(lines) + "\n"
 
 
-def extractive_pieces(sp: SuperPrompt) -> list[str]:
-    """The extractive answer, as the pieces it is streamed in (lines): A4's statements, facts
-    then constraints, each citing its sources by their number in the Sources block."""
+#: a sentence with fewer words than this outside code spans and quotes shows rather than states
+MIN_PROSE_WORDS = 5
+_CODE_SPANS = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+_QUOTED = re.compile(r"[\"“][^\"“”\n]{1,300}[\"”]|(?<!\w)['‘][^'‘’\n]{1,300}['’](?!\w)")
+
+
+def mention_only(text: str) -> bool:
+    """True for a sentence that shows the question's words rather than stating a fact: one
+    holding a code block (a worked example), or with fewer than ``MIN_PROSE_WORDS`` words
+    outside code spans and quotes (a quoted prompt, a list of file names)."""
+    if "```" in text:
+        return True
+    prose = _QUOTED.sub(" ", _CODE_SPANS.sub(" ", text))
+    return len(_WORD.findall(prose)) < MIN_PROSE_WORDS
+
+
+def answer_length(sp: SuperPrompt, acfg: AnswerSettings) -> tuple[int, str]:
+    """How many sentences the extractive answer gives, and why: the length the prompt asks
+    for (A5's limit in sentences, items or lines), ``max_sentences_long`` when the prompt
+    asks for every item or for detail (``long_cues``), else ``max_sentences``."""
+    spec = sp.extras.format_enforcer
+    for limit in spec.length if spec else []:
+        if limit.unit in ("sentences", "items", "lines") and limit.bound != "min":
+            return limit.value, f"the prompt asks for {limit.bound} {limit.value} {limit.unit}"
+    folded = " " + " ".join(_WORD.findall(build_query(sp.body).casefold())) + " "
+    for cue in acfg.long_cues:
+        if " " + " ".join(_WORD.findall(cue.casefold())) + " " in folded:
+            return acfg.max_sentences_long, f"the prompt asks for more ({cue!r})"
+    return acfg.max_sentences, "a short answer (answer.max_sentences)"
+
+
+def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Statement]:
+    """The statements the extractive answer gives: A4's statements by score (its order when
+    they have none), those that only mention the question's words left out unless nothing
+    else is left; the first ``distinct_sources_first`` from as many different chunks (the
+    best sentence, then the best of the next sources), then the rest best first; at most
+    ``answer_length`` of them."""
     record = sp.extras.a4
-    statements = record.condensed if record else []
-    issues = record.open_issues if record else []
-    facts = [s for s in statements if s.kind == "fact"]
-    constraints = [s for s in statements if s.kind == "constraint"]
-    if not facts and not constraints:
+    statements = list(record.condensed) if record else []
+    if all(s.score is not None for s in statements):
+        statements.sort(key=lambda s: -(s.score or 0.0))
+    stating = [s for s in statements if not mention_only(s.text)] or statements
+    lead: list[Statement] = []
+    for s in stating:
+        if len(lead) >= acfg.distinct_sources_first:
+            break
+        if not any(s.chunk_ids[:1] == o.chunk_ids[:1] for o in lead):
+            lead.append(s)
+    ordered = lead + [s for s in stating if not any(s is o for o in lead)]
+    return ordered[:answer_length(sp, acfg)[0]]
+
+
+def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None) -> list[str]:
+    """The extractive answer, as the pieces it is streamed in (one per sentence): the
+    statements of ``extractive_statements``, the best first, each citing its sources by their
+    number in the Sources block; a paragraph, or a list when A5 asks for one or the prompt
+    for every item. ``prompt_ready`` keeps the whole condensed context; only the answer is short."""
+    acfg = acfg or AnswerSettings()
+    chosen = extractive_statements(sp, acfg)
+    if not chosen:
         return [NO_STATEMENTS]
-
-    def item(s: Statement) -> str:
-        return f"- {s.text} {citation_marks(s.chunk_ids, sp.final_selection_ids)}\n"
-
+    spec = sp.extras.format_enforcer
+    mark = LIST_MARKS.get(spec.kind if spec else "")
+    if mark is None and answer_length(sp, acfg)[0] > acfg.max_sentences:
+        mark = LIST_MARKS["bullet_list"]
+    chunks = sp.chunk_map()
     pieces: list[str] = []
-    if facts:
-        pieces += ["**What the knowledge base says**\n\n"] + [item(s) for s in facts]
-    if constraints:
-        pieces += (["\n"] if pieces else []) + ["**Constraints**\n\n"]
-        pieces += [item(s) for s in constraints]
-    if issues:
-        pieces += ["\n"] + [f"_{s}_\n" for s in issues]
+    for i, s in enumerate(chosen, start=1):
+        text = f"{s.text} {citation_marks(s.chunk_ids, sp.final_selection_ids)}"
+        block = _shown_code(s, chunks)
+        if mark is not None:
+            pieces.append(f"{mark.format(i=i)}{text}\n" + (_indent(block, mark) if block else ""))
+        elif block:  # the sentence introduces a command: the command follows it
+            pieces.append(("\n" if pieces else "") + text + "\n\n" + block
+                          + ("\n" if i < len(chosen) else ""))
+        else:
+            pieces.append(text + (" " if i < len(chosen) else "\n"))
     return pieces
+
+
+#: a code block this long or longer is not copied into the extractive answer
+MAX_CODE_LINES = 12
+_FENCE_AFTER = re.compile(r"\s*(?P<fence>(?P<mark>```|~~~)[^\n]*\n.*?\n(?P=mark)[ \t]*(?:\n|\Z))",
+                          re.DOTALL)
+
+
+def _shown_code(s: Statement, chunks: dict[str, Chunk]) -> str:
+    """The code block that a statement ending in ':' introduces in its chunk ("Start the
+    server with:" and the command), when it directly follows and is short; else ''."""
+    chunk = chunks.get(s.chunk_ids[0]) if s.chunk_ids else None
+    if chunk is None or s.span is None or not s.text.rstrip().endswith(":"):
+        return ""
+    m = _FENCE_AFTER.match(chunk.text, s.span[1])
+    if not m or m.group("fence").count("\n") > MAX_CODE_LINES + 1:
+        return ""
+    return m.group("fence").rstrip("\n") + "\n"
+
+
+def _indent(block: str, mark: str) -> str:
+    pad = " " * len(mark.format(i=9))
+    return "\n" + "".join(pad + line if line.strip() else line
+                          for line in block.splitlines(keepends=True)) + "\n"
 
 
 # --------------------------------------------------------------------------- the sentence form
@@ -597,7 +682,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
         usage = AnswerUsage(prompt_tokens=result.usage.prompt_tokens,
                             completion_tokens=result.usage.completion_tokens)
     if mode == "extractive":
-        pieces = extractive_pieces(sp)
+        pieces = extractive_pieces(sp, acfg)
         for piece in pieces:
             emit(piece)
         text = "".join(pieces).strip() + "\n"
@@ -610,7 +695,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     if mode == "llm" and not cited:
         unsupported = UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
         if acfg.offer_extractive:
-            beside = "".join(extractive_pieces(sp)).strip() + "\n"
+            beside = "".join(extractive_pieces(sp, acfg)).strip() + "\n"
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,

@@ -357,11 +357,20 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
 
 
 @main.command(name="eval", help="Measure retrieval quality and latency on a BEIR-format data set "
-                                "(corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): BM25 only, "
-                                "dense only, hybrid, and hybrid + rerank per backend.")
-@click.option("--data", "data_dir", required=True,
+                                "(--data: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): BM25 "
+                                "only, dense only, hybrid, and hybrid + rerank per backend; or "
+                                "answer quality on question sets (--answers FILE.json).")
+@click.option("--data", "data_dir", default=None,
               type=click.Path(exists=True, file_okay=False, dir_okay=True),
               help="The BEIR folder, e.g. ../shared/data/scifact.")
+@click.option("--answers", "answer_sets", multiple=True,
+              type=click.Path(exists=True, file_okay=True, dir_okay=False),
+              help="A question set (repeatable), e.g. benchmarks/answers/kb.json: answer quality "
+                   "instead of retrieval (does the answer's first sentence cite the section that "
+                   "answers the question?).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["offline", "llm"]),
+              help="With --answers: the answer modes to run (repeatable); default offline, and "
+                   "llm when an endpoint is configured.")
 @click.option("--split", default="test", show_default=True, help="The qrels file: qrels/SPLIT.tsv.")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Only the first N judged queries.")
@@ -371,18 +380,32 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
-def eval_command(data_dir: str, split: str, limit: int | None, subset: str, as_json: bool,
+def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tuple[str, ...],
+                 split: str, limit: int | None, subset: str, as_json: bool,
                  out: str | None) -> None:
-    """Evaluate retrieval on a BEIR data set and print a table or JSON (optionally also to a file)."""
+    """Evaluate retrieval on a BEIR data set, or answers on question sets, and print a table
+    or JSON (optionally also to a file)."""
     from ragstream.config import load_config
-    from ragstream.evaluation import evaluate, format_table
 
+    if bool(data_dir) == bool(answer_sets):
+        raise click.UsageError("give either --data (a BEIR folder: retrieval) or --answers (one "
+                               "or more question sets: answer quality).")
     try:
-        result = evaluate(data_dir, split, load_config(), limit=limit, subset=subset,
-                          progress=_stderr_progress())
+        if answer_sets:
+            from ragstream.answer_eval import evaluate_answers, format_answers
+
+            result = evaluate_answers(answer_sets, load_config(), modes=list(modes) or None,
+                                      progress=_stderr_progress())
+            as_text = format_answers
+        else:
+            from ragstream.evaluation import evaluate, format_table
+
+            result = evaluate(data_dir or "", split, load_config(), limit=limit, subset=subset,
+                              progress=_stderr_progress())
+            as_text = format_table
     except RagstreamError as err:
         _fail(err)
-    _emit(result, as_json, out, format_table)
+    _emit(result, as_json, out, as_text)
 
 
 @main.command(help="Measure speed and size on this machine: ingestion against raw encoding, "

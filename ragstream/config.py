@@ -259,7 +259,20 @@ class AnswerSettings(_Strict):
         "Ollama endpoint — small local models drop citations in free text —, text otherwise, "
         "and text whenever A5 asks for a table, code, JSON, YAML or an email)"))
     max_sentences: int = Field(6, ge=1, le=50, description=(
-        "the answer's sentences, at most, in the 'sentences' form"))
+        "the answer's sentences, at most: the LLM's 'sentences' form and the extractive "
+        "answer (unless the prompt asks for a length, or for more with a long_cues phrase)"))
+    distinct_sources_first: int = Field(3, ge=1, le=50, description=(
+        "the extractive answer's first sentences come from this many different chunks (the "
+        "best sentence, then the best of the next sources): a hedge against the top chunk "
+        "not being the one that answers"))
+    max_sentences_long: int = Field(18, ge=1, le=200, description=(
+        "the extractive answer's sentences, at most, when the prompt asks for every item or "
+        "for detail (long_cues)"))
+    long_cues: list[str] = Field(default_factory=lambda: [
+        "list every", "list all", "all the", "all of the", "every single", "in detail",
+        "detailed", "step by step", "comprehensive", "complete list", "full list"],
+        description=(
+        "phrases (whole words, any case) of a prompt that asks for a long answer"))
     temperature: float = Field(0.0, ge=0, le=2)
     high_min_dense: float = Field(0.5, ge=0, le=1, description="High: best dense score at least")
     high_min_rerank: float = Field(0.5, ge=0, le=1, description="High: best rerank score at least")
@@ -422,6 +435,9 @@ class A4Config(AgentCommon):
         12, ge=1, le=200, description="LLM mode: sentences the model may choose, at most")
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
+    rank_weight: float = Field(
+        0.3, ge=0, le=1, description="a sentence's score is its cosine to the prompt plus "
+        "rank_weight / rank of its chunk (the ReRanker's order as A3 kept it)")
     redundancy_jaccard: float = Field(0.6, ge=0, le=1)
     min_sentence_words: int = Field(4, ge=1, le=100)
     #: prompt words never reported as "not mentioned" (question words, request verbs)

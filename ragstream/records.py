@@ -183,7 +183,7 @@ StatementKind = Literal["fact", "constraint"]
 class Statement(Record):
     """One statement of the condensed context, the chunks it cites and where it comes from."""
 
-    OPTIONAL = frozenset({"span"})
+    OPTIONAL = frozenset({"span", "score"})
 
     text: str
     kind: StatementKind
@@ -191,6 +191,9 @@ class Statement(Record):
     span: tuple[int, int] | None = Field(
         None, description="the characters of the first cited chunk's text it was taken from, "
                           "when known (always for extracted sentences)")
+    score: float | None = Field(
+        None, description="how well it answers the prompt: its cosine to the prompt plus its "
+                          "chunk's rank prior (A4's order of relevance)")
 
 
 class A4Record(Record):

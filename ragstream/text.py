@@ -152,6 +152,7 @@ def evidence_units(text: str, min_words: int = 3) -> list[tuple[int, int, str]]:
             raw = text[start + s:start + e]
             clean = clean_sentence(raw)
             if len(clean.split()) >= min_words:
-                lead = len(raw) - len(raw.lstrip())
+                mark = _LIST_MARK.match(raw)  # the span starts at the sentence, after a list marker
+                lead = mark.end() if mark else len(raw) - len(raw.lstrip())
                 out.append((start + s + lead, start + e, clean))
     return out

@@ -19,15 +19,19 @@ from ragstream.answer import (
     Signals,
     answer,
     answer_and_log,
+    answer_length,
     answer_sentences,
     citation_numbers,
     conversation_after,
     extractive_pieces,
+    extractive_statements,
     kb_titles,
+    mention_only,
     rate,
 )
 from ragstream.backends.tokens import count_tokens
 from ragstream.cli import _print_answer_footer
+from ragstream.config import AnswerSettings
 from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord
@@ -77,20 +81,30 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
     assert ans.model == "" and ans.usage.prompt_tokens == 0 and ans.error == ""
     assert ans.first_token_ms is not None and ans.latency_ms >= 0
 
-    # A4's statements, facts first, then constraints, each with the [n] of its chunk; the
-    # same statements, in the same order, are what S_CTX_MD shows
+    # A4's statements, best score first, each with the [n] of its chunk, at most
+    # answer.max_sentences of them for a one-line question; S_CTX_MD keeps all of them
+    acfg = kb_engine.cfg.settings.answer
     record = on_topic.extras.a4
     assert record is not None and record.condensed
-    facts = [s for s in record.condensed if s.kind == "fact"]
-    constraints = [s for s in record.condensed if s.kind == "constraint"]
-    lines = [f"- {s.text} [{on_topic.final_selection_ids.index(s.chunk_ids[0]) + 1}]"
-             for s in facts + constraints]
-    positions = [ans.text.index(line) for line in lines]
+    chosen = extractive_statements(on_topic, acfg)
+    assert 0 < len(chosen) <= acfg.max_sentences
+    assert len(record.condensed) > len(chosen)  # the answer is shorter than the context
+    # the best sentence leads; the first distinct_sources_first come from different chunks,
+    # each the best of its chunk; the rest follow best first
+    lead, rest = chosen[:acfg.distinct_sources_first], chosen[acfg.distinct_sources_first:]
+    assert chosen[0].score == max(s.score for s in record.condensed if not mention_only(s.text))
+    assert len({s.chunk_ids[0] for s in lead}) == len(lead)
+    assert [s.score for s in lead] == sorted((s.score for s in lead), reverse=True)
+    assert [s.score for s in rest] == sorted((s.score for s in rest), reverse=True)
+    assert not any(mention_only(s.text) for s in chosen)
+    pieces = [f"{s.text} [{on_topic.final_selection_ids.index(s.chunk_ids[0]) + 1}]"
+              for s in chosen]
+    positions = [ans.text.index(p) for p in pieces]
     assert positions == sorted(positions)
-    in_context = [on_topic.S_CTX_MD.index(line) for line in lines]
-    assert in_context == sorted(in_context)
-    if constraints:
-        assert ans.text.index("**Constraints**") > positions[len(facts) - 1]
+    assert ans.text.startswith(pieces[0])  # it leads with the best sentence
+    assert len(answer_sentences(ans.text, acfg.min_sentence_words)) <= len(chosen)
+    for s in record.condensed:
+        assert f"- {s.text} [" in on_topic.S_CTX_MD
     # each extracted statement points at the sentence of its chunk it was taken from
     chunks = on_topic.chunk_map()
     for s in record.condensed:
@@ -125,17 +139,65 @@ def test_extractive_without_statements_says_so():
     assert extractive_pieces(SuperPrompt()) == [answer_mod.NO_STATEMENTS]
 
 
-def test_extractive_answer_renders_statements_with_their_source_numbers():
-    sp = SuperPrompt(final_selection_ids=["a#0", "b#0"], extras={"a4": {
-        "budget_tokens": 900, "used_tokens": 50, "statements": 3,
-        "condensed": [{"text": "B says so.", "kind": "fact", "chunk_ids": ["b#0"]},
-                      {"text": "Both agree.", "kind": "fact", "chunk_ids": ["a#0", "b#0"]},
-                      {"text": "It must be short.", "kind": "constraint", "chunk_ids": ["a#0"]}],
-        "open_issues": ["The selected sources do not mention: speed."]}})
+def _statements_sp(texts_scores: list[tuple[str, float, str]], prompt: str = "What is B?",
+                   kind: str = "markdown", length: list | None = None) -> SuperPrompt:
+    return SuperPrompt(final_selection_ids=["a#0", "b#0"], body={"task": prompt}, extras={
+        "a4": {"budget_tokens": 900, "used_tokens": 50, "statements": len(texts_scores),
+               "condensed": [{"text": t, "kind": "fact", "chunk_ids": [c], "score": sc}
+                             for t, sc, c in texts_scores],
+               "open_issues": ["The selected sources do not mention: speed."]},
+        "format_enforcer": {"kind": kind, "kind_source": "default", "length": length or []}})
+
+
+def test_extractive_answer_leads_with_the_best_sentence_and_cites_each():
+    sp = _statements_sp([("B is a letter of the alphabet.", 0.5, "b#0"),
+                         ("A vague prompt: 'what is B'.", 0.9, "a#0"),
+                         ("B comes after A in the alphabet.", 0.7, "a#0"),
+                         ("B is also a blood type.", 0.6, "a#0")])
+    # best score first, then the best sentence of the next source, then the rest; the quoted
+    # prompt only mentions the words and is left out; the open issue stays in S_CTX_MD
     assert "".join(extractive_pieces(sp)) == (
-        "**What the knowledge base says**\n\n- B says so. [2]\n- Both agree. [1][2]\n"
-        "\n**Constraints**\n\n- It must be short. [1]\n"
-        "\n_The selected sources do not mention: speed._\n")
+        "B comes after A in the alphabet. [1] B is a letter of the alphabet. [2] "
+        "B is also a blood type. [1]\n")
+    one_source = AnswerSettings(distinct_sources_first=1)
+    assert "".join(extractive_pieces(sp, one_source)) == (
+        "B comes after A in the alphabet. [1] B is also a blood type. [1] "
+        "B is a letter of the alphabet. [2]\n")
+    assert mention_only("A vague prompt: 'what is B'.")
+    assert mention_only("For example: ```text\nTask: what is B\n``` [1]")
+    assert mention_only("`a.md`, `b.md` and `c.md`.")
+    assert not mention_only("B comes after A in the alphabet, as `abc` shows.")
+    # when only mentions are left, they are the answer rather than nothing
+    only = _statements_sp([("A vague prompt: 'what is B'.", 0.9, "a#0")])
+    assert "".join(extractive_pieces(only)) == "A vague prompt: 'what is B'. [1]\n"
+
+
+def test_extractive_answer_length_follows_the_prompt():
+    acfg = AnswerSettings()
+    many = [(f"Fact number {i} about the letter B here.", 1.0 - i / 100, "ab"[i % 2] + "#0")
+            for i in range(30)]
+    short = _statements_sp(many)
+    assert answer_length(short, acfg)[0] == acfg.max_sentences
+    assert len(extractive_pieces(short, acfg)) == acfg.max_sentences
+    # "list every ..." and "in detail" ask for more, as a list
+    for prompt in ("List every fact about B.", "Explain B in detail."):
+        long = _statements_sp(many, prompt=prompt)
+        n, why = answer_length(long, acfg)
+        assert n == acfg.max_sentences_long and "asks for more" in why
+        pieces = extractive_pieces(long, acfg)
+        assert len(pieces) == acfg.max_sentences_long and all(p.startswith("- ") for p in pieces)
+    # a length the prompt names wins; A5's list kind gives a list
+    limited = _statements_sp(many, kind="numbered_list",
+                             length=[{"unit": "items", "bound": "max", "value": 3}])
+    assert extractive_pieces(limited, acfg) == [
+        "1. Fact number 0 about the letter B here. [1]\n",
+        "2. Fact number 1 about the letter B here. [2]\n",
+        "3. Fact number 2 about the letter B here. [1]\n"]  # sources a, b, then the best
+    # statements without scores (LLM-mode A4) keep A4's order
+    unscored = _statements_sp([("B is second.", 0.0, "b#0"), ("A is first.", 0.0, "a#0")])
+    for s in unscored.extras.a4.condensed:
+        s.score = None
+    assert "".join(extractive_pieces(unscored)) == "B is second. [2] A is first. [1]\n"
 
 
 # --------------------------------------------------------------------------- no results
@@ -478,3 +540,30 @@ def test_answer_and_log_keeps_the_answer_when_the_log_cannot_be_written(kb_engin
     out, ans = answer_and_log(kb_engine.cfg, kb_engine.services, on_topic,
                               log_path=blocker / "log.sqlite3")
     assert out.answer == ans and "could not be logged" in out.extras.qa_log.error
+
+
+def test_extractive_answer_shows_the_command_a_sentence_introduces():
+    from ragstream.super_prompt import Chunk
+
+    text = ("The tool is installed with pip. Start the tool on its port with:\n\n"
+            "```bash\ntool run --port 8\n```\n\nIt listens on port 8.")
+    chunk = Chunk(id="a#0", doc_id="a", source="kb/a.md", text=text)
+    lead = "Start the tool on its port with:"
+    start = text.index(lead)
+    sp = _statements_sp([(lead, 0.9, "a#0"), ("It listens on port 8.", 0.8, "a#0")])
+    sp.base_context_chunks = [chunk]
+    sp.extras.a4.condensed[0].span = (start, start + len(lead))
+    out = "".join(extractive_pieces(sp))
+    assert out == ("Start the tool on its port with: [1]\n\n```bash\ntool run --port 8\n```\n\n"
+                   "It listens on port 8. [1]\n")
+    assert answer_sentences(out, 3) == ["It listens on port 8. [1]"]  # the code is no sentence
+    # in a list the block is indented under its item
+    listed = _statements_sp([(lead, 0.9, "a#0")], kind="bullet_list")
+    listed.base_context_chunks = [chunk]
+    listed.extras.a4.condensed[0].span = (start, start + len(lead))
+    assert "".join(extractive_pieces(listed)) == (
+        "- Start the tool on its port with: [1]\n\n  ```bash\n  tool run --port 8\n  ```\n\n")
+    # a sentence not ending in ':' or not followed by a code block gets none
+    sp.extras.a4.condensed[0].span = (0, len("The tool is installed with pip."))
+    sp.extras.a4.condensed[0].text = "The tool is installed with pip."
+    assert "```" not in "".join(extractive_pieces(sp))

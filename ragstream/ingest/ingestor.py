@@ -68,6 +68,10 @@ from ragstream.errors import (
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.super_prompt import Chunk
 
+#: what is derived from a document's text at ingestion (evidence sentences and their spans):
+#: part of the stored document hash, so a change here re-ingests every document once
+ENCODING = "evidence-spans-2\0"
+
 Progress = Callable[[int, int, str], None]
 
 #: the lock file's name in ``paths.index_dir``
@@ -434,7 +438,7 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
             ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
             if ignored:
                 report.warnings.append(f"{doc.doc_id}: metadata keys ignored: {', '.join(ignored)}")
-            digest = content_hash(doc.text + "\0" + json.dumps(meta, sort_keys=True))
+            digest = content_hash(ENCODING + doc.text + "\0" + json.dumps(meta, sort_keys=True))
             if doc.doc_id in stored and stored[doc.doc_id].doc_hash == digest:
                 report.skipped += 1
                 continue
@@ -551,7 +555,7 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             report.errors.append(f"{doc_id}: cannot be read ({err.strerror}); check that the "
                                  f"file is readable by this user")
             continue
-        digest = content_hash(text)
+        digest = content_hash(ENCODING + text)
         if doc_id in stored and stored[doc_id].doc_hash == digest:
             report.skipped += 1
             continue

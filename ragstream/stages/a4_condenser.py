@@ -5,20 +5,24 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
 
 1. Take every A3-kept chunk's evidence sentences (``text.evidence_units``: code blocks, table
    rows and headings skipped), those of at least ``min_sentence_words`` words.
-2. Score each sentence by cosine similarity to the prompt (task, purpose, context, format),
-   from the sentence vectors computed at ingestion (``DocumentIndex``): only the prompt is
-   embedded.
-3. Take sentences best-first (ties: chunk order, then sentence order) while they score at
-   least ``min_sentence_score``, a chunk gives at most ``max_sentences_per_chunk``, at most
-   N3 chunks contribute, a sentence is not a near-repeat (word Jaccard ≥
-   ``redundancy_jaccard``) of one already taken, and the whole ``S_CTX_MD`` stays within
-   ``budget_tokens`` (tiktoken).
+2. Score each sentence by its cosine similarity to the prompt (task, purpose, context,
+   format), from the sentence vectors computed at ingestion (``DocumentIndex``: only the
+   prompt is embedded), plus its chunk's rank prior ``rank_weight / rank`` (rank in A3's
+   order, i.e. the ReRanker's): a sentence of the best chunk beats an equally close one of
+   the tenth.
+3. Take sentences best score first while their cosine is at least ``min_sentence_score``,
+   from the N3 best-ranked chunks that have one, at most ``max_sentences_per_chunk`` per
+   chunk, none a near-repeat (word Jaccard ≥ ``redundancy_jaccard``) of one already taken.
+   Then fit ``budget_tokens`` (tiktoken): drop the weakest sentence, but a chunk's last
+   sentence only when that chunk is the lowest-ranked one left — no chunk is dropped for the
+   budget while a chunk ranked below it stays.
 4. Each becomes a ``Statement`` (text, fact or constraint — a sentence with a constraint cue
-   word such as "must" or "at most" —, its chunk and its span in the chunk), kept in reading
-   order in ``extras.a4.condensed``. An open issue names prompt terms that none of the
-   selected sources mention. ``S_CTX_MD`` is rendered from them (``render.render_condensed``),
-   each statement citing its source as ``[n]``, n being the chunk's position in the new
-   ``final_selection_ids``; the extractive answer is rendered from the same statements.
+   word such as "must" or "at most" —, its chunk, its span in the chunk and its score), in
+   order of score in ``extras.a4.condensed``: facts come in order of relevance. An open issue
+   names prompt terms that none of the selected sources mention. ``S_CTX_MD`` is rendered
+   from them (``render.render_condensed``), each statement citing its source as ``[n]``, n
+   being the chunk's position in the new ``final_selection_ids``; the extractive answer
+   takes its few best statements from the same list (``answer.extractive_statements``).
 
 ``final_selection_ids`` becomes the chunks that contributed (≤ N3), in A3 order.
 
@@ -120,20 +124,28 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
 @dataclass
 class SentencePool:
     """Every evidence sentence of the candidate chunks, scored against the prompt: the
-    sentences, their spans and similarities, in the order they are taken (best first; ties:
-    chunk order, then sentence order)."""
+    sentences, their spans, cosines and scores (cosine plus the chunk's rank prior), in the
+    order they are taken (best score first; ties: chunk order, then sentence order)."""
 
     flat: list[tuple[int, int, str]]  # (chunk index, sentence index, sentence)
     spans: list[tuple[int, int]]
     sims: np.ndarray
+    scores: np.ndarray
     order: list[int]
     units: dict[str, list[str]]
+
+
+def rank_prior(chunk_index: np.ndarray, weight: float) -> np.ndarray:
+    """What a sentence's chunk rank adds to its score: ``weight / rank`` (rank 1 = the
+    ReRanker's best chunk that A3 kept), so the best chunks' sentences come first among
+    sentences about as close to the prompt."""
+    return weight / (np.asarray(chunk_index, dtype=np.float64) + 1.0)
 
 
 def sentence_pool(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> SentencePool:
     """The candidates' sentences of at least ``min_sentence_words`` words, scored by cosine to
     the prompt from the vectors computed at ingestion (only the prompt is embedded, and
-    usually found in the embedder's cache after the ReRanker)."""
+    usually found in the embedder's cache after the ReRanker) plus their chunk's rank prior."""
     acfg = cfg.agents.A4_Condenser
     chunks = sp.chunk_map()
     query = rerank_query(sp.body, sp.extras.body_sources)
@@ -150,54 +162,76 @@ def sentence_pool(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, servic
         vecs.extend(ev.sentence_vectors[k] for k in keep)
     q = services.embedder.embed([query])[0]
     sims = np.round(np.vstack(vecs) @ q, DIGITS) if flat else np.zeros(0)
-    order = sorted(range(len(flat)), key=lambda i: (-round(float(sims[i]), DIGITS), flat[i][0], flat[i][1]))
-    return SentencePool(flat, spans, sims, order, units)
+    scores = np.round(sims + rank_prior(np.array([f[0] for f in flat]), acfg.rank_weight), DIGITS)
+    order = sorted(range(len(flat)), key=lambda i: (-float(scores[i]), flat[i][0], flat[i][1]))
+    return SentencePool(flat, spans, sims, scores, order, units)
 
 
 def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> Condensation:
-    """Deterministic mode: budgeted, best-first extraction of cited sentences."""
+    """Deterministic mode: the best sentences by score, then trimmed to the token budget with
+    the lowest-ranked chunks giving way first; statements in order of score."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
-    sp_pool = sentence_pool(sp, candidates, cfg, services)
-    flat, flat_spans, sims, pool, units = (sp_pool.flat, sp_pool.spans, sp_pool.sims,
-                                           sp_pool.order, sp_pool.units)
+    pool = sentence_pool(sp, candidates, cfg, services)
+    flat, sims, scores = pool.flat, pool.sims, pool.scores
 
-    used = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
+    # 1. best score first: enough cosine, at most max_sentences_per_chunk per chunk and N3
+    #    chunks, no near-repeat of a sentence already taken
+    #    (the N3 chunks ranked highest among those with a sentence close enough)
+    eligible = sorted({flat[i][0] for i in pool.order if sims[i] >= acfg.min_sentence_score})
+    allowed = set(eligible[:cfg.limits.N3_FINAL_SELECTION_MAX])
     taken: list[int] = []
     per_chunk: dict[int, int] = {}
     taken_words: list[set[str]] = []
-    budget_hit = False
-    for i in pool:
+    for i in pool.order:
         ci, _si, s = flat[i]
-        if sims[i] < acfg.min_sentence_score:
-            break
-        if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
+        if sims[i] < acfg.min_sentence_score or ci not in allowed:
             continue
-        if ci not in per_chunk and len(per_chunk) >= cfg.limits.N3_FINAL_SELECTION_MAX:
+        if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
             continue
         ws = set(words(s))
         if any(jaccard(ws, o) >= acfg.redundancy_jaccard for o in taken_words):
             continue
-        cost = count_tokens(f"- {s} [{len(candidates)}]\n", enc)
-        if used + cost > acfg.budget_tokens:
-            budget_hit = True
-            continue
-        used += cost
         taken.append(i)
         taken_words.append(ws)
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
+
+    # 2. over the budget: drop the weakest sentence, but a chunk's last sentence only when the
+    #    chunk is the lowest-ranked one left, so no chunk is dropped for the budget while a
+    #    chunk ranked below it stays
+    def weakest() -> int:
+        lowest = max(per_chunk)
+        return min((i for i in taken if per_chunk[flat[i][0]] > 1 or flat[i][0] == lowest),
+                   key=lambda i: (float(scores[i]), -i))
+
+    budget_dropped: set[int] = set()
+
+    def remove(i: int) -> None:
+        taken.remove(i)
+        ci = flat[i][0]
+        per_chunk[ci] -= 1
+        if not per_chunk[ci]:
+            del per_chunk[ci]
+            budget_dropped.add(ci)
+
+    def statements_of(picked: list[int]) -> list[Statement]:
+        return [Statement(text=flat[i][2], kind=_kind(flat[i][2], acfg.constraint_cues),
+                          chunk_ids=[candidates[flat[i][0]]], span=pool.spans[i],
+                          score=round(float(scores[i]), DIGITS))
+                for i in sorted(picked, key=lambda i: (-float(scores[i]), flat[i][0], flat[i][1]))]
+
+    head = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
+    cost = {i: count_tokens(f"- {flat[i][2]} [{len(candidates)}]\n", enc) for i in taken}
+    while taken and head + sum(cost[i] for i in taken) > acfg.budget_tokens:
+        remove(weakest())
 
     missing: list[str] = []
     while True:
         selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
         missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services,
                                    set(acfg.uncovered_ignore))
-        statements = [
-            Statement(text=flat[i][2], kind=_kind(flat[i][2], acfg.constraint_cues),
-                      chunk_ids=[candidates[flat[i][0]]], span=flat_spans[i])
-            for i in sorted(taken, key=lambda i: (flat[i][0], flat[i][1]))
-        ]
+        statements = statements_of(taken)
         # the open issue is said only beside statements, and when it fits in the budget
         issues = ([f"The selected sources do not mention: {', '.join(missing)}."]
                   if missing and statements else [])
@@ -207,14 +241,8 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             used = count_tokens(render_condensed(statements, issues, selected), enc)
         if used <= acfg.budget_tokens or not taken:
             break
-        # token counts of parts and of the whole can differ by a few: drop the weakest sentence
-        weakest = min(taken, key=lambda i: (round(float(sims[i]), DIGITS), -i))
-        taken.remove(weakest)
-        ci = flat[weakest][0]
-        per_chunk[ci] -= 1
-        if not per_chunk[ci]:
-            del per_chunk[ci]
-        budget_hit = True
+        # token counts of parts and of the whole can differ by a few
+        remove(weakest())
     number = {cid: n for n, cid in enumerate(selected, start=1)}
 
     best: dict[int, float] = {}
@@ -229,15 +257,16 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
                           scores={"best_sentence": round(best[ci], DIGITS),
                                   "sentences": float(per_chunk[ci]), "citation": float(number[cid])})
         else:
-            if not units[cid]:
+            if not pool.units[cid]:
                 reason = "no prose sentence to extract (code, table or fragments only)"
             elif top < acfg.min_sentence_score:
                 reason = (f"no sentence scored ≥ min_sentence_score {acfg.min_sentence_score:g} "
                           f"(best {top:.3f})")
-            elif len(per_chunk) >= cfg.limits.N3_FINAL_SELECTION_MAX:
+            elif ci in budget_dropped:
+                reason = (f"token budget of {acfg.budget_tokens} used up: the lowest-ranked "
+                          "chunks give way first")
+            elif ci not in allowed:
                 reason = f"over N3_FINAL_SELECTION_MAX={cfg.limits.N3_FINAL_SELECTION_MAX}"
-            elif budget_hit:
-                reason = f"token budget of {acfg.budget_tokens} used up by better sentences"
             else:
                 reason = "its sentences repeat ones already selected"
             row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(top, DIGITS),
@@ -288,8 +317,10 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     taken_words: list[set[str]] = []
     for i in pool.order:
         ci, _si, s = pool.flat[i]
-        if pool.sims[i] < acfg.min_sentence_score or len(offered) >= acfg.llm_max_sentences:
+        if len(offered) >= acfg.llm_max_sentences:
             break
+        if pool.sims[i] < acfg.min_sentence_score:
+            continue
         if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
             continue
         if ci not in per_chunk and len(per_chunk) >= n3:

@@ -151,3 +151,58 @@ def test_a4_with_nothing_selected_says_so(kb_engine):
 
     out = a4_condenser.run(SuperPrompt(stage="a3"), kb_engine.cfg, kb_engine.services)
     assert out.S_CTX_MD == EMPTY and out.final_selection_ids == []
+
+
+def _a4_cfg(kb_engine, **update):
+    cfg = kb_engine.cfg
+    agents = cfg.agents.model_copy(update={"A4_Condenser": cfg.agents.A4_Condenser.model_copy(
+        update=update)})
+    return cfg.model_copy(update={"agents": agents})
+
+
+def test_a4_orders_facts_by_score_and_counts_the_chunk_rank(sp_a4, kb_engine):
+    """Statements come best first; each score is the sentence's cosine plus rank_weight / rank
+    of its chunk in A3's order."""
+    acfg = kb_engine.cfg.agents.A4_Condenser
+    statements = sp_a4.extras.a4.condensed
+    scores = [s.score for s in statements]
+    assert None not in scores and scores == sorted(scores, reverse=True)
+    kept = sp_a4.kept_ids("a3")
+    best = {r.chunk_id: r.scores["best_sentence"] for r in sp_a4.view("a4") if r.status == "kept"}
+    for s in statements:
+        rank = kept.index(s.chunk_ids[0]) + 1
+        cosine = s.score - acfg.rank_weight / rank
+        assert cosine <= best[s.chunk_ids[0]] + 1e-6
+    # the Facts block of S_CTX_MD lists them in the same order
+    facts = [s.text for s in statements if s.kind == "fact"]
+    at = [sp_a4.S_CTX_MD.index(f"- {t} [") for t in facts]
+    assert at == sorted(at)
+
+
+def test_a4_rank_weight_changes_the_order(kb_engine):
+    """With a large rank weight, the sentences of the best-ranked chunk come first."""
+    cfg = _a4_cfg(kb_engine, rank_weight=1.0)
+    sp = controller.run_all(controller.new_prompt(PROMPT), cfg, kb_engine.services, until="A4_Condenser")
+    top = sp.kept_ids("a3")[0]
+    first = sp.extras.a4.condensed[0]
+    assert first.chunk_ids == [top]
+    flat = controller.run_all(controller.new_prompt(PROMPT), _a4_cfg(kb_engine, rank_weight=0.0),
+                              kb_engine.services, until="A4_Condenser")
+    assert [s.text for s in flat.extras.a4.condensed] != [s.text for s in sp.extras.a4.condensed]
+
+
+def test_a4_budget_never_drops_a_chunk_above_a_kept_one(kb_engine):
+    """A tight budget drops whole chunks from the bottom of A3's ranking: no chunk dropped for
+    the budget is ranked above a chunk that stayed."""
+    for budget in (150, 250, 400):
+        cfg = _a4_cfg(kb_engine, budget_tokens=budget)
+        sp = controller.run_all(controller.new_prompt(PROMPT), cfg, kb_engine.services,
+                                until="A4_Condenser")
+        assert count_tokens(sp.S_CTX_MD) <= budget
+        rows = sp.view("a4")
+        budget_dropped = [r.rank for r in rows if r.status == "dropped" and "budget" in r.reason]
+        kept = [r.rank for r in rows if r.status == "kept"]
+        assert budget_dropped, budget  # the budget did bind
+        assert min(budget_dropped) > max(kept), (budget, kept, budget_dropped)
+        # the best-ranked chunk with a sentence close enough keeps its best sentence
+        assert kept[0] == 1

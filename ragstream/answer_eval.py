@@ -1,0 +1,321 @@
+"""``python -m ragstream eval --answers FILE``: does the answer lead with what answers the question?
+
+A question set is a JSON file (``benchmarks/answers/*.json``)::
+
+    {"name": "kb", "description": "…", "docs": "../../data/kb",
+     "questions": [{"id": "kb-01", "question": "How are documents chunked?",
+                    "sections": ["chunking-and-ingestion.md § From file to sections"],
+                    "kind": "short"}]}
+
+``docs`` is the documents' folder, relative to the file. Each question names the section(s)
+that answer it as ``"<file inside docs> § <heading>"``: a chunk *answers* when it comes from
+that file and the heading is in its heading path (the section or one of its subsections).
+``kind`` is ``short`` (a one-line question), ``list`` ("list every …") or ``detail`` ("… in
+detail"); only ``short`` answers are held to ``answer.max_sentences``.
+
+1. **Index.** The documents are ingested by the app's own ingestion into an index of their
+   own (``<index_dir>/eval/answers_<name>/``); unchanged files are skipped on the next run.
+2. **Answers.** Every question runs through the whole pipeline (``Engine.run``) and the
+   answer step (``ragstream.answer.answer``; no QA log), once per mode: ``offline`` (no LLM:
+   the extractive answer) and, when an endpoint is configured, ``llm``.
+3. **Grading.** The answer's sentences are those the cited share counts
+   (``answer.answer_sentences``); a sentence *cites the answer* when one of its ``[n]`` names a
+   chunk that answers. Per mode: the share of questions whose first sentence cites the
+   answer (``first``), whose first three sentences include one that does (``first3``), whose
+   final selection holds an answering chunk at all (``in_sources``, the ceiling of the other
+   two), the median answer length in sentences, and the median time of pipeline + answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ragstream.config import AppConfig
+from ragstream.errors import EvalDataError
+from ragstream.super_prompt import Chunk, SuperPrompt
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+SECTION_MARK = " § "
+MODES = ("offline", "llm")
+
+
+class AnswerQuestion(BaseModel):
+    """One question, the sections that answer it and what length of answer it asks for."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    sections: list[str] = Field(min_length=1)
+    kind: Literal["short", "list", "detail"] = "short"
+
+
+class QuestionFile(BaseModel):
+    """A question set as written in its JSON file."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    docs: str
+    questions: list[AnswerQuestion] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Section:
+    """``file § heading``: a file inside the docs folder and one heading of it."""
+
+    file: str
+    heading: str
+
+    def holds(self, chunk: Chunk, folder: str) -> bool:
+        """True when ``chunk`` comes from this file and the heading is on its heading path."""
+        return (chunk.source in (self.file, f"{folder}/{self.file}")
+                and self.heading in chunk.heading_path)
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """A loaded question set: its name, documents folder and questions with parsed sections."""
+
+    name: str
+    description: str
+    path: Path
+    docs: Path
+    questions: list[AnswerQuestion]
+    sections: dict[str, list[Section]]  # question id -> its sections
+
+
+def _section(text: str, where: str) -> Section:
+    file, mark, heading = text.partition(SECTION_MARK)
+    if not mark or not file.strip() or not heading.strip():
+        raise EvalDataError(f"{where}: section {text!r} is not '<file> § <heading>'; write it "
+                            "as e.g. 'guide.md § Installing'.")
+    return Section(file.strip(), heading.strip())
+
+
+def load_questions(path: str | Path) -> QuestionSet:
+    """Read and check a question set: its JSON, its fields, its docs folder and every section's file."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise EvalDataError(f"No question set at {path}: give a JSON file such as "
+                            "benchmarks/answers/kb.json.")
+    try:
+        data = QuestionFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as err:
+        first = err.errors()[0]
+        at = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise EvalDataError(f"{path}: {at}: {first['msg']} (see benchmarks/answers/kb.json for "
+                            "the format).") from None
+    docs = (path.parent / data.docs).resolve()
+    if not docs.is_dir():
+        raise EvalDataError(f"{path}: its docs folder {docs} does not exist; 'docs' is relative "
+                            "to the question file.")
+    ids = [q.id for q in data.questions]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise EvalDataError(f"{path}: question ids must be unique; repeated: {', '.join(dup)}.")
+    sections: dict[str, list[Section]] = {}
+    for q in data.questions:
+        secs = [_section(s, f"{path.name}, question {q.id}") for s in q.sections]
+        for s in secs:
+            if not (docs / s.file).is_file():
+                raise EvalDataError(f"{path.name}, question {q.id}: no file {s.file!r} in {docs}.")
+        sections[q.id] = secs
+    return QuestionSet(data.name, data.description, path, docs, data.questions, sections)
+
+
+# --------------------------------------------------------------------------- index
+
+
+def answers_config(cfg: AppConfig, qs: QuestionSet) -> AppConfig:
+    """The app's config with the question set's documents as the knowledge base, in an index
+    and collection of their own."""
+    return cfg.with_overrides({
+        "settings.paths.kb_dir": str(qs.docs),
+        "settings.paths.index_dir": str(cfg.index_dir / "eval" / f"answers_{qs.name}"),
+        "settings.vector_store.collection": f"eval_answers_{qs.name}"[:60],
+    })
+
+
+def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
+    """Every section must hold at least one indexed chunk, or its question cannot be graded."""
+    folder = qs.docs.name
+    missing = [f"{q.id}: {s.file} § {s.heading}" for q in qs.questions for s in qs.sections[q.id]
+               if not any(s.holds(c, folder) for c in chunks)]
+    if missing:
+        raise EvalDataError(f"{qs.path.name}: no indexed chunk lies in these sections (check the "
+                            f"heading text against the file): {'; '.join(missing[:8])}"
+                            + (f" and {len(missing) - 8} more" if len(missing) > 8 else "") + ".")
+
+
+# --------------------------------------------------------------------------- grading
+
+
+@dataclass
+class Graded:
+    """One answer, graded: its sentences and, per sentence, whether it cites an answering chunk."""
+
+    sentences: list[str]
+    cites_answer: list[bool]
+    in_sources: bool
+
+    @property
+    def first(self) -> bool:
+        """The first sentence cites the answer."""
+        return bool(self.cites_answer[:1]) and self.cites_answer[0]
+
+    @property
+    def first3(self) -> bool:
+        """One of the first three sentences cites the answer."""
+        return any(self.cites_answer[:3])
+
+
+def grade(sp: SuperPrompt, text: str, sections: Sequence[Section], folder: str,
+          cfg: AppConfig) -> Graded:
+    """Split ``text`` into the answer's sentences and mark those whose ``[n]`` names a chunk
+    in ``sections``."""
+    from ragstream.answer import answer_sentences, citation_numbers
+
+    acfg = cfg.settings.answer
+    chunks = sp.chunk_map()
+    selection = sp.final_selection_ids
+    answering = {cid for cid in selection
+                 if cid in chunks and any(s.holds(chunks[cid], folder) for s in sections)}
+    sentences = answer_sentences(text, acfg.min_sentence_words)
+    marks = [any(1 <= n <= len(selection) and selection[n - 1] in answering
+                 for n in citation_numbers(s, acfg.max_citation_range))
+             for s in sentences]
+    return Graded(sentences, marks, bool(answering))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of one mode over its graded rows (and over the ``short`` questions alone)."""
+    short = [r for r in rows if r["kind"] == "short"]
+    return {
+        "questions": len(rows),
+        "first": _share([r["first"] for r in rows]),
+        "first3": _share([r["first3"] for r in rows]),
+        "in_sources": _share([r["in_sources"] for r in rows]),
+        "median_sentences": _median([r["sentences"] for r in rows]),
+        "median_sentences_short": _median([r["sentences"] for r in short]),
+        "max_sentences_short": max((r["sentences"] for r in short), default=0),
+        "median_ms": round(_median([r["ms"] for r in rows]), 1),
+    }
+
+
+def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
+             progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Ask every question in ``mode`` and grade the answers: one row per question."""
+    from ragstream.answer import answer
+    from ragstream.engine import Engine
+
+    engine = Engine(cfg, services)
+    rows: list[dict[str, Any]] = []
+    for n, q in enumerate(qs.questions, start=1):
+        started = time.perf_counter()
+        sp = engine.run(q.question)
+        ans = answer(sp, cfg, services)
+        ms = (time.perf_counter() - started) * 1000.0
+        g = grade(sp, ans.text, qs.sections[q.id], qs.docs.name, cfg)
+        rows.append({
+            "id": q.id, "kind": q.kind, "question": q.question, "mode": ans.mode,
+            "first": g.first, "first3": g.first3, "in_sources": g.in_sources,
+            "sentences": len(g.sentences), "ms": round(ms, 1),
+            "first_sentence": g.sentences[0] if g.sentences else "",
+            "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
+        })
+        if progress:
+            progress(f"answers {qs.name} ({mode})", n, len(qs.questions))
+    return rows
+
+
+def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
+                     progress: Progress | None = None,
+                     services_for: Callable[[AppConfig], Any] | None = None) -> dict[str, Any]:
+    """Index each question set's documents (or reuse the index), answer every question in each
+    mode (default: ``offline``, and ``llm`` when an endpoint is configured) and grade it."""
+    from ragstream.evaluation import machine
+    from ragstream.ingest.ingestor import ingest_path
+    from ragstream.services import build_services
+
+    sets = [load_questions(p) for p in paths]
+    if modes is None:
+        modes = ["offline"] + (["llm"] if cfg.settings.llm.base_url else [])
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise EvalDataError(f"unknown answer mode(s) {unknown}; choose from {list(MODES)}.")
+    load_start = machine()["load_avg_1m"]
+    results = []
+    for qs in sets:
+        acfg = answers_config(cfg, qs)
+        services = (services_for or build_services)(acfg)
+        t = time.perf_counter()
+        report = ingest_path(qs.docs, acfg, services, prune=True)
+        index_s = time.perf_counter() - t
+        chunks = services.index().chunks
+        check_sections(qs, chunks)
+        services.embedder.embed(["warm up"])
+        for mode in modes:
+            if mode == "llm" and services.llm is None:
+                raise EvalDataError("answer mode 'llm' needs an LLM endpoint: set llm.base_url "
+                                    "in config/settings.json.")
+            run_services = services if mode == "llm" else replace(services, llm=None)
+            rows = run_mode(qs, acfg, run_services, mode, progress)
+            results.append({"set": qs.name, "description": qs.description, "mode": mode,
+                            "documents": len({c.doc_id for c in chunks}),
+                            "ingest": report.summary(),
+                            "chunks": len(chunks), "index_s": round(index_s, 2),
+                            **summarize(rows), "rows": rows})
+    return {
+        "sets": [str(Path(p)) for p in paths],
+        "results": results,
+        "targets": {"first3": 0.85, "median_sentences": float(cfg.settings.answer.max_sentences)},
+        "config": {"N1": cfg.limits.N1_RETR_MAX_CANDIDATES, "N2": cfg.limits.N2_RERANK_TOP_K,
+                   "N3": cfg.limits.N3_FINAL_SELECTION_MAX,
+                   "max_sentences": cfg.settings.answer.max_sentences},
+        "machine": {**machine(), "load_avg_1m_start": load_start},
+        "measured_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
+    }
+
+
+def format_answers(result: dict[str, Any]) -> str:
+    """The answer-quality result as a plain-text table, then the questions whose first three
+    sentences missed the answering section."""
+    lines = [f"{'set':<12} {'mode':<9} {'n':>3} {'first':>6} {'first3':>7} {'in src':>7} "
+             f"{'med sent':>9} {'med short':>10} {'max short':>10} {'med ms':>8}"]
+    for r in result["results"]:
+        lines.append(f"{r['set']:<12} {r['mode']:<9} {r['questions']:>3} {r['first']:>6.2f} "
+                     f"{r['first3']:>7.2f} {r['in_sources']:>7.2f} {r['median_sentences']:>9.1f} "
+                     f"{r['median_sentences_short']:>10.1f} {r['max_sentences_short']:>10} "
+                     f"{r['median_ms']:>8.0f}")
+    t = result["targets"]
+    lines.append(f"targets (offline): first3 ≥ {t['first3']:.2f}, median sentences ≤ "
+                 f"{t['median_sentences']:g}")
+    for r in result["results"]:
+        missed = [row for row in r["rows"] if not row["first3"]]
+        if missed:
+            lines.append(f"\n{r['set']} ({r['mode']}): first three sentences miss the section:")
+            for row in missed:
+                why = "" if row["in_sources"] else " (not in the sources)"
+                lines.append(f"  {row['id']}: {row['question']}{why}")
+    m = result["machine"]
+    lines.append(f"\nmachine: {m['cores']} cores, Python {m['python']}, load "
+                 f"{m['load_avg_1m_start']} → {m['load_avg_1m']}")
+    return "\n".join(lines)

@@ -1,0 +1,195 @@
+"""The answer-quality benchmark (``eval --answers``): question sets, grading, the report, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragstream.answer_eval import (
+    Section,
+    answers_config,
+    check_sections,
+    evaluate_answers,
+    format_answers,
+    grade,
+    load_questions,
+)
+from ragstream.engine import Engine
+from ragstream.errors import EvalDataError
+from ragstream.services import build_services
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks" / "answers"
+
+
+def _write(tmp: Path, questions: list[dict], docs: str = "docs", name: str = "tiny") -> Path:
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps({"name": name, "docs": docs, "questions": questions}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """Two articles of the bundled knowledge base and three questions about them."""
+    root = tmp_path_factory.mktemp("answers")
+    docs = root / "docs"
+    docs.mkdir()
+    for name in ("chroma-server-mode.md", "hybrid-retrieval.md"):
+        (docs / name).write_text((ROOT / "data" / "kb" / name).read_text())
+    return _write(root, [
+        {"id": "t1", "question": "What does reciprocal rank fusion do with the two rankings?",
+         "sections": ["hybrid-retrieval.md § Reciprocal rank fusion"]},
+        {"id": "t2", "question": "How do I start a Chroma server?",
+         "sections": ["chroma-server-mode.md § Starting a Chroma server"]},
+        {"id": "t3", "question": "List every step to configure RAGstream for a Chroma server.",
+         "kind": "list",
+         "sections": ["chroma-server-mode.md § Configuring RAGstream for server mode"]},
+    ])
+
+
+def test_the_bundled_question_sets_load_and_are_big_enough():
+    sets = [load_questions(p) for p in sorted(BENCH.glob("*.json"))]
+    assert {s.name for s in sets} >= {"kb", "npm-docs"}
+    assert sum(len(s.questions) for s in sets) >= 40
+    for qs in sets:
+        assert qs.docs.is_dir() and len(qs.questions) >= 25
+        # most are one-line questions; some ask for a list or detail
+        kinds = [q.kind for q in qs.questions]
+        assert kinds.count("short") >= 20 and {"list", "detail"} & set(kinds)
+        for q in qs.questions:  # every section names a heading of its file
+            for s in qs.sections[q.id]:
+                text = (qs.docs / s.file).read_text(encoding="utf-8")
+                assert any(line.lstrip("#").strip() == s.heading
+                           for line in text.splitlines() if line.startswith("#")), (q.id, s)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("not json", "file"),
+    ('{"name": "x", "docs": ".", "questions": []}', "questions"),
+    ('{"name": "x y", "docs": ".", "questions": [{"id": "a", "question": "q", "sections": ["f.md § H"]}]}',
+     "name"),
+])
+def test_a_malformed_question_file_is_refused_with_the_field(tmp_path, content, words):
+    path = tmp_path / "q.json"
+    path.write_text(content)
+    with pytest.raises(EvalDataError) as err:
+        load_questions(path)
+    assert words in str(err.value) and "kb.json" in str(err.value)
+
+
+def test_bad_sections_docs_and_ids_are_named(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n## Install\n\nRun it.\n")
+    ok = {"id": "q1", "question": "How?", "sections": ["a.md § Install"]}
+    with pytest.raises(EvalDataError, match="does not exist"):
+        load_questions(_write(tmp_path, [ok], docs="nowhere"))
+    with pytest.raises(EvalDataError, match="not '<file> § <heading>'"):
+        load_questions(_write(tmp_path, [{**ok, "sections": ["a.md: Install"]}]))
+    with pytest.raises(EvalDataError, match="no file 'b.md'"):
+        load_questions(_write(tmp_path, [{**ok, "sections": ["b.md § Install"]}]))
+    with pytest.raises(EvalDataError, match="repeated: q1"):
+        load_questions(_write(tmp_path, [ok, ok]))
+    qs = load_questions(_write(tmp_path, [ok]))
+    assert qs.sections["q1"] == [Section("a.md", "Install")]
+    with pytest.raises(EvalDataError, match="No question set"):
+        load_questions(tmp_path / "nothing.json")
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tiny, cfg, tmp_path_factory, embedder) -> tuple:
+    qs = load_questions(tiny)
+    acfg = answers_config(cfg.with_overrides({"settings.paths.index_dir":
+                                              str(tmp_path_factory.mktemp("idx"))}), qs)
+    services = build_services(acfg)
+    services.embedder = embedder
+    engine = Engine(acfg, services)
+    engine.ingest(qs.docs, prune=True)
+    return qs, engine
+
+
+def test_sections_are_matched_by_file_and_heading_path(tiny_engine):
+    qs, engine = tiny_engine
+    chunks = engine.services.index().chunks
+    check_sections(qs, chunks)  # every section holds a chunk
+    sec = qs.sections["t2"][0]
+    inside = [c for c in chunks if sec.holds(c, qs.docs.name)]
+    assert inside and all(c.source.endswith("chroma-server-mode.md")
+                          and sec.heading in c.heading_path for c in inside)
+    assert not any(Section("hybrid-retrieval.md", sec.heading).holds(c, qs.docs.name)
+                   for c in chunks)
+    wrong = Section("chroma-server-mode.md", "No such heading")
+    broken = type(qs)(qs.name, qs.description, qs.path, qs.docs, qs.questions[:1],
+                      {"t1": [wrong]})
+    with pytest.raises(EvalDataError, match="No such heading"):
+        check_sections(broken, chunks)
+
+
+def test_grading_reads_the_citations_of_each_sentence(tiny_engine):
+    qs, engine = tiny_engine
+    sp = engine.run("How do I start a Chroma server?")
+    secs = qs.sections["t2"]
+    ids = sp.final_selection_ids
+    chunks = sp.chunk_map()
+    good = [n for n, c in enumerate(ids, 1) if any(s.holds(chunks[c], qs.docs.name) for s in secs)]
+    bad = [n for n, c in enumerate(ids, 1) if n not in good]
+    assert good and bad
+    text = (f"Something unrelated is said here. [{bad[0]}] The server starts like this. "
+            f"[{good[0]}] A third sentence without a source.\n")
+    g = grade(sp, text, secs, qs.docs.name, engine.cfg)
+    assert g.cites_answer == [False, True, False]
+    assert (g.first, g.first3, g.in_sources) == (False, True, True)
+    g = grade(sp, f"The server starts like this. [{good[0]}]\n", secs, qs.docs.name, engine.cfg)
+    assert (g.first, g.first3) == (True, True)
+    # a number naming no source counts for nothing
+    g = grade(sp, f"The server starts like this. [{len(ids) + 5}]\n", secs, qs.docs.name, engine.cfg)
+    assert (g.first, g.first3) == (False, False)
+
+
+def test_evaluate_answers_reports_shares_lengths_and_misses(tiny, tiny_engine, cfg):
+    qs, engine = tiny_engine
+    base = engine.cfg.with_overrides({
+        "settings.paths.index_dir": str(engine.cfg.index_dir.parent.parent)})
+    result = evaluate_answers([tiny], base, services_for=lambda c: engine.services)
+    (res,) = result["results"]
+    assert res["set"] == "tiny" and res["mode"] == "offline" and res["questions"] == 3
+    rows = {r["id"]: r for r in res["rows"]}
+    assert [r["mode"] for r in rows.values()] == ["extractive"] * 3, rows
+    # the short answers are at most answer.max_sentences; the list request is longer
+    max_sent = cfg.settings.answer.max_sentences
+    assert rows["t1"]["sentences"] <= max_sent and rows["t2"]["sentences"] <= max_sent
+    assert rows["t3"]["sentences"] > max_sent
+    assert res["first3"] == round(sum(r["first3"] for r in rows.values()) / 3, 4)
+    assert res["first"] <= res["first3"] <= res["in_sources"]
+    assert rows["t2"]["in_sources"] and rows["t2"]["first_sentence"]
+    table = format_answers(result)
+    assert table.splitlines()[0].split()[:4] == ["set", "mode", "n", "first"]
+    assert f"tiny         offline     3 {res['first']:>6.2f}" in table
+    with pytest.raises(EvalDataError, match="needs an LLM endpoint"):
+        evaluate_answers([tiny], base, modes=["llm"], services_for=lambda c: engine.services)
+
+
+def test_cli_eval_answers_and_its_usage_errors(tiny, tmp_path):
+    env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(tmp_path / "idx")}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ragstream", "eval", *args], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=900)
+
+    out = run("--answers", str(tiny), "--json", "--out", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["results"][0]["questions"] == 3
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+    assert (tmp_path / "idx" / "eval" / "answers_tiny").is_dir()  # an index of its own
+    out = run()
+    assert out.returncode == 2 and "either --data" in out.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "bad", "docs": "nowhere", "questions": '
+                   '[{"id": "a", "question": "q", "sections": ["a.md § A"]}]}')
+    out = run("--answers", str(bad))
+    assert out.returncode != 0 and "does not exist" in out.stderr and "Traceback" not in out.stderr
