@@ -9,6 +9,7 @@ import pytest
 from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
+from ragstream.ui import inspector
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
@@ -152,3 +153,10 @@ def test_the_tab_shows_each_agents_call_and_switches_between_them(with_llm, sent
     assert KEY not in at.session_state[S.SP].to_json()
     assert sent_to_browser and not any(KEY in text for text in sent_to_browser)
     assert any("Bearer ***" in text for text in sent_to_browser)
+
+
+def test_before_any_model_call_the_tab_says_which_agents_call_it(with_llm):
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    assert not at.exception
+    (caption,) = agents_tab(at).caption
+    assert caption.value == inspector.NO_CALL_YET and not with_llm.chat_requests
