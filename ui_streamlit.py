@@ -335,7 +335,8 @@ with tab_chart:
 with tab_agents:
     inspected = inspector.inspected_agents(sp)
     if inspected:
-        table(inspector.overview_rows(sp), key="agents_overview")
+        table(inspector.overview_rows(sp), key="agents_overview",
+              columns=inspector.overview_columns())
         state[S.INSPECT_AGENT] = inspector.pick(sp, state[S.INSPECT_AGENT])
         agent = st.selectbox("Agent stage", inspected, key=S.INSPECT_AGENT,
                              help="The agent stages that called the model in this pass.")

@@ -16,6 +16,7 @@ from ragstream import controller
 from ragstream.agents.trace import clip, cut_marker
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import inspector
+from ragstream.ui.views import TABLE_WIDTH
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply, count_tokens
 from tests.llm_support import every_agent, llm_config, with_llm
@@ -80,6 +81,9 @@ def sent(call) -> list[dict[str, str]]:
 def test_each_agent_records_what_it_sent_and_what_the_server_returned(llm, server, recorder):
     sp = run_all(llm)
     assert inspector.inspected_agents(sp) == AGENTS
+    columns = inspector.overview_columns()
+    assert list(columns) == list(inspector.overview_rows(sp)[0])
+    assert sum(c["width"] for c in columns.values()) == TABLE_WIDTH
     for agent in AGENTS:
         (req,) = requests_of(server, agent)
         (call,) = sp.extras.llm_calls[agent]

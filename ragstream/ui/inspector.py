@@ -16,6 +16,7 @@ from ragstream import controller
 from ragstream.agents.trace import cut_marker
 from ragstream.records import AgentCall, SentMessage
 from ragstream.super_prompt import SuperPrompt
+from ragstream.ui.views import TABLE_WIDTH
 
 #: what the tab says when no agent has called the model, by whether an endpoint is configured
 NO_ENDPOINT = ("No agent runs in LLM mode: no LLM endpoint is configured, so every agent ran its "
@@ -92,25 +93,43 @@ def fallback_reason(sp: SuperPrompt, agent: str) -> str:
     return mode.reason if mode is not None and mode.fallback else ""
 
 
+#: the overview's fixed columns: pixels, and a short label where the name is long (its whole
+#: name on hover); the fallback reason gets what they leave of the table's width
+OVERVIEW_COLUMNS: dict[str, tuple[int, str]] = {
+    "agent": (150, ""), "ran as": (120, ""), "replies": (56, ""), "tokens in": (56, "in"),
+    "tokens out": (56, "out"), "seconds": (60, "s"), "first reply valid": (68, "1st valid"),
+}
+
+
 def overview_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
-    """A row per inspectable agent stage: how it ran, the model, replies, tokens in and out,
-    seconds, whether the first reply was valid, the finish reason and the fallback reason."""
+    """A row per inspectable agent stage: how it ran, replies, tokens in and out, seconds,
+    whether the first reply was valid and the fallback reason (the model and the finish
+    reason are in the stage's summary line)."""
     rows = []
     for agent in inspected_agents(sp):
         usage = sp.extras.llm_usage.get(agent)
         rows.append({
             "agent": agent,
             "ran as": ran_as(sp, agent),
-            "model": usage.model if usage else "",
             "replies": usage.calls if usage else 0,
             "tokens in": usage.prompt_tokens if usage else 0,
             "tokens out": usage.completion_tokens if usage else 0,
             "seconds": usage.seconds if usage else 0.0,
             "first reply valid": _yes(usage.first_try_valid) if usage else "",
-            "finish": (usage.finish_reason or "") if usage else "",
             "fallback reason": fallback_reason(sp, agent),
         })
     return rows
+
+
+def overview_columns(total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
+    """Column configs for the overview, ``total`` pixels wide: no sideways scrolling at
+    1280 px; a long fallback reason is cut in its cell and shown whole under the selector."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, (width, label) in OVERVIEW_COLUMNS.items():
+        out[name] = {"width": width, **({"label": label, "help": name} if label else {})}
+    out["seconds"]["type_config"] = {"type": "number", "format": "%.2f"}
+    out["fallback reason"] = {"width": total - sum(w for w, _ in OVERVIEW_COLUMNS.values())}
+    return out
 
 
 def summary_line(sp: SuperPrompt, agent: str) -> str:
