@@ -14,7 +14,7 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.ui import actions, views
+from ragstream.ui import actions, inspector, views
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -268,9 +268,9 @@ if sp.prompt_ready:
 else:
     st.caption("Run A0 to see the prompt take shape.")
 
-tab_views, tab_journey, tab_diff, tab_history, tab_chart, tab_log, tab_export = st.tabs(
-    ["Chunk views", "Chunk journey", "Stage diff", "History & modes", "Scores", "Q&A log",
-     "Export"])
+tab_views, tab_journey, tab_diff, tab_history, tab_chart, tab_agents, tab_log, tab_export = st.tabs(
+    ["Chunk views", "Chunk journey", "Stage diff", "History & modes", "Scores", "Agents",
+     "Q&A log", "Export"])
 with tab_views:
     shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
     if not shown:
@@ -332,6 +332,33 @@ with tab_chart:
             st.altair_chart(chart, width="stretch", key=f"chart_{title}")
     else:
         st.caption("The chart appears after Retrieval.")
+with tab_agents:
+    inspected = inspector.inspected_agents(sp)
+    if inspected:
+        table(inspector.overview_rows(sp), key="agents_overview",
+              columns=inspector.overview_columns())
+        state[S.INSPECT_AGENT] = inspector.pick(sp, state[S.INSPECT_AGENT])
+        agent = st.selectbox("Agent stage", inspected, key=S.INSPECT_AGENT,
+                             help="The agent stages that called the model in this pass.")
+        st.markdown(inspector.summary_line(sp, agent))
+        if fallback := inspector.fallback_reason(sp, agent):
+            st.warning(f"Fell back to rules: {fallback}", icon=":material/rule:")
+        for call in inspector.call_views(sp, agent):
+            if call.title:
+                st.markdown(f"**{call.title}**")
+            for message in call.messages:
+                with st.expander(message.title):
+                    st.code(message.text, language=message.language, wrap_lines=True)
+            st.markdown(f"**{call.raw.title}**")
+            st.code(call.raw.text, language=call.raw.language, wrap_lines=True)
+            if call.error:
+                st.markdown("**Error**")
+                st.code(call.error, language="text", wrap_lines=True)
+            if call.parsed is not None:
+                st.markdown("**Parsed result**")
+                st.json(call.parsed)
+    else:
+        st.caption(inspector.empty_note(engine.services.llm is not None))
 with tab_log:
     try:
         log = engine.qa_log()

@@ -225,6 +225,9 @@ class LLMSettings(_Strict):
     run_budget_s: float = Field(90.0, gt=0, le=86_400, description=(
         "seconds of model calls one pass of the agents may spend; when they are spent, the "
         "remaining agents run deterministically and say why"))
+    inspect_chars: int = Field(8000, ge=200, le=1_000_000, description=(
+        "characters of each message and reply the agent inspector keeps (sp.extras.llm_calls); "
+        "a longer one keeps its start and end and says how much of its middle was cut"))
 
     @model_validator(mode="after")
     def _model_with_url(self) -> LLMSettings:

@@ -9,7 +9,8 @@ Who writes what:
 
 * A0: ``a0_decisions``, ``normalized_map``, ``unknown_attributes``, ``a0_rules``,
   ``body_sources``, ``semantic_used``, ``a0_body``; every agent: its entry of ``agent_modes``
-  and, when it called the LLM, of ``llm_usage``.
+  and, when it called the LLM, of ``llm_usage`` (the figures) and ``llm_calls`` (what it sent
+  and got back, for the agent inspector).
 * A2: ``a2_decisions`` and its own entries of ``body_sources``.
 * Retrieval: ``retrieval``; ReRanker: ``reranker``; A3: ``a3``; A4: ``a4`` (with the
   condensed statements); A5: ``format_enforcer``; the answer's QA-log row: ``qa_log``.
@@ -72,6 +73,34 @@ class AgentUsage(Record):
     finish_reason: str | None = None
     prompt_budget: int = 0
     reply_budget: int = 0
+
+
+class SentMessage(Record):
+    """One chat message of an agent's request, as sent; a text longer than
+    ``llm.inspect_chars`` keeps its start and end, and ``cut`` says how many characters of its
+    middle were left out (a marker in the text says where)."""
+
+    OPTIONAL = frozenset({"cut"})
+
+    role: str
+    content: str
+    cut: int | None = None
+
+
+class AgentCall(Record):
+    """One model call of an agent, for the agent inspector: the messages of its last request
+    (after a repair round they include the first reply and the repair request), the model's
+    last reply as it came, the validated result, or the error. Its figures (tokens, seconds,
+    first-try validity, finish reason) are the agent's ``llm_usage`` entry; the mode and the
+    fallback reason its ``agent_modes`` entry."""
+
+    OPTIONAL = frozenset({"raw_cut", "parsed", "error"})
+
+    messages: list[SentMessage]
+    raw: str = Field("", description="the reply's text as the model sent it")
+    raw_cut: int | None = Field(None, description="characters cut from the reply's middle")
+    parsed: dict[str, Any] | None = Field(None, description="the reply validated, as JSON")
+    error: str | None = Field(None, description="why the call gave no valid reply")
 
 
 # --------------------------------------------------------------------------- A0
@@ -282,7 +311,7 @@ class Extras(Record):
         "semantic_used", "a0_body", "a2_decisions", "retrieval", "reranker", "a3", "a4",
         "format_enforcer", "qa_log",
     })
-    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage"})
+    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls"})
 
     a0_decisions: list[A0Decision] | None = None
     normalized_map: dict[str, str | None] | None = Field(
@@ -295,6 +324,8 @@ class Extras(Record):
     agent_modes: dict[str, AgentModeRecord] = Field(default_factory=dict)
     a0_body: dict[str, str] | None = Field(None, description="the body as A0 left it, for A2 reruns")
     llm_usage: dict[str, AgentUsage] = Field(default_factory=dict)
+    llm_calls: dict[str, list[AgentCall]] = Field(
+        default_factory=dict, description="each agent's model calls: messages, reply, result")
     a2_decisions: list[A2Decision] | None = None
     retrieval: RetrievalRecord | None = None
     reranker: RerankerRecord | None = None

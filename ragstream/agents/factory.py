@@ -12,8 +12,9 @@
 * ``run_agent`` is how a stage uses it: in LLM mode it calls the LLM path; if the endpoint
   fails, the reply stays invalid, or the pass has spent ``llm.run_budget_s`` on model calls,
   it runs the deterministic path and records why in ``sp.extras.agent_modes``. Each agent's
-  calls (tokens, seconds, first-try validity, form) go to ``sp.extras.llm_usage``; the
-  remaining run budget is each call's timeout.
+  calls (tokens, seconds, first-try validity, form) go to ``sp.extras.llm_usage``, and what
+  they sent and got back (messages, raw reply, parsed result; ``agents.trace``) to
+  ``sp.extras.llm_calls``; the remaining run budget is each call's timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from ragstream.agents.base import ModeDecision, record_mode, resolve_mode
 from ragstream.agents.replies import outline
+from ragstream.agents.trace import call_record
 from ragstream.backends.llm import (
     AgentOutputError,
     CallLog,
@@ -38,7 +40,7 @@ from ragstream.backends.llm import (
 )
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AgentCommon, AppConfig
-from ragstream.records import AgentUsage
+from ragstream.records import AgentCall, AgentUsage
 from ragstream.super_prompt import SuperPrompt
 
 M = TypeVar("M", bound=BaseModel)  # the agent's reply model
@@ -189,6 +191,12 @@ class Agent(Generic[M]):
             prompt_budget=self.prompt_budget, reply_budget=self.reply_budget,
         )
 
+    def trace(self) -> list[AgentCall]:
+        """What each call sent and got back, bounded by ``llm.inspect_chars``, key redacted."""
+        limit = self.llm.settings.inspect_chars
+        return [call_record(c, limit, lambda text: self.llm.redact(text, parts=False))
+                for c in self.calls]
+
 
 class AgentFactory:
     """Builds an agent from its name in the config and its reply model."""
@@ -221,6 +229,7 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     llm = getattr(services, "llm", None) if services is not None else None
     decision = resolve_mode(agent_cfg, cfg, llm_available=llm is not None)
     sp.extras.llm_usage.pop(name, None)  # an earlier run's calls are not this run's
+    sp.extras.llm_calls.pop(name, None)
     if decision.mode == "llm" and nothing_to_ask and agent_cfg.mode == "auto":
         decision = ModeDecision("deterministic", f"no model call needed: {nothing_to_ask}")
     if decision.mode == "llm":
@@ -247,5 +256,6 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
         finally:
             if agent.calls:
                 sp.extras.llm_usage[name] = agent.usage()
+                sp.extras.llm_calls[name] = agent.trace()
     record_mode(sp, name, decision)
     return deterministic_path()

@@ -92,7 +92,9 @@ class Usage:
 @dataclass
 class CallLog:
     """What one ``chat_json`` call did, filled in as it goes (also when it fails): the form of
-    the request, whether the first reply was valid, why the model stopped, the time taken."""
+    the request, whether the first reply was valid, why the model stopped, the time taken; the
+    messages of its last request (a repair round's include the first reply), the last raw reply
+    and the validated result (for the agent inspector, ``sp.extras.llm_calls``)."""
 
     form: str = ""
     usage: Usage = field(default_factory=Usage)
@@ -102,6 +104,8 @@ class CallLog:
     seconds: float = 0.0
     raw: str = ""
     error: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)
+    parsed: dict[str, Any] | None = None
 
 
 @dataclass
@@ -196,10 +200,12 @@ class LLMClient:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _redact(self, text: str) -> str:
+    def redact(self, text: str, parts: bool = True) -> str:
+        """``text`` with the API key replaced by ``***``; with ``parts``, also its first 8 and
+        last 4 characters (for error messages; a text to show whole keeps them)."""
         if self._key:
             text = text.replace(self._key, "***")
-            if len(self._key) > 8:  # providers echo a prefix or suffix of a wrong key
+            if parts and len(self._key) > 8:  # providers echo a prefix or suffix of a wrong key
                 text = text.replace(self._key[:8], "***").replace(self._key[-4:], "***")
         return text
 
@@ -212,7 +218,7 @@ class LLMClient:
             yield
         except openai.APIStatusError as err:
             tries = _tries(err)
-            raise LLMError(self._redact(
+            raise LLMError(self.redact(
                 f"{self.describe()} answered HTTP {err.status_code}: {err.message}"
                 + (f" (after {tries} tries)" if tries > 1 else "")
             )) from None
@@ -225,14 +231,14 @@ class LLMClient:
                 f"the limit was {limit}). Raise it or check the server."
             ) from None
         except openai.APIConnectionError as err:
-            raise LLMError(self._redact(
+            raise LLMError(self.redact(
                 f"Cannot reach {self.describe()}: {err} ({_tries(err)} tries). "
                 f"Check llm.base_url / RAGSTREAM_LLM_BASE_URL."
             )) from None
         except openai.OpenAIError as err:
-            raise LLMError(self._redact(f"{self.describe()}: {err}")) from None
+            raise LLMError(self.redact(f"{self.describe()}: {err}")) from None
         except ValueError as err:  # e.g. a 200 whose body is cut-off JSON
-            raise LLMError(self._redact(
+            raise LLMError(self.redact(
                 f"{self.describe()} sent a response that is not valid JSON: {err}")) from None
 
     # -- public -------------------------------------------------------------------------
@@ -305,6 +311,7 @@ class LLMClient:
         try:
             for attempt in range(2):
                 form = self.structured_form()
+                log.messages = convo
                 form, resp = self._create(
                     form, schema.__name__, spec, model=model or self.model,
                     messages=_for_openai(convo), temperature=temperature,
@@ -322,6 +329,7 @@ class LLMClient:
                     value = schema.model_validate(json.loads(_strip_fences(raw)))
                     log.first_try_valid = attempt == 0
                     log.repaired = attempt > 0
+                    log.parsed = value.model_dump(mode="json")
                     return JSONResult(value, log)
                 except (json.JSONDecodeError, ValidationError) as err:
                     error = _short_error(err)
@@ -386,7 +394,7 @@ class LLMClient:
                     result.text += piece
                     yield piece
         except Exception as err:
-            raise LLMError(self._redact(
+            raise LLMError(self.redact(
                 f"the answer stream from {self.describe()} broke off: {err}")) from None
         finally:
             stream.close()  # the client's Stream sits in a reference cycle: never wait for GC

@@ -117,6 +117,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     text = checked_text(sp.user_text, cfg.settings.prompt.max_prompt_chars)
     vocab = Vocabulary.from_schema(cfg.prompt_schema)
     sp.extras.llm_usage.pop(AGENT_NAME, None)  # an earlier run's usage is not this run's
+    sp.extras.llm_calls.pop(AGENT_NAME, None)
     result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
 
     sp.body = result.body

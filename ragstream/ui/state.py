@@ -24,6 +24,7 @@ FILTERS = "filters"               # the Filters the next Retrieval applies
 DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage key), or None
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None
 DIFF_SORT = "diff_sort"           # the stage diff's order (one of views.DIFF_SORTS)
+INSPECT_AGENT = "inspect_agent"   # the agent stage the Agents tab shows, or None
 
 
 
@@ -67,6 +68,7 @@ def init_state(state: SessionState) -> None:
         DIFF_A: None,
         DIFF_B: None,
         DIFF_SORT: "rank in B",
+        INSPECT_AGENT: None,
     }
     for key, value in defaults.items():
         if key not in state:

@@ -401,8 +401,9 @@ def test_a0_semantic_maps_unknown_labels_into_the_body(server):
     assert a0_decision(sp, "Task").rung == "exact"  # the ladder's own answers stay
     assert sp.extras.normalized_map["Hintergrundinfos"] == "context"
     assert "Entwickler im Team" in sp.prompt_ready
-    assert list(sp.extras.model_dump())[-6:] == ["a0_rules", "body_sources", "semantic_used",
-                                                 "agent_modes", "a0_body", "llm_usage"]
+    assert list(sp.extras.model_dump())[-7:] == ["a0_rules", "body_sources", "semantic_used",
+                                                 "agent_modes", "a0_body", "llm_usage",
+                                                 "llm_calls"]
 
     (req,) = server.chat_requests  # one call for all unknown labels
     sent = payload(req)
@@ -484,6 +485,7 @@ def test_a0_semantic_failure_keeps_the_deterministic_result(server):
     plain_cfg = cfg.with_overrides({"prompt_schema.modes": {"semantic_enabled": False}})
     again = a0.run(sp, plain_cfg, None)
     assert not again.extras.llm_usage and "llm_usage" not in again.extras.model_dump()
+    assert not again.extras.llm_calls and "llm_calls" not in again.extras.model_dump()
 
 
 def test_a0_semantic_maps_an_unknown_setext_heading(server):
