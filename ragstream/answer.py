@@ -198,7 +198,8 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
 
     The answer's Markdown is read by ``ragstream.markdown``: paragraphs (in lists and quotes
     too) and table body rows count; code, headings, table header rows and labels (a bold-only
-    line or a line ending in ':') do not; nor do sentences of fewer than ``min_words`` words. A citation
+    line, or a line ending in ':' that cites nothing — "Start it with: [1]" before its command
+    counts) do not; nor do sentences of fewer than ``min_words`` words. A citation
     that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it.
     """
     texts: list[str] = []
@@ -222,7 +223,8 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
                 continue
             out.append(sent)
     return [s for s in out
-            if not _BOLD_LINE.match(s) and not _CITE.sub("", s).rstrip().endswith(":")
+            if not _BOLD_LINE.match(s)
+            and not (_CITE.sub("", s).rstrip().endswith(":") and not _CITE.search(s))
             and len(_WORD.findall(_CITE.sub(" ", strip_code(s)))) >= min_words]
 
 

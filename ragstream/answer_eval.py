@@ -23,7 +23,9 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
    chunk that answers. Per mode: the share of questions whose first sentence cites the
    answer (``first``), whose first three sentences include one that does (``first3``), whose
    final selection holds an answering chunk at all (``in_sources``, the ceiling of the other
-   two), the median answer length in sentences, and the median time of pipeline + answer.
+   two), the median answer length in sentences, and the median time of pipeline + answer;
+   and, for retrieval, the MRR@10 of the first answering chunk in the Retrieval and the
+   ReRanker stages (the section as the relevant item).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ragstream.config import AppConfig
 from ragstream.errors import EvalDataError
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.super_prompt import Chunk, SuperPrompt, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -194,6 +196,21 @@ def grade(sp: SuperPrompt, text: str, sections: Sequence[Section], folder: str,
     return Graded(sentences, marks, bool(answering))
 
 
+def first_answering_rank(sp: SuperPrompt, stage: str, sections: Sequence[Section],
+                         folder: str) -> int | None:
+    """The rank (1-based) of the first chunk in ``sections`` among ``stage``'s kept chunks."""
+    chunks = sp.chunk_map()
+    for rank, cid in enumerate(sp.kept_ids(stage), start=1):
+        if cid in chunks and any(s.holds(chunks[cid], folder) for s in sections):
+            return rank
+    return None
+
+
+def _mrr10(ranks: Sequence[int | None]) -> float:
+    return round(sum(1.0 / r for r in ranks if r is not None and r <= 10) / len(ranks), 4) \
+        if ranks else 0.0
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -217,6 +234,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "median_sentences_short": _median([r["sentences"] for r in short]),
         "max_sentences_short": max((r["sentences"] for r in short), default=0),
         "median_ms": round(_median([r["ms"] for r in rows]), 1),
+        "mrr10_retrieval": _mrr10([r["retrieval_rank"] for r in rows]),
+        "mrr10_rerank": _mrr10([r["rerank_rank"] for r in rows]),
     }
 
 
@@ -238,6 +257,10 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             "id": q.id, "kind": q.kind, "question": q.question, "mode": ans.mode,
             "first": g.first, "first3": g.first3, "in_sources": g.in_sources,
             "sentences": len(g.sentences), "ms": round(ms, 1),
+            "retrieval_rank": first_answering_rank(sp, View.RETRIEVAL, qs.sections[q.id],
+                                                   qs.docs.name),
+            "rerank_rank": first_answering_rank(sp, View.RERANKED, qs.sections[q.id],
+                                                qs.docs.name),
             "first_sentence": g.sentences[0] if g.sentences else "",
             "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
         })
@@ -299,11 +322,13 @@ def format_answers(result: dict[str, Any]) -> str:
     """The answer-quality result as a plain-text table, then the questions whose first three
     sentences missed the answering section."""
     lines = [f"{'set':<12} {'mode':<9} {'n':>3} {'first':>6} {'first3':>7} {'in src':>7} "
-             f"{'med sent':>9} {'med short':>10} {'max short':>10} {'med ms':>8}"]
+             f"{'med sent':>9} {'med short':>10} {'max short':>10} {'MRR@10 ret':>11} "
+             f"{'MRR@10 rr':>10} {'med ms':>8}"]
     for r in result["results"]:
         lines.append(f"{r['set']:<12} {r['mode']:<9} {r['questions']:>3} {r['first']:>6.2f} "
                      f"{r['first3']:>7.2f} {r['in_sources']:>7.2f} {r['median_sentences']:>9.1f} "
                      f"{r['median_sentences_short']:>10.1f} {r['max_sentences_short']:>10} "
+                     f"{r['mrr10_retrieval']:>11.3f} {r['mrr10_rerank']:>10.3f} "
                      f"{r['median_ms']:>8.0f}")
     t = result["targets"]
     lines.append(f"targets (offline): first3 ≥ {t['first3']:.2f}, median sentences ≤ "

@@ -556,7 +556,11 @@ def test_extractive_answer_shows_the_command_a_sentence_introduces():
     out = "".join(extractive_pieces(sp))
     assert out == ("Start the tool on its port with: [1]\n\n```bash\ntool run --port 8\n```\n\n"
                    "It listens on port 8. [1]\n")
-    assert answer_sentences(out, 3) == ["It listens on port 8. [1]"]  # the code is no sentence
+    # the cited lead-in counts as a sentence, the code does not
+    assert answer_sentences(out, 3) == ["Start the tool on its port with: [1]",
+                                        "It listens on port 8. [1]"]
+    assert answer_sentences("**Steps:**\n\nThen these:\n\n- One thing here. [1]\n", 3) == [
+        "One thing here. [1]"]  # labels that cite nothing do not
     # in a list the block is indented under its item
     listed = _statements_sp([(lead, 0.9, "a#0")], kind="bullet_list")
     listed.base_context_chunks = [chunk]

@@ -165,6 +165,11 @@ def test_evaluate_answers_reports_shares_lengths_and_misses(tiny, tiny_engine, c
     assert rows["t3"]["sentences"] > max_sent
     assert res["first3"] == round(sum(r["first3"] for r in rows.values()) / 3, 4)
     assert res["first"] <= res["first3"] <= res["in_sources"]
+    # retrieval: the rank of the first answering chunk per stage, as MRR@10
+    ranks = [r["rerank_rank"] for r in rows.values()]
+    assert all(r is None or r >= 1 for r in ranks) and any(r is not None for r in ranks)
+    assert res["mrr10_rerank"] == round(sum(1 / r for r in ranks if r and r <= 10) / 3, 4)
+    assert 0 < res["mrr10_retrieval"] <= 1
     assert rows["t2"]["in_sources"] and rows["t2"]["first_sentence"]
     table = format_answers(result)
     assert table.splitlines()[0].split()[:4] == ["set", "mode", "n", "first"]
