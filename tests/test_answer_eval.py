@@ -198,3 +198,30 @@ def test_cli_eval_answers_and_its_usage_errors(tiny, tmp_path):
                    '[{"id": "a", "question": "q", "sections": ["a.md § A"]}]}')
     out = run("--answers", str(bad))
     assert out.returncode != 0 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_llm_mode_is_run_beside_offline_when_an_endpoint_is_configured(tiny, tiny_engine):
+    """With llm.base_url set, the set runs offline and then through the model (a scripted
+    OpenAI server on loopback): the LLM's answers are graded the same way."""
+    from tests.fake_openai import FakeOpenAI, Reply
+    from tests.llm_support import every_agent, llm_config, with_llm
+
+    qs, engine = tiny_engine
+    stream = {"reply": Reply.text("The first source says this [1]. The second adds that [2].")}
+    with FakeOpenAI(models=["test-model"], responder=every_agent(stream)) as server:
+        base = llm_config(engine.cfg.with_overrides({
+            "settings.paths.index_dir": str(engine.cfg.index_dir.parent.parent)}), server)
+        services = with_llm(engine.services, base)
+        result = evaluate_answers([tiny], base, services_for=lambda c: services)
+        assert server.chat_requests  # the model was asked
+    offline, llm = result["results"]
+    assert (offline["mode"], llm["mode"]) == ("offline", "llm")
+    assert {r["mode"] for r in offline["rows"]} == {"extractive"}
+    assert {r["mode"] for r in llm["rows"]} == {"llm"}
+    assert all(r["sentences"] == 2 for r in llm["rows"])
+    for row in llm["rows"]:
+        assert row["first_sentence"] == "The first source says this [1]."
+        assert row["first"] <= row["first3"] <= row["in_sources"]
+    # sources 1 and 2 are the ReRanker's best: the answering section is among them for some
+    assert any(r["first3"] for r in llm["rows"])
+    assert llm["first3"] == round(sum(r["first3"] for r in llm["rows"]) / 3, 4)
