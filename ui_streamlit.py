@@ -203,8 +203,8 @@ def draw_evidence(links: list[evidence.Link]) -> None:
         st.markdown("**Condensed context** (A4) — each statement and its source")
         sentence_rows([link for link in links if link.origin == evidence.CONDENSED], opened, current)
     with right:
-        st.selectbox("Open a chunk", views.chunk_choices(sp), key=S.EVIDENCE_CHUNK,
-                     format_func=lambda c: evidence.chunk_label(sp, c),
+        names = evidence.chunk_labels(sp)
+        st.selectbox("Open a chunk", list(names), key=S.EVIDENCE_CHUNK, format_func=names.__getitem__,
                      on_change=open_evidence_by_hand)
         found = evidence.chunk_evidence(sp, opened, links, current)
         chunk = sp.chunk_map()[opened]

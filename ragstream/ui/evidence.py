@@ -288,13 +288,12 @@ def default_chunk(sp: SuperPrompt, links: list[Link], current: str | None) -> st
     return ids[0] if ids else None
 
 
-def chunk_label(sp: SuperPrompt, chunk_id: str) -> str:
-    """How the chunk picker names a chunk: ``[n] file.md § Heading`` (n its number in the
-    Sources block, when it has one) and its id."""
-    chunk = sp.chunk_map().get(chunk_id)
-    selection = sp.final_selection_ids
-    n = f"[{selection.index(chunk_id) + 1}] " if chunk_id in selection else ""
-    return f"{n}{chunk.citation_label if chunk else chunk_id}  ·  {chunk_id}"
+def chunk_labels(sp: SuperPrompt) -> dict[str, str]:
+    """How the chunk picker names each chunk Retrieval returned: ``[n] file.md § Heading · id``
+    (n its number in the Sources block, when it has one)."""
+    number = {c: n for n, c in enumerate(sp.final_selection_ids, start=1)}
+    return {c.id: (f"[{number[c.id]}] " if c.id in number else "")
+            + f"{c.citation_label}  ·  {c.id}" for c in sp.base_context_chunks}
 
 
 #: the sentence list's height in pixels: it scrolls, so the opened chunk stays beside it

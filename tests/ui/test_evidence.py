@@ -227,3 +227,13 @@ def test_soft_breaks_keep_lists_code_and_paragraphs():
     assert len(out) == len(text)
     assert out.startswith("A wrapped line.\n\n- item one\n- item   two\n\n```\ncode\nmore\n```\n")
     assert out.endswith("| a | b |\n|---|---|\n| 1 | 2 |\n")
+
+
+def test_chunk_labels_number_the_selected_chunks(answered):
+    names = ev.chunk_labels(answered)
+    assert list(names) == [c.id for c in answered.base_context_chunks]
+    first = answered.final_selection_ids[0]
+    assert names[first].startswith(f"[1] {answered.chunk_map()[first].citation_label}")
+    assert names[first].endswith(f"·  {first}")
+    unused = next(c for c in names if c not in answered.final_selection_ids)
+    assert not names[unused].startswith("[")
