@@ -14,7 +14,7 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.ui import actions, inspector, views
+from ragstream.ui import actions, evidence, inspector, views
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -157,6 +157,64 @@ def stream_answer() -> None:
         st.write_stream(pieces, cursor=" ▌")
 
 
+def open_evidence(chunk_id: str, key: str | None) -> None:
+    """Open ``chunk_id`` in the Evidence tab, from sentence ``key`` (None: picked by hand)."""
+    st.session_state[S.EVIDENCE_CHUNK] = chunk_id
+    st.session_state[S.EVIDENCE_SENTENCE] = key
+
+
+def open_evidence_by_hand() -> None:
+    """The chunk picker changed: no sentence is the opened one any more."""
+    st.session_state[S.EVIDENCE_SENTENCE] = None
+
+
+def sentence_rows(links: list[evidence.Link], opened: str | None, current: str | None) -> None:
+    """Each sentence with a button per chunk it cites ([n]); the sentences citing the opened
+    chunk wear a badge, the button they opened it with is highlighted."""
+    labels = {c.id: c.citation_label for c in sp.base_context_chunks}
+    for link in links:
+        text_col, cite_col = st.columns([6, 1], vertical_alignment="top")
+        key = f":orange-badge[{link.key}]" if opened in link.chunk_ids else f"**{link.key}**"
+        text_col.markdown(f"{key} {link.text}")
+        for n, chunk_id in zip(link.valid_numbers, link.chunk_ids):
+            cite_col.button(f"[{n}]", key=f"ev_{link.key}_{n}", width="stretch",
+                            type="primary" if (chunk_id, link.key) == (opened, current) else "secondary",
+                            help=f"Open [{n}] {labels.get(chunk_id, chunk_id)}",
+                            on_click=open_evidence, args=(chunk_id, link.key))
+        for n in link.invalid:
+            cite_col.button(f"[{n}] ✗", key=f"ev_{link.key}_{n}", width="stretch", disabled=True,
+                            help=f"[{n}] is an invalid citation: it matches no source.")
+        if not link.numbers:
+            cite_col.caption("no source")
+
+
+def draw_evidence(links: list[evidence.Link]) -> None:
+    """The Evidence tab: the sentences (left) and the chunk they cite, its used sentences marked."""
+    state[S.EVIDENCE_CHUNK] = evidence.default_chunk(sp, links, state[S.EVIDENCE_CHUNK])
+    opened, current = state[S.EVIDENCE_CHUNK], state[S.EVIDENCE_SENTENCE]
+    said = [link for link in links if link.origin == evidence.ANSWER]
+    left, right = st.columns(2, gap="medium")
+    with left.container(height=evidence.LIST_HEIGHT, key="evidence_sentences"):
+        if said:
+            st.markdown("**Answer** — each sentence and the source it cites")
+            sentence_rows(said, opened, current)
+        elif sp.answer is None:
+            st.caption("No answer yet: auto-run (or the Answer button) adds its sentences here.")
+        st.markdown("**Condensed context** (A4) — each statement and its source")
+        sentence_rows([link for link in links if link.origin == evidence.CONDENSED], opened, current)
+    with right:
+        names = evidence.chunk_labels(sp)
+        st.selectbox("Open a chunk", list(names), key=S.EVIDENCE_CHUNK, format_func=names.__getitem__,
+                     on_change=open_evidence_by_hand)
+        found = evidence.chunk_evidence(sp, opened, links, current)
+        chunk = sp.chunk_map()[opened]
+        number = f"[{found.number}] " if found.number else ""
+        st.markdown(f"**{number}{chunk.source}** § {chunk.heading_label or '(no heading)'}")
+        st.markdown(found.summary())
+        st.html(found.html)
+        st.caption(evidence.LEGEND)
+
+
 st.title("RAGstream workbench")
 prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
 st.text_area("Prompt", key=S.PROMPT, height=130,
@@ -226,6 +284,7 @@ if state[S.OVERRIDES]:
 st.markdown(stage_line)
 
 # --------------------------------------------------------------------------- answer
+links = evidence.sentence_links(sp, actions.session_config(engine, state).settings.answer.max_citation_range)
 if sp.answer is not None:
     ans = sp.answer
     colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
@@ -247,7 +306,7 @@ if sp.answer is not None:
             by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
             picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
             cited = by_label[picked]
-            st.text(sp.chunk_map()[cited.chunk_id].text if cited.chunk_id in sp.chunk_map() else "")
+            st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
             if st.button("Follow this chunk through the stages", key="follow_cited"):
                 state[S.JOURNEY_CHUNK] = cited.chunk_id
                 st.rerun()
@@ -268,9 +327,9 @@ if sp.prompt_ready:
 else:
     st.caption("Run A0 to see the prompt take shape.")
 
-tab_views, tab_journey, tab_diff, tab_history, tab_chart, tab_agents, tab_log, tab_export = st.tabs(
-    ["Chunk views", "Chunk journey", "Stage diff", "History & modes", "Scores", "Agents",
-     "Q&A log", "Export"])
+tab_views, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, tab_agents, tab_log, \
+    tab_export = st.tabs(["Chunk views", "Chunk journey", "Stage diff", "Evidence",
+                          "History & modes", "Scores", "Agents", "Q&A log", "Export"])
 with tab_views:
     shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
     if not shown:
@@ -285,7 +344,10 @@ with tab_views:
         picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
         text, meta = views.chunk_detail(sp, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
-        st.text(text)
+        detail = evidence.chunk_evidence(sp, picked, links)
+        if detail.used_by:
+            st.caption(detail.summary())
+        st.html(detail.html)
         st.json(meta, expanded=False)
 with tab_journey:
     choices = views.chunk_choices(sp)
@@ -318,6 +380,13 @@ with tab_diff:
     bump = views.bump_chart(sp)
     if bump is not None and len(views.diff_stages(sp)) > 1:
         st.altair_chart(bump, width="stretch", key="bump_chart")
+
+with tab_evidence:
+    if links:
+        draw_evidence(links)
+    else:
+        st.caption("Run A4_Condenser to link every sentence of the condensed context (and "
+                   "then the answer) to the chunk it comes from.")
 
 with tab_history:
     table(views.history_rows(sp), key="history")

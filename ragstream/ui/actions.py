@@ -165,10 +165,18 @@ def _watched(work: Callable[[Callable[[Any], None]], Any], on_event: Callable[[A
 
 
 def _reset_views(st_state: S.SessionState) -> None:
-    """Forget the journey's chunk and the diff's stages: after a run they follow the new state."""
+    """Forget the journey's chunk, the diff's stages and the evidence panel's chunk: after a
+    run they follow the new state."""
     st_state[S.JOURNEY_CHUNK] = None
     st_state[S.DIFF_A] = None
     st_state[S.DIFF_B] = None
+    _reset_evidence(st_state)
+
+
+def _reset_evidence(st_state: S.SessionState) -> None:
+    """Forget the evidence panel's chunk and sentence: it opens on the first cited chunk."""
+    st_state[S.EVIDENCE_CHUNK] = None
+    st_state[S.EVIDENCE_SENTENCE] = None
 
 
 def run_stage(engine: Engine, st_state: S.SessionState, name: str,
@@ -283,6 +291,7 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
         raise failure
     done_sp, ans = outcome["result"]
     st_state[S.SP] = done_sp
+    _reset_evidence(st_state)  # the answer's first cited chunk, now there is an answer
     st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
 
 

@@ -25,6 +25,8 @@ DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage k
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None
 DIFF_SORT = "diff_sort"           # the stage diff's order (one of views.DIFF_SORTS)
 INSPECT_AGENT = "inspect_agent"   # the agent stage the Agents tab shows, or None
+EVIDENCE_CHUNK = "evidence_chunk"        # the chunk the Evidence tab has open, or None
+EVIDENCE_SENTENCE = "evidence_sentence"  # the sentence (A1, C3) it was opened from, or None
 
 
 
@@ -69,6 +71,8 @@ def init_state(state: SessionState) -> None:
         DIFF_B: None,
         DIFF_SORT: "rank in B",
         INSPECT_AGENT: None,
+        EVIDENCE_CHUNK: None,
+        EVIDENCE_SENTENCE: None,
     }
     for key, value in defaults.items():
         if key not in state:

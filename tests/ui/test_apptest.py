@@ -1,5 +1,6 @@
 """The page driven in-process with Streamlit's AppTest over a temp index of the bundled KB."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -394,3 +395,71 @@ def test_the_stage_diff_compares_the_two_stages_picked():
     at.button(key="stage_A4_Condenser").click().run()
     assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
         ("reranked", "a4")
+
+
+def evidence_boxes(at):
+    return [h.proto.body for h in at.get("html") if 'class="rs-evidence"' in h.proto.body]
+
+
+def test_the_evidence_tab_links_every_sentence_to_its_chunk():
+    at = fresh()
+    at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    state = sp(at)
+    ids = state.final_selection_ids
+    statements = state.extras.a4.condensed
+    buttons = {b.key: b for b in at.button if (b.key or "").startswith("ev_")}
+    # a [n] button for each answer sentence's citation and each condensed statement's source
+    assert any(k.startswith("ev_A1_") for k in buttons)
+    assert len([k for k in buttons if k.startswith("ev_C")]) == len(statements)
+    # the panel opens on the answer's first cited chunk, its used sentences marked
+    first = next(k for k in buttons if k.startswith("ev_A1_"))
+    assert at.selectbox(key=S.EVIDENCE_CHUNK).value == ids[int(first.rsplit("_", 1)[1]) - 1]
+    assert any("<mark" in box for box in evidence_boxes(at))
+    assert any("sentences of this chunk were used" in m.value or "sentence of this chunk was used"
+               in m.value for m in at.markdown)
+    # a condensed statement's button opens its chunk, the statement outlined
+    key = next(k for k in buttons if k.startswith("ev_C3_"))
+    n = int(key.rsplit("_", 1)[1])
+    at.button(key=key).click().run()
+    assert not at.exception
+    assert at.session_state[S.EVIDENCE_CHUNK] == ids[n - 1]
+    assert at.session_state[S.EVIDENCE_SENTENCE] == "C3"
+    assert at.selectbox(key=S.EVIDENCE_CHUNK).value == ids[n - 1]
+    assert at.button(key=key).proto.type == "primary"
+    outlined = [m for box in evidence_boxes(at)
+                for m in re.findall(r'<mark data-keys="([^"]*)"[^>]*outline', box)]
+    assert outlined and all("C3" in keys.split() for keys in outlined)
+    # picking a chunk by hand forgets the sentence
+    other = next(c.id for c in state.base_context_chunks if c.id not in ids)
+    at.selectbox(key=S.EVIDENCE_CHUNK).set_value(other).run()
+    assert at.session_state[S.EVIDENCE_SENTENCE] is None
+    assert any("No sentence of the answer or of the condensed context cites this chunk" in m.value
+               for m in at.markdown)
+    # the chunk tables' "Open a chunk" shows the same highlights
+    at.selectbox(key="detail_chunk").set_value(ids[0]).run()
+    assert sum("<mark" in box for box in evidence_boxes(at)) >= 2
+    # a new run opens the new answer's first cited chunk again
+    at.button(key="run").click().run()
+    assert at.session_state[S.EVIDENCE_SENTENCE] is None
+    assert at.selectbox(key=S.EVIDENCE_CHUNK).value == ids[int(first.rsplit("_", 1)[1]) - 1]
+
+
+def test_the_condensed_context_links_before_there_is_an_answer():
+    at = fresh()
+    at.toggle(key=S.AUTO).set_value(False).run()
+    at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
+    for name in controller.STAGE_NAMES[:3]:  # before A4 nothing links
+        at.button(key=f"stage_{name}").click().run()
+    assert any("Run A4_Condenser to link" in c.value for c in at.caption)
+    for name in controller.STAGE_NAMES[3:6]:  # ReRanker, A3, A4
+        at.button(key=f"stage_{name}").click().run()
+    assert sp(at).answer is None
+    keys = [b.key for b in at.button if (b.key or "").startswith("ev_")]
+    assert keys and all(k.startswith("ev_C") for k in keys)
+    assert any("No answer yet" in c.value for c in at.caption)
+    first = sp(at).extras.a4.condensed and keys[0]
+    n = int(first.rsplit("_", 1)[1])
+    assert at.selectbox(key=S.EVIDENCE_CHUNK).value == sp(at).final_selection_ids[n - 1]
+    assert any("<mark" in box for box in evidence_boxes(at))

@@ -98,6 +98,13 @@ def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server, dr
     assert all(r.authorization == f"Bearer {KEY}" for r in server.chat_requests)
     assert KEY not in sp.model_dump_json()
     assert not any(KEY in str(m.value) for m in at.markdown) and not any(KEY in b for b in drawn)
+    # the Evidence tab links each sentence through its [n] ([99] shown, disabled); the model's
+    # own words cite the chunk without being one of its sentences: listed, not highlighted
+    assert at.button(key="ev_A3_99").disabled
+    at.button(key="ev_A1_1").click().run()
+    assert at.session_state[S.EVIDENCE_CHUNK] == sp.final_selection_ids[0]
+    assert any("A1 cites it without quoting it" in m.value for m in at.markdown), \
+        [m.value for m in at.markdown if "chunk" in m.value]
 
 
 def test_page_shows_the_fallback_notice_when_the_llm_stream_breaks(server, drawn):

@@ -1,10 +1,11 @@
 """The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question; the
 charts draw their marks (the score histograms' bars, the rank-movement chart's lines and
-points), the stage buttons show their whole labels and the chunk tables and the stage diff fit
-without sideways scrolling, at 1280x900 and 1920x1080, checked on the page and in screenshots
-saved to docs/."""
+points), the stage buttons show their whole labels, the chunk tables and the stage diff fit
+without sideways scrolling, and the Evidence tab shows the opened chunk's used sentences
+highlighted, at 1280x900 and 1920x1080, checked on the page and in screenshots saved to docs/."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -140,6 +141,40 @@ GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
   })"""
 
 
+#: the Evidence tab: the page's, the main area's, the panel's and the sentence list's widths
+#: (content and shown), the chunk box and each visible <mark> in it, in page pixels
+EVIDENCE_JS = """() => {
+    const box = e => { const r = e.getBoundingClientRect();
+                       return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+    const widths = e => ({scroll: e.scrollWidth, client: e.clientWidth});
+    const panel = [...document.querySelectorAll('[role=tabpanel]')].find(p => p.checkVisibility());
+    const chunk = panel.querySelector('.rs-evidence');
+    return {page: widths(document.documentElement),
+            main: widths(document.querySelector('[data-testid=stMain]')),
+            panel: widths(panel),
+            list: widths(panel.querySelector('.st-key-evidence_sentences')),
+            box: {...box(chunk), ...widths(chunk)},
+            marks: [...chunk.querySelectorAll('mark')].filter(m => m.checkVisibility())
+              .map(m => ({...box(m), keys: m.dataset.keys, outlined: m.style.outline !== ''}))};
+  }"""
+
+
+def check_evidence(found: dict, size: str, opened: str) -> None:
+    """No sideways scrolling anywhere on the tab; every mark has a size and lies inside the
+    chunk's box; the sentence opened (``opened``) is the one outlined."""
+    for part in ("page", "main", "panel", "list", "box"):
+        assert found[part]["scroll"] <= found[part]["client"], \
+            f"{size}: the Evidence tab's {part} scrolls sideways: {found[part]}"
+    box, marks = found["box"], found["marks"]
+    assert marks, f"{size}: no <mark> in the chunk's text"
+    for m in marks:
+        assert m["w"] > 0 and m["h"] > 0, f"{size}: a mark without a size: {m}"
+        assert inside(m, box), f"{size}: mark {m} outside the chunk's box {box}"
+    outlined = [m for m in marks if m["outlined"]]
+    assert outlined and all(opened in m["keys"].split() for m in outlined), \
+        f"{size}: {opened} is not the outlined passage: {marks}"
+
+
 def inside(m: dict, plot: dict) -> bool:
     return (m["x"] >= plot["x"] - 1 and m["x"] + m["w"] <= plot["x"] + plot["w"] + 1
             and m["y"] >= plot["y"] - 1 and m["y"] + m["h"] <= plot["y"] + plot["h"] + 1)
@@ -251,6 +286,24 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         check_bump(page.evaluate(CHARTS_JS), size)
         shoot(page, diff, DOCS / f"stage-diff-{width}.png")
 
+        # the Evidence tab: the answer's and the condensed context's sentences beside the chunk
+        # they cite, its used sentences marked; a statement's [n] opens its chunk, outlined
+        from ragstream.ui.evidence import condensed_links
+
+        page.get_by_role("tab", name="Evidence").click()
+        panel = page.locator("[role=tabpanel]:visible")
+        expect(panel.locator(".rs-evidence mark").first).to_be_visible(timeout=60_000)
+        statement = condensed_links(kb_engine.run(LAYOUT_PROMPT))[1]  # C2
+        n = statement.numbers[0]
+        panel.locator(f".st-key-ev_C2_{n} button:visible").first.click()
+        expect(panel.locator(".rs-evidence mark[style*=outline]").first).to_be_visible(
+            timeout=60_000)
+        expect(panel.get_by_role("combobox", name="Open a chunk")).to_have_value(
+            re.compile(re.escape(statement.chunk_ids[0])))
+        page.wait_for_timeout(800)
+        check_evidence(page.evaluate(EVIDENCE_JS), size, "C2")
+        shoot(page, panel, DOCS / f"evidence-{width}.png")
+
         # the Scores tab: four histograms with visible bars inside their plot areas
         page.get_by_role("tab", name="Scores").click()
         panel = page.locator("[role=tabpanel]:visible")
@@ -261,3 +314,4 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         browser.close()
     assert (DOCS / f"scores-{width}.png").stat().st_size > 10_000
     assert (DOCS / f"stage-diff-{width}.png").stat().st_size > 10_000
+    assert (DOCS / f"evidence-{width}.png").stat().st_size > 10_000
