@@ -384,9 +384,20 @@ def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Stateme
         if len(lead) >= acfg.distinct_sources_first:
             break
         if not any(s.chunk_ids[:1] == o.chunk_ids[:1] for o in lead):
-            lead.append(s)
+            lead.append(_opening(s, stating, acfg.lead_margin))
     ordered = lead + [s for s in stating if not any(s is o for o in lead)]
     return ordered[:answer_length(sp, acfg)[0]]
+
+
+def _opening(best: Statement, statements: list[Statement], margin: float) -> Statement:
+    """The sentence of ``best``'s chunk that comes first in the chunk among those scoring
+    within ``margin`` of it: a section's opening sentence names its topic ("X first splits a
+    document at its headings") where a later one adds a detail that happens to score higher."""
+    if best.score is None or best.span is None:
+        return best
+    close = [s for s in statements if s.chunk_ids[:1] == best.chunk_ids[:1] and s.span is not None
+             and s.score is not None and s.score >= best.score - margin]
+    return min(close, key=lambda s: s.span[0] if s.span else 0, default=best)
 
 
 def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None) -> list[str]:

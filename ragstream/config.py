@@ -268,6 +268,10 @@ class AnswerSettings(_Strict):
         "the extractive answer's first sentences come from this many different chunks (the "
         "best sentence, then the best of the next sources): a hedge against the top chunk "
         "not being the one that answers"))
+    lead_margin: float = Field(0.1, ge=0, le=1, description=(
+        "each of those first sentences is the one of its chunk that comes first in the chunk "
+        "among those scoring within this margin of the chunk's best (the section's opening "
+        "sentence names its topic)"))
     max_sentences_long: int = Field(18, ge=1, le=200, description=(
         "the extractive answer's sentences, at most, when the prompt asks for every item or "
         "for detail (long_cues)"))
@@ -439,7 +443,7 @@ class A4Config(AgentCommon):
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
     rank_weight: float = Field(
-        0.3, ge=0, le=1, description="a sentence's score is its cosine to the prompt plus "
+        0.5, ge=0, le=1, description="a sentence's score is its cosine to the prompt plus "
         "rank_weight / rank of its chunk (the ReRanker's order as A3 kept it)")
     redundancy_jaccard: float = Field(0.6, ge=0, le=1)
     min_sentence_words: int = Field(4, ge=1, le=100)

@@ -92,9 +92,14 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
     # the best sentence leads; the first distinct_sources_first come from different chunks,
     # each the best of its chunk; the rest follow best first
     lead, rest = chosen[:acfg.distinct_sources_first], chosen[acfg.distinct_sources_first:]
-    assert chosen[0].score == max(s.score for s in record.condensed if not mention_only(s.text))
+    stating = [s for s in record.condensed if not mention_only(s.text)]
+    best = max(stating, key=lambda s: s.score)
+    # the opening sentence of the best chunk among those within lead_margin of its best
+    assert chosen[0].chunk_ids == best.chunk_ids
+    assert chosen[0].score >= best.score - acfg.lead_margin
+    assert chosen[0].span[0] == min(s.span[0] for s in stating if s.chunk_ids == best.chunk_ids
+                                    and s.score >= best.score - acfg.lead_margin)
     assert len({s.chunk_ids[0] for s in lead}) == len(lead)
-    assert [s.score for s in lead] == sorted((s.score for s in lead), reverse=True)
     assert [s.score for s in rest] == sorted((s.score for s in rest), reverse=True)
     assert not any(mention_only(s.text) for s in chosen)
     pieces = [f"{s.text} [{on_topic.final_selection_ids.index(s.chunk_ids[0]) + 1}]"
@@ -170,6 +175,22 @@ def test_extractive_answer_leads_with_the_best_sentence_and_cites_each():
     # when only mentions are left, they are the answer rather than nothing
     only = _statements_sp([("A vague prompt: 'what is B'.", 0.9, "a#0")])
     assert "".join(extractive_pieces(only)) == "A vague prompt: 'what is B'. [1]\n"
+
+
+def test_extractive_answer_opens_each_source_with_its_topic_sentence():
+    sp = _statements_sp([("A detail that scores best about B.", 0.9, "a#0"),
+                         ("B is what this section is about.", 0.85, "a#0"),
+                         ("Far less close but first of all.", 0.5, "a#0"),
+                         ("Another source on B here.", 0.7, "b#0")])
+    for st, span in zip(sp.extras.a4.condensed, [(50, 80), (10, 40), (0, 9), (0, 20)]):
+        st.span = span
+    # within lead_margin (0.1) of the best, the sentence that comes first in the chunk leads;
+    # the one scoring 0.4 less does not
+    assert "".join(extractive_pieces(sp)) == (
+        "B is what this section is about. [1] Another source on B here. [2] "
+        "A detail that scores best about B. [1] Far less close but first of all. [1]\n")
+    strict = AnswerSettings(lead_margin=0.0)
+    assert "".join(extractive_pieces(sp, strict)).startswith("A detail that scores best")
 
 
 def test_extractive_answer_length_follows_the_prompt():
