@@ -14,7 +14,7 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.ui import actions, evidence, inspector, views
+from ragstream.ui import actions, eval_tab, evidence, inspector, views
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -327,9 +327,10 @@ if sp.prompt_ready:
 else:
     st.caption("Run A0 to see the prompt take shape.")
 
-tab_views, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, tab_agents, tab_log, \
-    tab_export = st.tabs(["Chunk views", "Chunk journey", "Stage diff", "Evidence",
-                          "History & modes", "Scores", "Agents", "Q&A log", "Export"])
+tab_views, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, tab_agents, tab_eval, \
+    tab_log, tab_export = st.tabs(["Chunk views", "Chunk journey", "Stage diff", "Evidence",
+                                   "History & modes", "Scores", "Agents", "Eval", "Q&A log",
+                                   "Export"])
 with tab_views:
     shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
     if not shown:
@@ -428,6 +429,45 @@ with tab_agents:
                 st.json(call.parsed)
     else:
         st.caption(inspector.empty_note(engine.services.llm is not None))
+with tab_eval:
+    st.caption("Answer quality and retrieval on a question set: does the answer's first sentence "
+               "(first three) cite the section that answers the question; MRR@10 of that section "
+               "after Retrieval and the ReRanker. Runs offline with the configuration files' "
+               "settings, and with this session's when they differ (sidebar settings).")
+    bundled = eval_tab.bundled_sets()
+    state[S.EVAL_SET] = eval_tab.default_set(bundled, state[S.EVAL_SET])
+    c1, c2 = st.columns([3, 2])
+    picked = c1.selectbox("Question set", list(bundled), key=S.EVAL_SET)
+    own = c2.text_input("…or your own question set (JSON path)", key=S.EVAL_PATH,
+                        placeholder="benchmarks/answers/kb.json",
+                        help="The format of benchmarks/answers/kb.json: questions with the "
+                             "section that answers each, and the docs folder.")
+    changed = eval_tab.settings_diff(engine.cfg, state[S.OVERRIDES] or {})
+    c3, c4 = st.columns([1, 4], vertical_alignment="bottom")
+    limit = c3.number_input("Questions", min_value=1, max_value=500, step=5, key=S.EVAL_LIMIT)
+    c4.caption(("Session settings differ: " + "; ".join(changed) if changed else
+                "The session uses the configuration files' settings: one run.") + " Takes "
+               + eval_tab.estimate(int(limit), 2 if changed else 1) + " on this machine.")
+    if st.button("Run eval", key="run_eval"):
+        bar = st.progress(0.0, text="Starting…")
+
+        def on_question(phase: str, done: int, total: int) -> None:
+            """Move the bar: which run, which question."""
+            bar.progress(done / max(total, 1), text=f"{phase}: {done}/{total}")
+
+        actions.run_eval(engine, state, own.strip() or bundled.get(picked or "", ""), int(limit),
+                         on_question)
+        bar.empty()
+    outcome = state[S.EVAL_RESULT]
+    if outcome and "error" in outcome:
+        kind, message = outcome["error"]
+        st.error(f"**{kind}** — {message}")
+    elif outcome:
+        st.markdown(eval_tab.heading(outcome))
+        table(eval_tab.table_rows(outcome), key="eval_table", columns=eval_tab.table_columns())
+        st.altair_chart(eval_tab.quality_chart(outcome), width="stretch")
+        with st.expander("Every question (misses first)"):
+            table(eval_tab.question_rows(outcome), key="eval_questions", height=320)
 with tab_log:
     try:
         log = engine.qa_log()

@@ -271,14 +271,18 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
 
 def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
                      progress: Progress | None = None,
-                     services_for: Callable[[AppConfig], Any] | None = None) -> dict[str, Any]:
-    """Index each question set's documents (or reuse the index), answer every question in each
-    mode (default: ``offline``, and ``llm`` when an endpoint is configured) and grade it."""
+                     services_for: Callable[[AppConfig], Any] | None = None,
+                     limit: int | None = None) -> dict[str, Any]:
+    """Index each question set's documents (or reuse the index), answer every question (the
+    first ``limit`` of each set, if given) in each mode (default: ``offline``, and ``llm`` when
+    an endpoint is configured) and grade it."""
     from ragstream.evaluation import machine
     from ragstream.ingest.ingestor import ingest_path
     from ragstream.services import build_services
 
     sets = [load_questions(p) for p in paths]
+    if limit is not None:
+        sets = [replace(qs, questions=qs.questions[:limit]) for qs in sets]
     if modes is None:
         modes = ["offline"] + (["llm"] if cfg.settings.llm.base_url else [])
     unknown = [m for m in modes if m not in MODES]

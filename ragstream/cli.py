@@ -373,7 +373,7 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
                    "llm when an endpoint is configured.")
 @click.option("--split", default="test", show_default=True, help="The qrels file: qrels/SPLIT.tsv.")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Only the first N judged queries.")
+              help="Only the first N judged queries (with --answers: the first N questions of each set).")
 @click.option("--subset", type=click.Choice(["all", "even", "odd"]), default="all",
               show_default=True,
               help="Queries with even or odd numeric ids (a tuning / held-out split).")
@@ -395,7 +395,7 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
             from ragstream.answer_eval import evaluate_answers, format_answers
 
             result = evaluate_answers(answer_sets, load_config(), modes=list(modes) or None,
-                                      progress=_stderr_progress())
+                                      progress=_stderr_progress(), limit=limit)
             as_text = format_answers
         else:
             from ragstream.evaluation import evaluate, format_table

@@ -437,3 +437,26 @@ def ingest_folder(engine: Engine, st_state: S.SessionState, folder: str | Path,
         return False
     st_state[S.INGEST_REPORT] = report.model_dump()
     return True
+
+
+def run_eval(engine: Engine, st_state: S.SessionState, path: str, limit: int | None,
+             progress: Callable[[str, int, int], None] | None = None) -> bool:
+    """Run the Eval tab's question set with the files' settings and the session's (when they
+    differ) and keep the outcome in ``EVAL_RESULT`` — or ``{"error": (kind, message)}``: a bad
+    question file names its problem, and the page goes on."""
+    from ragstream.services import build_services
+    from ragstream.ui import eval_tab
+
+    def services_for(cfg: AppConfig):
+        services = build_services(cfg)
+        services.embedder = engine.services.embedder  # the model already loaded
+        return services
+
+    try:
+        st_state[S.EVAL_RESULT] = eval_tab.run(
+            path, engine.cfg, session_config(engine, st_state), st_state.get(S.OVERRIDES) or {},
+            limit, services_for, progress)
+    except RagstreamError as err:
+        st_state[S.EVAL_RESULT] = {"error": (err.kind, str(err))}
+        return False
+    return True

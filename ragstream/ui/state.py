@@ -25,6 +25,10 @@ DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage k
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None
 DIFF_SORT = "diff_sort"           # the stage diff's order (one of views.DIFF_SORTS)
 INSPECT_AGENT = "inspect_agent"   # the agent stage the Agents tab shows, or None
+EVAL_SET = "eval_set"             # the Eval tab's bundled question set (a label of bundled_sets)
+EVAL_PATH = "eval_path"           # the path of the user's own question set, or ""
+EVAL_LIMIT = "eval_limit"         # how many questions of the set the Eval tab runs
+EVAL_RESULT = "eval_result"       # the last Eval run (eval_tab.run's outcome), or None
 EVIDENCE_CHUNK = "evidence_chunk"        # the chunk the Evidence tab has open, or None
 EVIDENCE_SENTENCE = "evidence_sentence"  # the sentence (A1, C3) it was opened from, or None
 
@@ -71,6 +75,10 @@ def init_state(state: SessionState) -> None:
         DIFF_B: None,
         DIFF_SORT: "rank in B",
         INSPECT_AGENT: None,
+        EVAL_SET: None,
+        EVAL_PATH: "",
+        EVAL_LIMIT: 10,
+        EVAL_RESULT: None,
         EVIDENCE_CHUNK: None,
         EVIDENCE_SENTENCE: None,
     }

@@ -1,8 +1,9 @@
 """The real page in Debian's Chromium, driven by Playwright: auto-run on a sample question; the
 charts draw their marks (the score histograms' bars, the rank-movement chart's lines and
 points), the stage buttons show their whole labels, the chunk tables and the stage diff fit
-without sideways scrolling, and the Evidence tab shows the opened chunk's used sentences
-highlighted, at 1280x900 and 1920x1080, checked on the page and in screenshots saved to docs/."""
+without sideways scrolling, the Evidence tab shows the opened chunk's used sentences
+highlighted, and the Eval tab runs two questions and draws its chart, at 1280x900 and
+1920x1080, checked on the page and in screenshots saved to docs/."""
 
 import os
 import re
@@ -199,6 +200,21 @@ def check_bump(charts: list[dict], size: str) -> None:
         assert t["y"] >= c["svg"]["y"] - 0.5 and t["h"] > 0, f"{size}: bump title {t} clipped"
 
 
+def check_eval(charts: list[dict], size: str) -> None:
+    """The quality-against-latency chart: one SVG, a point per measure (two), visible and
+    inside the plot area (or the picture, if Vega draws no frame for the layers), a whole title."""
+    assert len(charts) == 1, f"{size}: {len(charts)} charts on the Eval tab"
+    c = charts[0]
+    assert c["svg"] and not c["canvas"], f"{size}: the eval chart is not drawn as SVG"
+    area = c["plot"] or c["svg"]
+    dots = [m for m in c["dots"] if m["w"] >= 3 and m["h"] >= 3]
+    assert len(dots) == 2, f"{size}: {len(dots)} visible points of {len(c['dots'])}"
+    for m in dots:
+        assert inside(m, area), f"{size}: eval point {m} outside {area}"
+    assert c["titles"] and all(t["y"] >= c["svg"]["y"] - 0.5 for t in c["titles"]), \
+        f"{size}: eval chart title clipped: {c['titles']}"
+
+
 def shoot(page, locator, path: Path) -> None:
     """A screenshot of ``locator`` whole: the window is made as tall as the page first (same
     width, so the same layout), since Streamlit scrolls inside the page and a screenshot of an
@@ -311,7 +327,24 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         page.wait_for_timeout(1000)
         check_charts(page.evaluate(CHARTS_JS), size)
         shoot(page, panel, DOCS / f"scores-{width}.png")
+
+        # the Eval tab: two questions of the bundled KB's set, the table without sideways
+        # scrolling, the quality-against-latency chart with its points inside the plot
+        page.get_by_role("tab", name="Eval").click()
+        panel = page.locator("[role=tabpanel]:visible")
+        questions = panel.get_by_role("spinbutton", name="Questions")
+        questions.fill("2")
+        questions.press("Enter")
+        page.wait_for_timeout(800)
+        panel.get_by_role("button", name="Run eval").click()
+        expect(panel.locator("[data-testid=stVegaLiteChart]")).to_have_count(1, timeout=300_000)
+        page.wait_for_timeout(1000)
+        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        assert not wide, f"{size}: the eval table scrolls sideways: {wide}"
+        check_eval(page.evaluate(CHARTS_JS), size)
+        shoot(page, panel, DOCS / f"eval-{width}.png")
         browser.close()
     assert (DOCS / f"scores-{width}.png").stat().st_size > 10_000
     assert (DOCS / f"stage-diff-{width}.png").stat().st_size > 10_000
     assert (DOCS / f"evidence-{width}.png").stat().st_size > 10_000
+    assert (DOCS / f"eval-{width}.png").stat().st_size > 10_000
