@@ -72,3 +72,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if text:
         terminalreporter.write_sep("=", "real-model figures")
         terminalreporter.write_line(text)
+
+
+@pytest.fixture(scope="session")
+def tiny_answer_set(tmp_path_factory) -> Path:
+    """A question set for the answer benchmark: two articles of the bundled knowledge base
+    and three questions about them (the third asks for a list)."""
+    import json
+
+    root = tmp_path_factory.mktemp("answers")
+    docs = root / "docs"
+    docs.mkdir()
+    for name in ("chroma-server-mode.md", "hybrid-retrieval.md"):
+        (docs / name).write_text((KB / name).read_text())
+    path = root / "tiny.json"
+    path.write_text(json.dumps({"name": "tiny", "docs": "docs", "questions": [
+        {"id": "t1", "question": "What does reciprocal rank fusion do with the two rankings?",
+         "sections": ["hybrid-retrieval.md § Reciprocal rank fusion"]},
+        {"id": "t2", "question": "How do I start a Chroma server?",
+         "sections": ["chroma-server-mode.md § Starting a Chroma server"]},
+        {"id": "t3", "question": "List every step to configure RAGstream for a Chroma server.",
+         "kind": "list",
+         "sections": ["chroma-server-mode.md § Configuring RAGstream for server mode"]}]}))
+    return path

@@ -34,22 +34,8 @@ def _write(tmp: Path, questions: list[dict], docs: str = "docs", name: str = "ti
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """Two articles of the bundled knowledge base and three questions about them."""
-    root = tmp_path_factory.mktemp("answers")
-    docs = root / "docs"
-    docs.mkdir()
-    for name in ("chroma-server-mode.md", "hybrid-retrieval.md"):
-        (docs / name).write_text((ROOT / "data" / "kb" / name).read_text())
-    return _write(root, [
-        {"id": "t1", "question": "What does reciprocal rank fusion do with the two rankings?",
-         "sections": ["hybrid-retrieval.md § Reciprocal rank fusion"]},
-        {"id": "t2", "question": "How do I start a Chroma server?",
-         "sections": ["chroma-server-mode.md § Starting a Chroma server"]},
-        {"id": "t3", "question": "List every step to configure RAGstream for a Chroma server.",
-         "kind": "list",
-         "sections": ["chroma-server-mode.md § Configuring RAGstream for server mode"]},
-    ])
+def tiny(tiny_answer_set) -> Path:
+    return tiny_answer_set
 
 
 def test_the_bundled_question_sets_load_and_are_big_enough():

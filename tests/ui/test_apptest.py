@@ -16,17 +16,8 @@ TIMEOUT = 300
 
 
 @pytest.fixture(scope="module", autouse=True)
-def app_env(tmp_path_factory, kb_engine):
-    """Point the page at the session's already-ingested temp index (shared with kb_engine)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
-    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("page") / "uploads"))
-    import streamlit as st
-
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
-    mp.undo()
+def app_env(page_env):
+    """Every test here drives the page over the session's temp index."""
 
 
 def fresh() -> AppTest:

@@ -3,7 +3,6 @@ chart and question rows (on a real run over two articles), and the tab's control
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,21 +17,8 @@ APP = str(ROOT / "ui_streamlit.py")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("evaltab")
-    docs = root / "docs"
-    docs.mkdir()
-    for name in ("chroma-server-mode.md", "hybrid-retrieval.md"):
-        (docs / name).write_text((ROOT / "data" / "kb" / name).read_text())
-    path = root / "tiny.json"
-    path.write_text(json.dumps({"name": "tiny", "docs": "docs", "questions": [
-        {"id": "t1", "question": "What does reciprocal rank fusion do with the two rankings?",
-         "sections": ["hybrid-retrieval.md § Reciprocal rank fusion"]},
-        {"id": "t2", "question": "How do I start a Chroma server?",
-         "sections": ["chroma-server-mode.md § Starting a Chroma server"]},
-        {"id": "t3", "question": "How do I back up a Chroma server?",
-         "sections": ["chroma-server-mode.md § Backing up a server"]}]}))
-    return path
+def tiny(tiny_answer_set) -> Path:
+    return tiny_answer_set
 
 
 @pytest.fixture(scope="module")
@@ -89,20 +75,7 @@ def test_no_overrides_means_one_run_and_the_estimate_says_so(tiny, cfg, embedder
     assert any(label.startswith("npm-docs — 55 questions") for label in labels)
 
 
-@pytest.fixture(scope="module")
-def app_env(tmp_path_factory, kb_engine):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
-    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("page") / "uploads"))
-    import streamlit as st
-
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
-    mp.undo()
-
-
-def test_the_tab_runs_a_set_shows_errors_and_compares_settings(app_env, tiny, tmp_path):
+def test_the_tab_runs_a_set_shows_errors_and_compares_settings(page_env, tiny, tmp_path):
     at = AppTest.from_file(APP, default_timeout=600).run()
     assert not at.exception
     assert at.selectbox(key=S.EVAL_SET).value.startswith("kb — 50 questions")
