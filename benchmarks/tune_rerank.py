@@ -23,7 +23,7 @@ import numpy as np
 
 from ragstream.config import load_config
 from ragstream.engine import Engine
-from ragstream.evaluation import eval_config, load_beir, select_queries, sync_index
+from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
 from ragstream.services import build_services
 from ragstream.super_prompt import View

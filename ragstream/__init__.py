@@ -8,7 +8,7 @@ from ragstream.errors import RagstreamError
 from ragstream.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
 
 if TYPE_CHECKING:
-    from ragstream.api import RAGPipeline
+    from ragstream.service.api import RAGPipeline
 
 __all__ = ["AppConfig", "Chunk", "Engine", "Filters", "RAGPipeline", "RagstreamError", "SuperPrompt",
            "ViewRow", "load_config"]
@@ -18,7 +18,7 @@ __version__ = "0.9.0"
 def __getattr__(name: str) -> Any:
     """``RAGPipeline`` is imported when first asked for (the CLI and the page do not need it)."""
     if name == "RAGPipeline":
-        from ragstream.api import RAGPipeline
+        from ragstream.service.api import RAGPipeline
 
         return RAGPipeline
     raise AttributeError(f"module 'ragstream' has no attribute {name!r}")

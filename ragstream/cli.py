@@ -179,7 +179,7 @@ def _print_answer_footer(ans) -> None:
 def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance: float | None,
              filters: Filters, as_json: bool, no_sync: bool) -> None:
     """Retrieve for ``query`` with ``RAGPipeline`` and print a table or the JSON."""
-    from ragstream.api import RAGPipeline
+    from ragstream.service.api import RAGPipeline
 
     try:
         engine = _engine()
@@ -223,8 +223,8 @@ def serve(host: str, port: int, token_env: str) -> None:
     """Build the pipeline, warm its models up and serve it until interrupted."""
     import os
 
-    from ragstream.api import RAGPipeline
-    from ragstream.service import serve as run_service
+    from ragstream.service.api import RAGPipeline
+    from ragstream.service.http import serve as run_service
 
     token = os.environ.get(token_env)
     if token is not None and not token.strip():
@@ -345,8 +345,8 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
     """Run the load test and print the report or JSON (optionally also to a file)."""
     from pathlib import Path
 
-    from ragstream.bench import SCIFACT_DIR
-    from ragstream.load import format_report, run_load
+    from ragstream.measure.bench import SCIFACT_DIR
+    from ragstream.measure.load import format_report, run_load
 
     try:
         result = run_load(chunks, clients, seconds, chroma_url,
@@ -392,13 +392,13 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
                                "or more question sets: answer quality).")
     try:
         if answer_sets:
-            from ragstream.answer_eval import evaluate_answers, format_answers
+            from ragstream.measure.answer_eval import evaluate_answers, format_answers
 
             result = evaluate_answers(answer_sets, load_config(), modes=list(modes) or None,
                                       progress=_stderr_progress(), limit=limit)
             as_text = format_answers
         else:
-            from ragstream.evaluation import evaluate, format_table
+            from ragstream.measure.evaluation import evaluate, format_table
 
             result = evaluate(data_dir or "", split, load_config(), limit=limit, subset=subset,
                               progress=_stderr_progress())
@@ -417,7 +417,7 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
               help="Also write the JSON result to this file.")
 def bench(quick: bool, as_json: bool, out: str | None) -> None:
     """Run the benchmark and print the report or JSON (optionally also to a file)."""
-    from ragstream.bench import format_report, run_bench
+    from ragstream.measure.bench import format_report, run_bench
 
     try:
         result = run_bench(quick=quick, progress=_stderr_progress())

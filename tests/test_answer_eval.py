@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.answer_eval import (
+from ragstream.engine import Engine
+from ragstream.errors import EvalDataError
+from ragstream.measure.answer_eval import (
     Section,
     answers_config,
     check_sections,
@@ -19,8 +21,6 @@ from ragstream.answer_eval import (
     grade,
     load_questions,
 )
-from ragstream.engine import Engine
-from ragstream.errors import EvalDataError
 from ragstream.services import build_services
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``ragstream.bench``: one quick run (real encoder, real Chroma in temp dirs, real stages);
+"""``ragstream.measure.bench``: one quick run (real encoder, real Chroma in temp dirs, real stages);
 the result's keys, types and sanity, and a report that shows every figure. No timing limits:
 the figures depend on the machine."""
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from ragstream import bench
+from ragstream.measure import bench
 
 FIGURES = ("ingest_words_per_s", "encode_words_per_s", "ingest_vs_encode", "pipeline_p50_ms",
            "pipeline_p95_ms", "api_retrieve_p50_ms", "api_retrieve_p95_ms", "cold_run_s", "peak_rss_mb")

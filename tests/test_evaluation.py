@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragstream.errors import EvalDataError
-from ragstream.evaluation import Query, evaluate, load_beir, select_queries
+from ragstream.measure.evaluation import Query, evaluate, load_beir, select_queries
 from tests.conftest import make_config
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
@@ -49,7 +49,7 @@ def eval_cfg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def result(beir, eval_cfg, embedder):
-    from ragstream.evaluation import eval_config
+    from ragstream.measure.evaluation import eval_config
     from ragstream.services import build_services
 
     services = build_services(eval_config(eval_cfg, beir))
@@ -84,7 +84,7 @@ def test_bm25_and_dense_search_the_whole_corpus(result):
 
 
 def test_the_index_is_reused_until_the_corpus_changes(beir, eval_cfg, embedder, tmp_path):
-    from ragstream.evaluation import eval_config
+    from ragstream.measure.evaluation import eval_config
     from ragstream.services import build_services
 
     services = build_services(eval_config(eval_cfg, beir))

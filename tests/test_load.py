@@ -1,4 +1,4 @@
-"""``ragstream.load`` / ``python -m ragstream load``: a tiny real run (the encoder, an embedded
+"""``ragstream.measure.load`` / ``python -m ragstream load``: a tiny real run (the encoder, an embedded
 Chroma store in a temp folder, a synthetic index of a few hundred chunks, 2 client threads for
 about a second per phase) and an error inside a client, counted rather than raised. No timing
 limits: the figures depend on the machine."""
@@ -11,9 +11,9 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from ragstream import load
-from ragstream.api import RAGPipeline
 from ragstream.cli import main
+from ragstream.measure import load
+from ragstream.service.api import RAGPipeline
 
 TOPICS = ["insulin", "microglia", "telomerase", "malaria", "statins", "cortisol", "dopamine",
           "vitamin D", "influenza", "collagen", "leptin", "p53", "autophagy", "hypoxia"]

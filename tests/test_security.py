@@ -24,10 +24,10 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from ragstream import cli
-from ragstream.api import RAGPipeline
 from ragstream.backends.doc_index import IndexCache
 from ragstream.backends.llm import build_llm
 from ragstream.engine import Engine
+from ragstream.service.api import RAGPipeline
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import state as S
 from tests.conftest import ROOT

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragstream.answer_eval import evaluate_answers, load_questions
 from ragstream.config import AppConfig
+from ragstream.measure.answer_eval import evaluate_answers, load_questions
 from ragstream.ui.views import TABLE_WIDTH
 
 #: the question sets that ship with RAGstream

@@ -276,8 +276,8 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
     """Index each question set's documents (or reuse the index), answer every question (the
     first ``limit`` of each set, if given) in each mode (default: ``offline``, and ``llm`` when
     an endpoint is configured) and grade it."""
-    from ragstream.evaluation import machine
     from ragstream.ingest.ingestor import ingest_path
+    from ragstream.measure.evaluation import machine
     from ragstream.services import build_services
 
     sets = [load_questions(p) for p in paths]

@@ -1,6 +1,6 @@
 """``python -m ragstream bench``: how fast and how big, measured on this machine in one run.
 
-    from ragstream.bench import run_bench, format_report
+    from ragstream.measure.bench import run_bench, format_report
     result = run_bench(quick=False, progress=None)    # a JSON-ready dict
     print(format_report(result))                      # the figures next to their targets
 
@@ -68,7 +68,7 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total), like the eva
 
 SCHEMA = 1
 SCIFACT_DIR = Path(os.environ.get("RAGSTREAM_BENCH_SCIFACT",
-                                  Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"))
+                                  Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"))
 KB_DIR = PROJECT_ROOT / "data" / "kb"
 COLD_PROMPT = "How are documents chunked?"
 SEED = 20260101
@@ -513,7 +513,7 @@ def measure_pipeline(engine, prompts: list[str], repeats: int,
 def measure_api(engine, prompts: list[str], repeats: int, progress: Progress | None) -> dict[str, Any]:
     """``RAGPipeline.retrieve`` per prompt: uncached (result and query-vector caches cleared
     before every call) and served from its result cache."""
-    from ragstream.api import RAGPipeline
+    from ragstream.service.api import RAGPipeline
 
     rag = RAGPipeline(engine)
     rag.retrieve(prompts[0], "bench")  # warm
@@ -746,7 +746,7 @@ def probe_fresh_process(index, texts: list[str], cfg: AppConfig, work_dir: Path)
     index.save(folder)
     save_s = time.perf_counter() - t0
     (work_dir / "probe-queries.json").write_text(json.dumps(texts), encoding="utf-8")
-    code = "import sys; from ragstream.bench import _probe_main; _probe_main(sys.argv[1:])"
+    code = "import sys; from ragstream.measure.bench import _probe_main; _probe_main(sys.argv[1:])"
     proc = subprocess.run([sys.executable, "-c", code, str(folder), index.fingerprint,
                            str(work_dir / "probe-queries.json"), str(work_dir / "probe-index")],
                           cwd=PROJECT_ROOT, env=bench_env(work_dir / "probe-index"),

@@ -1,6 +1,6 @@
 """``python -m ragstream load``: many clients calling ``RAGPipeline.retrieve`` at once.
 
-    from ragstream.load import run_load, format_report
+    from ragstream.measure.load import run_load, format_report
     result = run_load(chunks=(10_000, 100_000), clients=8, seconds=60)   # a JSON-ready dict
     print(format_report(result))
 
@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from ragstream import bench
-from ragstream.bench import Abstract, Progress
+from ragstream.measure import bench
+from ragstream.measure.bench import Abstract, Progress
 
 SCHEMA = 1
 DEFAULT_CLIENTS = 8
@@ -228,8 +228,8 @@ def measure_size(n_chunks: int, docs: list[Abstract], feed: QueryFeed, embedder,
                  progress: Progress | None = None) -> dict[str, Any]:
     """Build the index of ``n_chunks`` behind a real store, then one client and ``clients``
     clients for ``seconds`` each against one ``RAGPipeline`` (see the module docstring)."""
-    from ragstream.api import WORKERS, RAGPipeline
     from ragstream.engine import Engine
+    from ragstream.service.api import WORKERS, RAGPipeline
     from ragstream.services import build_services
 
     label = size_label(n_chunks)

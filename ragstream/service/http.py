@@ -1,7 +1,7 @@
 """The retrieval service over HTTP: ``python -m ragstream serve`` (FastAPI, served by uvicorn).
 
     from ragstream import RAGPipeline
-    from ragstream.service import create_app
+    from ragstream.service.http import create_app
     app = create_app(RAGPipeline(), token=None)     # any ASGI server can serve it
 
 Endpoints (the schema is at ``/openapi.json``):
@@ -44,7 +44,6 @@ from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from ragstream.contract import IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.errors import (
     EmptyPromptError,
     IngestLockedError,
@@ -54,11 +53,12 @@ from ragstream.errors import (
     RetrievalTimeoutError,
     VectorDBUnavailableError,
 )
+from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.api import RAGPipeline
     from ragstream.engine import Engine
+    from ragstream.service.api import RAGPipeline
 
 log = logging.getLogger(__name__)
 

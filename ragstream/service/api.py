@@ -36,11 +36,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from cachetools import TTLCache
 
 from ragstream.config import AppConfig
-from ragstream.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.engine import Engine
 from ragstream.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.relevance import relevance, relevance_signals
 from ragstream.render import rerank_query
+from ragstream.service.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.super_prompt import Chunk, Filters, View
 
 #: results kept at most in the cache
