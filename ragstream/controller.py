@@ -6,8 +6,13 @@
   every later stage, so the state never mixes two passes.
 * Stages work on a deep copy: when one raises, the caller's ``SuperPrompt`` is untouched.
   Unexpected exceptions are wrapped in ``StageError``.
-* The controller, not the stage, sets ``stage``, appends to ``history_of_stages`` and
-  records the stage's wall time and mode in ``stage_runs``.
+* The controller, not the stage, sets ``stage``, appends to ``history_of_stages``, records
+  the stage's wall time and mode in ``stage_runs`` and what its result was computed from in
+  ``computed_from`` (``ragstream.staleness``).
+* A stage may not run on top of an out-of-date result (``StaleResultError`` names it and
+  why); auto mode and ``resume`` re-run from the first out-of-date stage.
+* A person's edit (``record_edit``) joins ``sp.edits`` and discards the results of the stage
+  it acts on and every later one, no others; ``resume_to`` remembers how far the pass had got.
 """
 
 from __future__ import annotations
@@ -15,8 +20,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ragstream import staleness
 from ragstream.config import AppConfig
-from ragstream.errors import RagstreamError, StageError, StageOrderError, UnknownStageError
+from ragstream.edits import Edit, merged
+from ragstream.errors import (
+    RagstreamError,
+    StageError,
+    StageOrderError,
+    StaleResultError,
+    UnknownStageError,
+)
 from ragstream.stages import STAGES, Stage
 from ragstream.super_prompt import StageRun, SuperPrompt
 
@@ -32,9 +45,11 @@ def spec(name: str) -> Stage:
     return _BY_NAME[name]
 
 
-def new_prompt(text: str, conversation: list | None = None) -> SuperPrompt:
-    """A fresh state for ``text`` (and the conversation so far)."""
-    return SuperPrompt(user_text=text, recent_conversation=conversation or [])
+def new_prompt(text: str, conversation: list | None = None,
+               edits: list[Edit] | None = None) -> SuperPrompt:
+    """A fresh state for ``text`` (and the conversation so far, and edits to carry over)."""
+    return SuperPrompt(user_text=text, recent_conversation=conversation or [],
+                       edits=list(edits or []))
 
 
 def position(sp: SuperPrompt) -> int:
@@ -69,16 +84,23 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
         sp.extras.agent_modes.pop(stage.name, None)
         sp.extras.llm_usage.pop(stage.name, None)
         sp.extras.llm_calls.pop(stage.name, None)
+        sp.extras.edit_outcomes.pop(stage.name, None)
+        sp.computed_from.pop(stage.name, None)
     sp.stage = STAGES[idx - 1].value if idx > 0 else "raw"
 
 
 def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services) -> SuperPrompt:
-    """Run one stage on a copy of ``sp`` and return the new state."""
+    """Run one stage on a copy of ``sp`` and return the new state. Refused when an earlier
+    stage must run first, or when an earlier stage's result is out of date."""
     st = spec(name)
     required = blocked_by(sp, name)
     if required:
         raise StageOrderError(name, required)
     idx = STAGE_NAMES.index(name)
+    kb = staleness.kb_fingerprint(services)
+    stale = staleness.first_stale(sp, cfg, kb)
+    if stale is not None and stale.index < idx:
+        raise StaleResultError(name, stale.stage, stale.reasons)
     work = sp.working_copy()
     discard_from(work, idx)
     started = time.perf_counter()
@@ -92,25 +114,83 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services) -> SuperProm
     work.stage = st.value
     work.history_of_stages.append(st.recorded)
     work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
+    work.computed_from[name] = staleness.inputs_of(st, work, cfg, kb)
+    if work.resume_to is not None and STAGE_NAMES.index(work.resume_to) <= idx:
+        work.resume_to = None
     return work
 
 
-def remaining(sp: SuperPrompt, until: str | None = None) -> list[str]:
-    """The stages auto mode would run next, in order (through ``until`` if given)."""
+def start_index(sp: SuperPrompt, stale: staleness.Stale | None = None) -> int:
+    """Where a run goes on from: the first out-of-date stage, else the next one."""
+    nxt = position(sp) + 1
+    return min(stale.index, nxt) if stale is not None else nxt
+
+
+def remaining(sp: SuperPrompt, until: str | None = None,
+              stale: staleness.Stale | None = None) -> list[str]:
+    """The stages auto mode would run next, in order (through ``until`` if given): from the
+    first out-of-date stage (``stale``, see ``staleness.first_stale``) or the next one."""
     stop = STAGE_NAMES.index(spec(until).name) if until else len(STAGES) - 1
-    return STAGE_NAMES[position(sp) + 1:stop + 1]
+    return STAGE_NAMES[start_index(sp, stale):stop + 1]
+
+
+def resume_target(sp: SuperPrompt) -> str | None:
+    """Where "re-run to where you were" stops: the furthest of the stage reached and the one
+    the pass had reached before an edit discarded results (None before any stage ran)."""
+    reached = position(sp)
+    if sp.resume_to is not None:
+        reached = max(reached, STAGE_NAMES.index(sp.resume_to))
+    return STAGE_NAMES[reached] if reached >= 0 else None
 
 
 def run_all(sp: SuperPrompt, cfg: AppConfig, services, until: str | None = None,
             on_stage: Callable[[str, SuperPrompt], None] | None = None,
             before_stage: Callable[[str], None] | None = None) -> SuperPrompt:
-    """Auto mode: run every remaining stage in order (through ``until`` if given).
-    ``before_stage(name)`` is called as a stage starts, ``on_stage(name, sp)`` with the state
-    after it; when a stage fails, the states already passed to ``on_stage`` are complete."""
-    for name in remaining(sp, until):
+    """Auto mode: run every remaining stage in order (through ``until`` if given), starting
+    again at the first stage whose result is out of date. ``before_stage(name)`` is called as
+    a stage starts, ``on_stage(name, sp)`` with the state after it; when a stage fails, the
+    states already passed to ``on_stage`` are complete."""
+    stale = staleness.first_stale(sp, cfg, staleness.kb_fingerprint(services))
+    for name in remaining(sp, until, stale):
         if before_stage:
             before_stage(name)
         sp = run_stage(sp, name, cfg, services)
         if on_stage:
             on_stage(name, sp)
     return sp
+
+
+# --------------------------------------------------------------------------- edits
+
+
+def record_edit(sp: SuperPrompt, edit: Edit) -> SuperPrompt:
+    """A copy of ``sp`` with ``edit`` in its slot (``edits.merged``) and the results of the
+    stage it acts on, and of every later stage, discarded (none when the pass has not reached
+    that stage yet); ``resume_to`` keeps how far the pass had got."""
+    work = sp.working_copy()
+    work.edits = merged(work.edits, edit)
+    _discard_for(work, [edit.stage])
+    return work
+
+
+def remove_edits(sp: SuperPrompt, ids: list[int] | None = None) -> SuperPrompt:
+    """A copy of ``sp`` without the edits numbered ``ids`` (all of them when None), the
+    results of the stages they acted on (and later ones) discarded: those stages' own
+    decisions come back when they run again."""
+    work = sp.working_copy()
+    gone = [e for e in work.edits if ids is None or e.id in ids]
+    work.edits = [e for e in work.edits if e not in gone]
+    _discard_for(work, [e.stage for e in gone])
+    return work
+
+
+def _discard_for(sp: SuperPrompt, stages: list[str]) -> None:
+    if not stages:
+        return
+    idx = min(STAGE_NAMES.index(s) for s in stages)
+    reached = position(sp)
+    if reached < idx:
+        return
+    target = resume_target(sp)
+    discard_from(sp, idx)
+    sp.resume_to = target

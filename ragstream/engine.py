@@ -6,6 +6,9 @@
     sp = engine.run("How does the ReRanker choose its backend?")
     print(sp.prompt_ready)
 
+    sp = engine.pin(sp, "kb/reranking.md#2")   # the person's decision, recorded in sp.edits
+    sp = engine.resume(sp)                     # re-run from the first affected stage
+
 The CLI and the Streamlit page use the same object.
 """
 
@@ -14,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ragstream import controller
+from ragstream import controller, edits, staleness
 from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.services import Services, build_services
-from ragstream.super_prompt import SuperPrompt
+from ragstream.super_prompt import Chunk, SuperPrompt
 
 
 class Engine:
@@ -99,6 +102,99 @@ class Engine:
         from ragstream.answer import conversation_after
 
         return conversation_after(sp, answer, (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS)
+
+    def stale(self, sp: SuperPrompt, cfg: AppConfig | None = None) -> staleness.Stale | None:
+        """The first stage of ``sp``'s pass whose result no longer matches its inputs (the
+        prompt text, ``cfg``'s settings, the filters, the edits, the knowledge base), or None."""
+        return staleness.first_stale(sp, cfg or self.cfg, staleness.kb_fingerprint(self.services))
+
+    def resume(self, sp: SuperPrompt, until: str | None = None, cfg: AppConfig | None = None,
+               on_stage: Callable[[str, SuperPrompt], None] | None = None,
+               before_stage: Callable[[str], None] | None = None) -> SuperPrompt:
+        """Re-run from the first stage an edit discarded or whose result is out of date, to
+        where the pass had got (``controller.resume_target``), or through ``until``."""
+        target = until or controller.resume_target(sp)
+        if target is None:
+            return sp
+        return controller.run_all(sp, cfg or self.cfg, self.services, until=target,
+                                  on_stage=on_stage, before_stage=before_stage)
+
+    def find_chunks(self, text: str, limit: int = 20) -> list[tuple[Chunk, str]]:
+        """Chunks of the whole knowledge base whose text holds ``text`` (a phrase from inside
+        a chunk finds it), then the best keyword matches: (chunk, "phrase" or "words")."""
+        return self.services.index().find_text(text, limit)
+
+    # -- edits: the person's decisions, kept in sp.edits and applied by the stages --------
+
+    def edit(self, sp: SuperPrompt, kind: edits.EditKind, target: str,
+             after: str | None = None, before: str | None = None) -> SuperPrompt:
+        """Record one edit (see ``ragstream.edits``); the results of the stage it acts on and
+        of the later stages are discarded. ``EditError`` when the chunk, field, statement or
+        rule does not exist or the value is not one of the field's choices."""
+        return controller.record_edit(sp, edits.new_edit(sp, kind, target, after, before))
+
+    def set_field(self, sp: SuperPrompt, name: str, value: str,
+                  cfg: AppConfig | None = None) -> SuperPrompt:
+        """Set body field ``name`` by hand (its source then reads "set by you")."""
+        value = edits.check_field(cfg or self.cfg, name, value)
+        return self.edit(sp, "field", name, value, before=sp.body.get(name))
+
+    def pin(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+        """Keep ``chunk_id`` through A3 and A4 and in the final selection (pinned ones first)."""
+        return self._chunk(sp, "pin", chunk_id)
+
+    def exclude(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+        """Drop ``chunk_id`` from Retrieval on."""
+        return self._chunk(sp, "exclude", chunk_id)
+
+    def add_chunk(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+        """Bring ``chunk_id`` in though Retrieval did not return it, pinned."""
+        return self._chunk(sp, "add", chunk_id)
+
+    def _chunk(self, sp: SuperPrompt, kind: edits.EditKind, chunk_id: str) -> SuperPrompt:
+        edits.check_chunk(self.services.index(), chunk_id)
+        return self.edit(sp, kind, chunk_id, kind, before=edits.chunk_status(sp, chunk_id))
+
+    def edit_statement(self, sp: SuperPrompt, key: str, text: str) -> SuperPrompt:
+        """Rewrite statement ``key`` (``edits.statement_key``) of A4's condensed context."""
+        return self._item(sp, "statement_text", key, " ".join(text.split()))
+
+    def remove_statement(self, sp: SuperPrompt, key: str) -> SuperPrompt:
+        """Leave statement ``key`` out of A4's condensed context."""
+        return self._item(sp, "statement_remove", key)
+
+    def move_statement(self, sp: SuperPrompt, key: str, place: int) -> SuperPrompt:
+        """Put statement ``key`` at ``place`` (1-based) in A4's condensed context."""
+        return self._item(sp, "statement_move", key, str(place))
+
+    def edit_rule(self, sp: SuperPrompt, rule: str, text: str) -> SuperPrompt:
+        """Rewrite A5's hard rule ``rule`` (its current text)."""
+        return self._item(sp, "rule_text", rule, " ".join(text.split()))
+
+    def remove_rule(self, sp: SuperPrompt, rule: str) -> SuperPrompt:
+        """Leave A5's hard rule ``rule`` out."""
+        return self._item(sp, "rule_remove", rule)
+
+    def move_rule(self, sp: SuperPrompt, rule: str, place: int) -> SuperPrompt:
+        """Put A5's hard rule ``rule`` at ``place`` (1-based)."""
+        return self._item(sp, "rule_move", rule, str(place))
+
+    def add_rule(self, sp: SuperPrompt, text: str) -> SuperPrompt:
+        """Add a hard rule of the person's own after A5's."""
+        text = " ".join(text.split())
+        if not text:
+            raise edits.EditError("A rule cannot be empty: write the rule's text.")
+        return self.edit(sp, "rule_add", text, text)
+
+    def _item(self, sp: SuperPrompt, kind: edits.EditKind, key: str,
+              after: str | None = None) -> SuperPrompt:
+        before = edits.check_item(sp, kind, key, after)
+        return self.edit(sp, kind, key, after, before=before)
+
+    def undo_edits(self, sp: SuperPrompt, ids: list[int] | None = None) -> SuperPrompt:
+        """Drop the edits numbered ``ids`` (every edit when None: "Clear edits"); the stages
+        they acted on decide by themselves again when they run."""
+        return controller.remove_edits(sp, ids)
 
     def run(self, prompt: str | SuperPrompt, until: str | None = None,
             on_stage: Callable[[str, SuperPrompt], None] | None = None,

@@ -56,6 +56,29 @@ class StageError(RagstreamError):
         super().__init__(f"{stage} failed: {message}")
 
 
+class EditError(RagstreamError):
+    """An edit that cannot be made: an unknown chunk id, field, statement or rule, or a value
+    outside a field's choices. Nothing is recorded and nothing runs."""
+
+    kind = "edit refused"
+
+
+class StaleResultError(RagstreamError):
+    """A stage was asked to run on top of a result whose inputs have changed since it ran."""
+
+    kind = "out of date"
+
+    def __init__(self, stage: str, stale: str, reasons: list[str]):
+        self.stage = stage
+        self.stale = stale
+        self.reasons = reasons
+        super().__init__(
+            f"Stage {stage} cannot run on out-of-date results: {stale}'s result no longer "
+            f"matches its inputs ({'; '.join(reasons)}). Run {stale} again first (or run all "
+            f"remaining stages)."
+        )
+
+
 class EmptyPromptError(RagstreamError):
     """The prompt is empty or has no task."""
 

@@ -140,7 +140,7 @@ class UnknownAttribute(Record):
 # --------------------------------------------------------------------------- A2
 
 
-A2Source = Literal["user", "rule", "default", "llm"]
+A2Source = Literal["user", "rule", "default", "llm", "you"]
 
 
 class A2Decision(Record):
@@ -212,7 +212,7 @@ StatementKind = Literal["fact", "constraint"]
 class Statement(Record):
     """One statement of the condensed context, the chunks it cites and where it comes from."""
 
-    OPTIONAL = frozenset({"span", "score"})
+    OPTIONAL = frozenset({"span", "score", "edited"})
 
     text: str
     kind: StatementKind
@@ -223,13 +223,15 @@ class Statement(Record):
     score: float | None = Field(
         None, description="how well it answers the prompt: its cosine to the prompt plus its "
                           "chunk's rank prior (A4's order of relevance)")
+    edited: bool | None = Field(None, description="True when a person rewrote its text (the "
+                                                  "citation and span stay the source's)")
 
 
 class A4Record(Record):
     """A4's budget, what it used, and the statements both S_CTX_MD and the answer are made of."""
 
     OPTIONAL = frozenset({"uncovered_terms", "invalid_citations", "uncited_dropped",
-                          "trimmed_for_budget"})
+                          "trimmed_for_budget", "edited"})
 
     budget_tokens: int
     used_tokens: int
@@ -242,6 +244,9 @@ class A4Record(Record):
     invalid_citations: list[int] | None = Field(None, description="LLM mode: numbers naming no source")
     uncited_dropped: list[str] | None = Field(None, description="LLM mode: statements without a source")
     trimmed_for_budget: int | None = Field(None, description="LLM mode: statements cut to fit")
+    edited: str | None = Field(None, description="what a person's edits changed in the "
+                                                 "statements, e.g. '2 statements changed by hand: "
+                                                 "1 rewritten, 1 moved'")
 
 
 # --------------------------------------------------------------------------- A5
@@ -270,7 +275,7 @@ class FormatClamp(Record):
 class FormatSpec(Record):
     """What A5 decides about the answer's format; Prompt_Builder renders its hard rules."""
 
-    OPTIONAL = frozenset({"mode", "clamps"})
+    OPTIONAL = frozenset({"mode", "clamps", "edited"})
 
     kind: FormatKind
     kind_source: KindSource
@@ -285,6 +290,7 @@ class FormatSpec(Record):
     normalized_format_spec: str = ""
     mode: str | None = Field(None, description="'llm' when the LLM's reply was used")
     clamps: list[FormatClamp] | None = Field(None, description="LLM mode: values changed or dropped")
+    edited: str | None = Field(None, description="what a person's edits changed in hard_rules")
 
 
 # --------------------------------------------------------------------------- the answer
@@ -300,6 +306,17 @@ class QALogRecord(Record):
     error: str | None = None
 
 
+# --------------------------------------------------------------------------- edits
+
+
+class EditOutcome(Record):
+    """How a stage applied one of the person's edits (``SuperPrompt.edits``), or why not."""
+
+    edit: int = Field(description="the edit's id")
+    applied: bool
+    note: str
+
+
 # --------------------------------------------------------------------------- all of them
 
 
@@ -308,10 +325,10 @@ class Extras(Record):
 
     OPTIONAL = frozenset({
         "a0_decisions", "normalized_map", "unknown_attributes", "a0_rules", "body_sources",
-        "semantic_used", "a0_body", "a2_decisions", "retrieval", "reranker", "a3", "a4",
+        "semantic_used", "a0_body", "a0_sources", "a2_decisions", "retrieval", "reranker", "a3", "a4",
         "format_enforcer", "qa_log",
     })
-    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls"})
+    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls", "edit_outcomes"})
 
     a0_decisions: list[A0Decision] | None = None
     normalized_map: dict[str, str | None] | None = Field(
@@ -323,6 +340,7 @@ class Extras(Record):
     semantic_used: bool | None = None
     agent_modes: dict[str, AgentModeRecord] = Field(default_factory=dict)
     a0_body: dict[str, str] | None = Field(None, description="the body as A0 left it, for A2 reruns")
+    a0_sources: dict[str, str] | None = Field(None, description="body_sources as A0 left them")
     llm_usage: dict[str, AgentUsage] = Field(default_factory=dict)
     llm_calls: dict[str, list[AgentCall]] = Field(
         default_factory=dict, description="each agent's model calls: messages, reply, result")
@@ -333,6 +351,8 @@ class Extras(Record):
     a4: A4Record | None = None
     format_enforcer: FormatSpec | None = None
     qa_log: QALogRecord | None = None
+    edit_outcomes: dict[str, list[EditOutcome]] = Field(
+        default_factory=dict, description="per stage, how it applied each of the person's edits")
 
     def mode_of(self, agent: str) -> str:
         """The mode the agent ran in ("llm" / "deterministic"), or "" before it ran."""

@@ -34,8 +34,7 @@ def render_system_md(body: dict[str, str], hard_rules: Iterable[str] = ()) -> st
     lines = ["## System"]
     role = body.get("system", "").strip()
     if role:
-        article = "an" if role[:1].lower() in "aeiou" else "a"
-        lines.append(role if role.lower().startswith("you ") else f"You are {article} {role}.")
+        lines.append(role_sentence(role))
     style = [f"{label}: {body[key].strip()}" for key, label in
              (("tone", "Tone"), ("depth", "Depth"), ("audience", "Audience"))
              if body.get(key, "").strip()]
@@ -47,6 +46,26 @@ def render_system_md(body: dict[str, str], hard_rules: Iterable[str] = ()) -> st
         lines.append("### Rules")
         lines.extend(f"- {r.strip()}" for r in rules)
     return "\n".join(lines).rstrip() + "\n"
+
+
+#: words a role may start with that already say "a"/"the": "a senior support engineer"
+_DETERMINERS = ("a", "an", "the", "my", "our", "your", "one")
+
+
+def role_sentence(role: str) -> str:
+    """The System block's first line for ``role``: "You are a teacher.", "You are an analyst.";
+    a role that is already a sentence ("You are …", "Act as …") stays as written, and one that
+    starts with its own article keeps it ("a senior support engineer" → "You are a senior
+    support engineer.")."""
+    role = " ".join(role.split())
+    first = role.split(" ", 1)[0].lower()
+    if first in ("you", "act", "acting", "be"):
+        return role if role[-1:] in ".!?" else role + "."
+    role = role.rstrip(".")
+    if first in _DETERMINERS:
+        return f"You are {role}."
+    article = "an" if role[:1].lower() in "aeiou" else "a"
+    return f"You are {article} {role}."
 
 
 def render_prompt_md(body: dict[str, str]) -> str:
@@ -96,6 +115,17 @@ def compose_prompt_ready(body: dict[str, str], hard_rules: Iterable[str] = ()) -
     return render_system_md(body, hard_rules) + "\n" + render_prompt_md(body)
 
 
+def preview(sp: SuperPrompt) -> str:
+    """``prompt_ready`` before Prompt_Builder, as far as the pass has got: the System block
+    (with A5's hard rules once A5 ran) and the Prompt block, then A4's condensed context once
+    A4 ran. Empty before A0."""
+    if not sp.body:
+        return ""
+    spec = sp.extras.format_enforcer
+    text = compose_prompt_ready(sp.body, spec.hard_rules if spec else ())
+    return text + "\n" + sp.S_CTX_MD if sp.S_CTX_MD else text
+
+
 #: the heading of A4's condensed context, and the block when no chunk passed the gate
 CONDENSED_HEADER = "## Condensed context\n"
 CONDENSED_EMPTY = (CONDENSED_HEADER + "\n_No retrieved chunk passed the A3 gate, so no context "
@@ -108,17 +138,19 @@ def citation_marks(chunk_ids: Iterable[str], selection: list[str]) -> str:
     return "".join(f"[{number[c]}]" for c in chunk_ids if c in number)
 
 
-def render_condensed(statements: list[Statement], open_issues: list[str], selection: list[str]) -> str:
-    """A4's ``S_CTX_MD``: the facts, the constraints (each citing its sources) and the open issues."""
+def render_condensed(statements: list[Statement], open_issues: list[str], selection: list[str],
+                     edited: str = "") -> str:
+    """A4's ``S_CTX_MD``: the facts, the constraints (each citing its sources) and the open
+    issues; ``edited`` (what a person changed, in words) is said under the heading."""
     facts = [s for s in statements if s.kind == "fact"]
     constraints = [s for s in statements if s.kind == "constraint"]
     if not (facts or constraints):
-        return CONDENSED_EMPTY
+        return CONDENSED_EMPTY if not edited else CONDENSED_HEADER + f"\n_Edited: {edited}._\n"
 
     def items(group: list[Statement]) -> str:
         return "\n".join(f"- {s.text} {citation_marks(s.chunk_ids, selection)}" for s in group) + "\n"
 
-    parts = [CONDENSED_HEADER]
+    parts = [CONDENSED_HEADER + (f"_Edited: {edited}._\n" if edited else "")]
     if facts:
         parts.append("### Facts\n" + items(facts))
     if constraints:

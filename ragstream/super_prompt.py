@@ -8,6 +8,9 @@ Invariants (every stage keeps them):
   stage's score(s), kept/dropped and, for a drop, the reason. Scores never live in a chunk.
 * ``final_selection_ids`` is the current selection (set by A3, narrowed by A4).
 * ``Chunk`` is frozen: no stage can change its text or metadata.
+* ``edits`` are the person's decisions for this prompt (``ragstream.edits``): inputs, like the
+  prompt text, that each stage applies every time it runs; ``computed_from`` records what
+  each stage's result was computed from (``ragstream.staleness``).
 """
 
 from __future__ import annotations
@@ -19,10 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragstream.edits import Edit
 from ragstream.records import Extras
+from ragstream.staleness import StageInputs
 
 StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
 RowStatus = Literal["kept", "dropped"]
+#: who decided a row's place and status: the stage's rule, a model, or the person (an edit)
+DecidedBy = Literal["rule", "llm", "you"]
 
 
 class View(StrEnum):
@@ -139,6 +146,7 @@ class ViewRow(BaseModel):
     scores: dict[str, float] = Field(default_factory=dict)
     status: RowStatus = "kept"
     reason: str = ""
+    decided_by: DecidedBy = "rule"
 
 
 class ConversationTurn(BaseModel):
@@ -242,6 +250,13 @@ class SuperPrompt(BaseModel):
     prompt_ready: str = ""
     stage_runs: list[StageRun] = Field(default_factory=list)
     answer: Answer | None = Field(None, description="the final answer (auto mode), once given")
+    edits: list[Edit] = Field(default_factory=list, description=(
+        "the person's decisions for this prompt, which the stages apply every run"))
+    computed_from: dict[str, StageInputs] = Field(default_factory=dict, description=(
+        "per stage of the current pass: the inputs its result was computed from"))
+    resume_to: str | None = Field(None, description=(
+        "the stage the pass had reached before an edit discarded its later results: where "
+        "re-running takes it back to"))
 
     @model_validator(mode="after")
     def _unique_chunks(self) -> SuperPrompt:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
 from ragstream.super_prompt import Chunk, Filters
-from ragstream.text import clean_sentence, evidence_units
+from ragstream.text import clean_sentence, evidence_units, fold
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,7 @@ class DocumentIndex:
     keyword: KeywordIndex
     _row: dict[str, int] = field(default_factory=dict, repr=False)
     _passing: dict[Filters, np.ndarray] = field(default_factory=dict, repr=False)
+    _folded: list[str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._row = {c.id: i for i, c in enumerate(self.chunks)}
@@ -242,6 +243,28 @@ class DocumentIndex:
             sentences=[clean_sentence(text[a:b]) for a, b in spans],
             spans=spans,
         )
+
+    def find_text(self, text: str, limit: int = 20) -> list[tuple[Chunk, str]]:
+        """Chunks whose text holds ``text`` (compared folded: case, accents and spacing
+        aside), in index order, each with ``"phrase"``; then, when fewer than ``limit`` were
+        found, the best BM25 matches of its words, each with ``"words"``. The folded texts are
+        made once per index (it never changes: a new fingerprint is a new index)."""
+        wanted = fold(text)
+        if not wanted:
+            return []
+        if self._folded is None:
+            self._folded = [fold(c.text) for c in self.chunks]
+        found = [i for i, t in enumerate(self._folded) if wanted in t][:limit]
+        out = [(self.chunks[i], "phrase") for i in found]
+        if len(out) < limit:
+            scores = self.keyword.scores(text)
+            seen = set(found)
+            for i in np.argsort(-scores, kind="stable"):
+                if len(out) >= limit or scores[i] <= 0:
+                    break
+                if int(i) not in seen:
+                    out.append((self.chunks[int(i)], "words"))
+        return out
 
     # -- building -----------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ controller does) and never touches the retrieval fields.
 
 from __future__ import annotations
 
+from ragstream import edits, staleness
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyPromptError, PromptTooLongError
@@ -106,6 +107,7 @@ def write_extras(sp: SuperPrompt, result: Canonical, mode: AgentModeRecord,
     ex.semantic_used = semantic_used
     ex.agent_modes[AGENT_NAME] = mode
     ex.a0_body = dict(result.body)
+    ex.a0_sources = dict(result.sources)
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
@@ -119,6 +121,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sp.extras.llm_usage.pop(AGENT_NAME, None)  # an earlier run's usage is not this run's
     sp.extras.llm_calls.pop(AGENT_NAME, None)
     result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
+    apply_field_edits(sp, result, cfg)
 
     sp.body = result.body
     write_extras(sp, result, mode, semantic_used)
@@ -126,9 +129,35 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     return sp
 
 
+def apply_field_edits(sp: SuperPrompt, result: Canonical, cfg: AppConfig) -> None:
+    """Set the fields the person set (``edits`` of kind ``field`` for A0's fields) in the
+    body, their source "you"; an empty value removes the field. The body keeps the canonical
+    order."""
+    mine = edits.field_edits(sp.edits, AGENT_NAME)
+    if not mine:
+        return
+    body, sources = dict(result.body), dict(result.sources)
+    for name, edit in mine.items():
+        was = body.get(name, "")
+        if edit.after:
+            body[name] = edit.after
+            sources[name] = edits.BY_YOU
+        else:
+            body.pop(name, None)
+            sources.pop(name, None)
+        said = f" (the prompt gave {was!r})" if was and was != edit.after else ""
+        edits.note(sp, AGENT_NAME, edit, True, f"{name} set by you{said}")
+    order = list(cfg.prompt_schema.canonical_keys)
+    result.body = dict(sorted(body.items(), key=lambda kv: (kv[0] not in order,
+                                                            order.index(kv[0]) if kv[0] in order else 0)))
+    result.sources = sources
+
+
 def discard(sp: SuperPrompt) -> None:
     """Forget A0's work: the body, every extra (all later stages build on them), the prompt."""
     sp.body, sp.extras, sp.prompt_ready = {}, Extras(), ""
 
 
-STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard)
+STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard,
+              reads=(staleness.PROMPT, "prompt_schema", "settings.prompt.max_prompt_chars",
+                     staleness.AGENT))

@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream import render
+from ragstream import edits, render, staleness
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.agents.replies import Text, bound
 from ragstream.backends.llm import inline_schema
@@ -58,6 +58,8 @@ AGENT_NAME = "A2_PromptShaper"
 
 #: the body fields whose text the keyword rules read
 SOURCE_KEYS: tuple[str, ...] = ("task", "context", "purpose", "format")
+#: sources whose value A2 keeps verbatim: the prompt's own and the person's edit
+GIVEN = ("user", edits.BY_YOU)
 
 
 
@@ -160,14 +162,17 @@ def _source_of(key: str, body: dict[str, str], sources: dict[str, str]) -> str:
 
 def _decide(agent: A2Config, body: dict[str, str], sources: dict[str, str],
             choose: Callable[[str, A2Field], A2Decision]) -> tuple[dict[str, str], list[A2Decision]]:
-    """One decision per field: the user's own value kept verbatim, the others by ``choose``."""
+    """One decision per field: the user's own value (or the person's edit) kept verbatim, the
+    others by ``choose``."""
     values: dict[str, str] = {}
     decisions: list[A2Decision] = []
     for name, field in agent.fields.items():
         given = body.get(name, "").strip()
-        if given and _source_of(name, body, sources) == "user":
+        source = _source_of(name, body, sources)
+        if given and source in GIVEN:
             _, outside = clamp(field, given)
-            decision = A2Decision(field=name, value=body[name], source="user",
+            decision = A2Decision(field=name, value=body[name],
+                                  source="you" if source == edits.BY_YOU else "user",
                                   in_enum=not outside)
         else:
             decision = choose(name, field)
@@ -185,7 +190,7 @@ def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str
                           matched=matched)
 
     values, decisions = _decide(agent, body, sources, by_rules)
-    decided = sum(d.source in ("user", "rule") for d in decisions)
+    decided = sum(d.source in ("user", "rule", "you") for d in decisions)
     return A2Output(values=values, confidence=confidence_level(agent, decided), decisions=decisions)
 
 
@@ -202,7 +207,7 @@ def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],
                      if body[k].strip() != prompt.strip()}  # the raw prompt says it already
     payload["prompt"] = prompt
     given = {name: body[name] for name in agent.fields
-             if body.get(name, "").strip() and _source_of(name, body, sources) == "user"}
+             if body.get(name, "").strip() and _source_of(name, body, sources) in GIVEN}
     if given:
         payload["set_by_user"] = given
     return payload
@@ -237,30 +242,47 @@ def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
     """Fill the meta-fields of ``sp.body`` and log each decision in ``sp.extras``."""
     agent = cfg.agents.A2_PromptShaper
-    body = dict(sp.extras.a0_body if sp.extras.a0_body is not None else sp.body)
-    sources = dict(sp.extras.body_sources or {})
+    ex = sp.extras
+    body = dict(ex.a0_body if ex.a0_body is not None else sp.body)
+    sources = dict(ex.a0_sources if ex.a0_sources is not None else ex.body_sources or {})
+    mine = edits.field_edits(sp.edits, AGENT_NAME)
+    for name, edit in mine.items():
+        if name in agent.fields:
+            body[name] = edit.after or ""
+            sources[name] = edits.BY_YOU
     output = run_agent(
         sp, AGENT_NAME, cfg, services,
         llm_path=lambda llm_agent: _llm(llm_agent, agent, body, sources, sp.user_text),
         deterministic_path=lambda: _deterministic(agent, body, sources),
         output=A2LLMOutput,
         nothing_to_ask="the user set every field" if all(
-            body.get(n, "").strip() and _source_of(n, body, sources) == "user"
+            body.get(n, "").strip() and _source_of(n, body, sources) in GIVEN
             for n in agent.fields) else "",
     )
 
-    for d in output.decisions:
+    decisions = list(output.decisions)
+    for d in decisions:
         if d.field not in output.values:  # the confidence's own decision (LLM mode)
             continue
         body[d.field] = output.values[d.field]
-        if d.source != "user":
+        if d.source not in GIVEN:
             sources[d.field] = "a2"
     body["confidence"] = output.confidence
     sources["confidence"] = "a2"
+    if "confidence" in mine:
+        edit = mine["confidence"]
+        body["confidence"] = edit.after or output.confidence
+        sources["confidence"] = edits.BY_YOU
+        decisions = [d for d in decisions if d.field != "confidence"]
+        decisions.append(A2Decision(field="confidence", value=body["confidence"], source="you"))
+    for name, edit in mine.items():
+        was = next((d.value for d in output.decisions if d.field == name), None)
+        said = f" (A2 would choose {was!r})" if was is not None and was != edit.after else ""
+        edits.note(sp, AGENT_NAME, edit, True, f"{name} set by you{said}")
 
     sp.body = body
     sp.extras.body_sources = sources
-    sp.extras.a2_decisions = list(output.decisions)
+    sp.extras.a2_decisions = decisions
     sp.prompt_ready = render.compose_prompt_ready(sp.body)
     return sp
 
@@ -270,6 +292,9 @@ def discard(sp: SuperPrompt) -> None:
     ex = sp.extras
     sp.body = dict(ex.a0_body if ex.a0_body is not None else sp.body)
     ex.a2_decisions = None
+    if ex.a0_sources is not None:
+        ex.body_sources = dict(ex.a0_sources)
+        return
     sources = ex.body_sources or {}
     for key in [k for k, v in sources.items() if v == "a2"]:
         if key in sp.body:
@@ -278,4 +303,5 @@ def discard(sp: SuperPrompt) -> None:
             del sources[key]
 
 
-STAGE = Stage(name=AGENT_NAME, value="a2", label="A2 Shape", run=run, discard=discard)
+STAGE = Stage(name=AGENT_NAME, value="a2", label="A2 Shape", run=run, discard=discard,
+              reads=(staleness.AGENT,))

@@ -21,6 +21,10 @@ candidate it does not list is kept. A tag outside the list is clamped to "" and 
 ``extras.a3["clamped"]``, a number outside the list is logged in ``unknown_numbers``; a
 candidate that was not sent gets the deterministic decision, logged in ``unjudged``.
 
+A chunk the person pinned or added is kept whatever the gate decided: its reason says so and
+what the gate would have done ("pinned by you (the gate would drop it: off-topic: …)"). Each row says
+who decided it (``decided_by``: the rule, the LLM, or you).
+
 Kept ids, in reranked order, become ``final_selection_ids``. Chunks are never modified.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragstream import edits, staleness
 from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
@@ -99,12 +104,27 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         output=A3Output,
     )
     verdicts.update(gate)
+    by_llm = sp.extras.mode_of(NAME) == "llm"
+    unjudged = set(log.get("unjudged") or [])
+    decided: dict[str, str] = {r.chunk_id: "llm" if by_llm and r.chunk_id not in unjudged else "rule"
+                               for r in candidates}
+    chunk_edits = edits.chunk_edits(sp.edits)
+    for cid in chunk_edits.kept:
+        if cid not in verdicts:
+            continue
+        status, reason, extra = verdicts[cid]
+        overruled = f" (the gate would drop it: {reason})" if status == "dropped" else ""
+        verdicts[cid] = ("kept", chunk_edits.reason(cid) + overruled, extra)
+        decided[cid] = "you"
+        edits.note(sp, NAME, chunk_edits.by_id[cid], True, "kept by the gate" + (
+            f", which would have dropped it ({reason})" if status == "dropped" else ""))
 
     rows: list[ViewRow] = []
     for row in ranked:
         status, reason, extra = verdicts[row.chunk_id]
         rows.append(ViewRow(chunk_id=row.chunk_id, rank=len(rows) + 1, score=row.score,
-                            scores={"rerank": row.score, **extra}, status=status, reason=reason))
+                            scores={"rerank": row.score, **extra}, status=status, reason=reason,
+                            decided_by=decided.get(row.chunk_id, "rule")))
     sp.views_by_stage[View.A3] = rows
     sp.final_selection_ids = [r.chunk_id for r in rows if r.status == "kept"]
     sp.extras.a3 = A3Record(kept=len(sp.final_selection_ids),
@@ -217,4 +237,5 @@ def discard(sp: SuperPrompt) -> None:
     sp.final_selection_ids = []
 
 
-STAGE = Stage(name=NAME, value="a3", label="A3 Gate", run=run, discard=discard, view=View.A3)
+STAGE = Stage(name=NAME, value="a3", label="A3 Gate", run=run, discard=discard, view=View.A3,
+              reads=(staleness.AGENT,))

@@ -28,6 +28,13 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
 
 LLM mode chooses among the same sentences by number (see ``_llm_condense``): the statements
 are still the sources' own sentences, in the model's order of usefulness.
+
+The person's edits: chunks pinned or added (and kept by A3) come first among the candidates
+and in ``final_selection_ids`` (within N3), each with at least its best sentence (whatever its
+score; the budget never drops it) or, with no prose sentence, for its text alone; their rows
+say "pinned by you". Then the statement edits (``edits.apply_list``): a statement rewritten,
+removed or moved, its citation kept; ``S_CTX_MD`` says what was changed by hand. Once A4 has
+run, ``prompt_ready`` shows the condensed context under the System and Prompt blocks.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from ragstream import edits, staleness
 from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
@@ -47,7 +55,14 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
 from ragstream.records import A4Record, Statement, StatementKind
-from ragstream.render import CONDENSED_EMPTY, CONDENSED_HEADER, build_query, render_condensed, rerank_query
+from ragstream.render import (
+    CONDENSED_EMPTY,
+    CONDENSED_HEADER,
+    build_query,
+    preview,
+    render_condensed,
+    rerank_query,
+)
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt, View, ViewRow
 from ragstream.text import jaccard, words
@@ -67,11 +82,6 @@ class Condensation:
     selected: list[str]
     rows: list[ViewRow]
     info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def s_ctx_md(self) -> str:
-        """The condensed context block, rendered from the statements."""
-        return render_condensed(self.statements, self.open_issues, self.selected)
 
 
 class A4Output(BaseModel):
@@ -96,29 +106,56 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     """Condense the A3-kept chunks (LLM or extractive) into ``S_CTX_MD`` and the A4 view; keep ids used."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
-    candidates = list(sp.final_selection_ids)
+    chunk_edits = edits.chunk_edits(sp.edits)
+    candidates, pinned = pinned_first(list(sp.final_selection_ids), chunk_edits,
+                                      cfg.limits.N3_FINAL_SELECTION_MAX)
     if not candidates:
         llm = getattr(services, "llm", None)
         record_mode(sp, NAME, resolve_mode(acfg, cfg, llm_available=llm is not None))
-        sp.S_CTX_MD = EMPTY
-        sp.views_by_stage[View.A4] = []
-        sp.extras.a4 = A4Record(budget_tokens=acfg.budget_tokens,
-                                used_tokens=count_tokens(EMPTY, enc), statements=0)
-        return sp
-    result = run_agent(
-        sp, NAME, cfg, services,
-        llm_path=lambda agent: _llm_condense(agent, sp, candidates, cfg, services),
-        deterministic_path=lambda: _extractive(sp, candidates, cfg, services),
-        output=A4Output,
-    )
-    sp.S_CTX_MD = result.s_ctx_md
+        result = Condensation([], [], [], [])
+    else:
+        result = run_agent(
+            sp, NAME, cfg, services,
+            llm_path=lambda agent: _llm_condense(agent, sp, candidates, cfg, services, pinned),
+            deterministic_path=lambda: _extractive(sp, candidates, cfg, services, pinned),
+            output=A4Output,
+        )
+    statements, done = edits.apply_list(
+        sp, NAME, result.statements, key=edits.statement_key,
+        rewrite=lambda st, text: st.model_copy(update={"text": " ".join(text.split()),
+                                                       "edited": True}))
+    changed = done.summary("statement")
+    sp.S_CTX_MD = render_condensed(statements, result.open_issues, result.selected, changed)
     sp.views_by_stage[View.A4] = result.rows
     sp.final_selection_ids = result.selected
     sp.extras.a4 = A4Record(budget_tokens=acfg.budget_tokens,
                             used_tokens=count_tokens(sp.S_CTX_MD, enc),
-                            statements=len(result.statements), condensed=result.statements,
-                            open_issues=result.open_issues, **result.info)
+                            statements=len(statements), condensed=statements,
+                            open_issues=result.open_issues, edited=changed or None, **result.info)
+    _note_pins(sp, chunk_edits, pinned, result.selected, cfg.limits.N3_FINAL_SELECTION_MAX)
+    sp.prompt_ready = preview(sp)
     return sp
+
+
+def pinned_first(candidates: list[str], chunk_edits: edits.ChunkEdits,
+                 n3: int) -> tuple[list[str], int]:
+    """The candidates with the ones the person pinned or added first (in A3's order; at most
+    N3 of them), and how many those are."""
+    kept_by_you = set(chunk_edits.kept)
+    pinned = [c for c in candidates if c in kept_by_you][:n3]
+    return pinned + [c for c in candidates if c not in pinned], len(pinned)
+
+
+def _note_pins(sp: SuperPrompt, chunk_edits: edits.ChunkEdits, pinned: int,
+               selected: list[str], n3: int) -> None:
+    for cid in chunk_edits.kept:
+        edit = chunk_edits.by_id[cid]
+        if cid in selected:
+            edits.note(sp, NAME, edit, True, f"in the final selection as source "
+                                             f"[{selected.index(cid) + 1}]")
+        elif cid in sp.kept_ids(View.A3):
+            edits.note(sp, NAME, edit, False, f"not applied: {pinned} pinned chunks fill "
+                                              f"N3_FINAL_SELECTION_MAX={n3}")
 
 
 @dataclass
@@ -167,25 +204,40 @@ def sentence_pool(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, servic
     return SentencePool(flat, spans, sims, scores, order, units)
 
 
-def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services) -> Condensation:
+def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services,
+                pinned: int = 0) -> Condensation:
     """Deterministic mode: the best sentences by score, then trimmed to the token budget with
-    the lowest-ranked chunks giving way first; statements in order of score."""
+    the lowest-ranked chunks giving way first; statements in order of score. The first
+    ``pinned`` candidates are the person's: each keeps its best sentence and its place."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
     pool = sentence_pool(sp, candidates, cfg, services)
     flat, sims, scores = pool.flat, pool.sims, pool.scores
+    chunk_edits = edits.chunk_edits(sp.edits)
 
     # 1. best score first: enough cosine, at most max_sentences_per_chunk per chunk and N3
     #    chunks, no near-repeat of a sentence already taken
-    #    (the N3 chunks ranked highest among those with a sentence close enough)
+    #    (the N3 chunks ranked highest among those with a sentence close enough; the pinned
+    #    ones first, each with its best sentence whatever it scores)
     eligible = sorted({flat[i][0] for i in pool.order if sims[i] >= acfg.min_sentence_score})
-    allowed = set(eligible[:cfg.limits.N3_FINAL_SELECTION_MAX])
+    n3 = cfg.limits.N3_FINAL_SELECTION_MAX
+    allowed = set(range(pinned)) | set([ci for ci in eligible if ci >= pinned][:n3 - pinned])
     taken: list[int] = []
     per_chunk: dict[int, int] = {}
     taken_words: list[set[str]] = []
+    protected: set[int] = set()
+    for ci in range(pinned):
+        best_i = next((i for i in pool.order if flat[i][0] == ci), None)
+        if best_i is not None:
+            taken.append(best_i)
+            taken_words.append(set(words(flat[best_i][2])))
+            per_chunk[ci] = 1
+            protected.add(best_i)
     for i in pool.order:
         ci, _si, s = flat[i]
+        if i in protected:
+            continue
         if sims[i] < acfg.min_sentence_score or ci not in allowed:
             continue
         if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
@@ -200,10 +252,12 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     # 2. over the budget: drop the weakest sentence, but a chunk's last sentence only when the
     #    chunk is the lowest-ranked one left, so no chunk is dropped for the budget while a
     #    chunk ranked below it stays
-    def weakest() -> int:
+    def weakest() -> int | None:
+        """The sentence the budget drops next; None when only the person's are left."""
         lowest = max(per_chunk)
-        return min((i for i in taken if per_chunk[flat[i][0]] > 1 or flat[i][0] == lowest),
-                   key=lambda i: (float(scores[i]), -i))
+        return min((i for i in taken if i not in protected
+                    and (per_chunk[flat[i][0]] > 1 or flat[i][0] == lowest)),
+                   key=lambda i: (float(scores[i]), -i), default=None)
 
     budget_dropped: set[int] = set()
 
@@ -224,11 +278,13 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     head = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
     cost = {i: count_tokens(f"- {flat[i][2]} [{len(candidates)}]\n", enc) for i in taken}
     while taken and head + sum(cost[i] for i in taken) > acfg.budget_tokens:
-        remove(weakest())
+        if (drop := weakest()) is None:
+            break
+        remove(drop)
 
     missing: list[str] = []
     while True:
-        selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk]
+        selected = [cid for ci, cid in enumerate(candidates) if ci in per_chunk or ci < pinned]
         missing = _uncovered_terms(build_query(sp.body), [chunks[c].text for c in selected], services,
                                    set(acfg.uncovered_ignore))
         statements = statements_of(taken)
@@ -239,10 +295,10 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
         if issues and used > acfg.budget_tokens:
             issues = []
             used = count_tokens(render_condensed(statements, issues, selected), enc)
-        if used <= acfg.budget_tokens or not taken:
+        if used <= acfg.budget_tokens or not taken or (drop := weakest()) is None:
             break
         # token counts of parts and of the whole can differ by a few
-        remove(weakest())
+        remove(drop)
     number = {cid: n for n, cid in enumerate(selected, start=1)}
 
     best: dict[int, float] = {}
@@ -252,7 +308,14 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     rows: list[ViewRow] = []
     for ci, cid in enumerate(candidates):
         top = max((float(sims[i]) for i in range(len(flat)) if flat[i][0] == ci), default=0.0)
-        if ci in per_chunk:
+        if ci < pinned:
+            said = "" if ci in per_chunk else " (no prose sentence: in the selection for its text)"
+            row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(best.get(ci, top), DIGITS),
+                          scores={"best_sentence": round(best.get(ci, top), DIGITS),
+                                  "sentences": float(per_chunk.get(ci, 0)),
+                                  "citation": float(number[cid])},
+                          reason=chunk_edits.reason(cid) + said, decided_by="you")
+        elif ci in per_chunk:
             row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(best[ci], DIGITS),
                           scores={"best_sentence": round(best[ci], DIGITS),
                                   "sentences": float(per_chunk[ci]), "citation": float(number[cid])})
@@ -296,7 +359,7 @@ def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -
 
 
 def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: AppConfig,
-                  services) -> Condensation:
+                  services, pinned: int = 0) -> Condensation:
     """LLM mode (a compact contract): the model chooses, by number, which of the best
     sentences answer the prompt, most useful first, and names open issues.
 
@@ -306,7 +369,8 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     each as ``"n [source]: sentence"``. The reply holds numbers and at most two short open
     issues, never restated text, so every statement is a sentence of its source, with its
     span. Statements keep the model's order and are removed from the end until ``S_CTX_MD``
-    fits ``budget_tokens``.
+    fits ``budget_tokens``. The first ``pinned`` candidates are the person's: one the model
+    chose no sentence of gets its best sentence, first, and is in the selection.
     """
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
@@ -358,6 +422,10 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     for n in out.facts:
         if 1 <= n <= sent and offered[n - 1] not in chosen:
             chosen.append(offered[n - 1])
+    missing = [next(i for i in pool.order if pool.flat[i][0] == ci) for ci in range(pinned)
+               if any(pool.flat[i][0] == ci for i in pool.order)
+               and not any(pool.flat[i][0] == ci for i in chosen)]
+    chosen = missing + chosen
     statements = [
         Statement(text=pool.flat[i][2], kind=_kind(pool.flat[i][2], acfg.constraint_cues),
                   chunk_ids=[candidates[pool.flat[i][0]]], span=pool.spans[i])
@@ -366,7 +434,8 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     issues = [" ".join(t.split()) for t in out.open_issues if t.strip()]
     trimmed = 0
     while True:
-        selected = [c for c in candidates if any(c in s.chunk_ids for s in statements)]
+        selected = [c for ci, c in enumerate(candidates)
+                    if ci < pinned or any(c in s.chunk_ids for s in statements)]
         md = render_condensed(statements, issues, selected)
         if count_tokens(md, enc) <= acfg.budget_tokens or not (statements or issues):
             break
@@ -376,18 +445,23 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     number = {c: n for n, c in enumerate(selected, start=1)}
     offered_chunks = {candidates[pool.flat[i][0]] for i in offered[:sent]}
     rows: list[ViewRow] = []
+    chunk_edits = edits.chunk_edits(sp.edits)
     for ci, c in enumerate(candidates):
         cites = sum(c in s.chunk_ids for s in statements)
         if c in number:
-            best = max(float(pool.sims[i]) for i in chosen if pool.flat[i][0] == ci)
+            best = max((float(pool.sims[i]) for i in chosen if pool.flat[i][0] == ci), default=0.0)
+            mine = ci < pinned
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=float(cites),
                                 scores={"citations": float(cites), "citation": float(number[c]),
-                                        "best_sentence": round(best, DIGITS)}))
+                                        "best_sentence": round(best, DIGITS)},
+                                reason=chunk_edits.reason(c) if mine else "",
+                                decided_by="you" if mine else "llm"))
         else:
             reason = ("none of its sentences chosen by the condenser" if c in offered_chunks
                       else "no sentence among the best sent to the condenser")
             rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=0.0,
-                                scores={"citations": 0.0}, status="dropped", reason=reason))
+                                scores={"citations": 0.0}, status="dropped", reason=reason,
+                                decided_by="llm"))
     return Condensation(statements, issues if statements else [], selected, rows, {
         "invalid_citations": invalid,
         "trimmed_for_budget": trimmed,
@@ -400,7 +474,10 @@ def discard(sp: SuperPrompt) -> None:
     sp.extras.a4 = None
     sp.final_selection_ids = sp.kept_ids(View.A3)
     sp.S_CTX_MD = ""
+    sp.prompt_ready = preview(sp)
 
 
 STAGE = Stage(name=NAME, value="a4", label="A4 Condense", run=run, discard=discard,
-              view=View.A4)
+              view=View.A4,
+              reads=(staleness.AGENT, "limits.N3_FINAL_SELECTION_MAX",
+                     "settings.chunking.encoding"))

@@ -37,14 +37,19 @@ model gets the prompt's format fields and the config's closed lists, and its rep
 against the config into the same ``FormatSpec`` (see :mod:`ragstream.stages.a5.llm`), which
 then also says ``"mode": "llm"``. If the endpoint fails or the reply stays invalid after one
 repair, the deterministic mode runs and ``agent_modes`` records why.
+
+Then the person's rule edits (``edits.apply_list``): a rule rewritten, removed, moved or added;
+``FormatSpec.edited`` says what changed. Once A5 has run, ``prompt_ready`` shows the rules in
+the System block.
 """
 
 from __future__ import annotations
 
+from ragstream import edits, staleness
 from ragstream.agents.factory import run_agent
 from ragstream.config import A5Config, AppConfig
 from ragstream.records import FormatSpec
-from ragstream.render import stated
+from ragstream.render import preview, stated
 from ragstream.services import Services
 from ragstream.stages.a5 import llm
 from ragstream.stages.a5.lengths import length_grammar, merge_lengths, unit_label
@@ -101,7 +106,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     """Write the answer's format rules to ``sp.extras.format_enforcer``."""
     agent = cfg.agents.A5_Format_Enforcer
     body_sources = sp.extras.body_sources or {}
-    sp.extras.format_enforcer = run_agent(
+    spec = run_agent(
         sp, AGENT_NAME, cfg, services,
         llm_path=lambda llm_agent: llm.ask(llm_agent, agent, sp.body, body_sources),
         deterministic_path=lambda: _deterministic(agent, sp.body, body_sources),
@@ -110,12 +115,21 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
                                  for k in ("format", "constraints"))
         else "the prompt states no format or constraints; the rules read the task",
     )
+    rules, done = edits.apply_list(sp, AGENT_NAME, list(spec.hard_rules), key=lambda r: r,
+                                   rewrite=lambda _r, text: " ".join(text.split()),
+                                   make=lambda text: " ".join(text.split()))
+    if changed := done.summary("rule"):
+        spec = spec.model_copy(update={"hard_rules": rules, "edited": changed})
+    sp.extras.format_enforcer = spec
+    sp.prompt_ready = preview(sp)
     return sp
 
 
 def discard(sp: SuperPrompt) -> None:
     """Forget the format spec and hard rules."""
     sp.extras.format_enforcer = None
+    sp.prompt_ready = preview(sp)
 
 
-STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format", run=run, discard=discard)
+STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format", run=run, discard=discard,
+              reads=(staleness.AGENT,))

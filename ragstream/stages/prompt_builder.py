@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 
+from ragstream import staleness
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
 from ragstream.render import (
-    compose_prompt_ready,
+    preview,
     render_conversation,
     render_prompt_md,
     render_system_md,
@@ -97,11 +98,13 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
 
 
 def discard(sp: SuperPrompt) -> None:
-    """Forget the built blocks; ``prompt_ready`` goes back to the body's plain rendering."""
+    """Forget the built blocks; ``prompt_ready`` goes back to the preview of the stages before."""
     sp.System_MD = sp.Prompt_MD = sp.Attachments_MD = ""
     if sp.body:
-        sp.prompt_ready = compose_prompt_ready(sp.body)
+        sp.prompt_ready = preview(sp)
 
 
 STAGE = Stage(name=NAME, value="a5", label="Build", run=run, discard=discard,
-              history_value=PROMPT_BUILT)
+              history_value=PROMPT_BUILT,
+              reads=(staleness.CONVERSATION, "limits.N4_RECENT_CONV_MAX_PAIRS",
+                     "settings.prompt.attachments_max_tokens", "settings.chunking.encoding"))

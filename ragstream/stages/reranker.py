@@ -6,10 +6,14 @@ configured backend (a cross-encoder, or the offline re-scorer when none can be l
 reads the vectors computed at ingestion and embeds only the query); the view is sorted by
 that score (ties by id) and names the backend that ran. ``final_selection_ids``
 is not touched.
+
+A chunk the person pinned or added is reranked wherever Retrieval ranked it, beyond N2 too
+(its reason says so).
 """
 
 from __future__ import annotations
 
+from ragstream import edits
 from ragstream.config import AppConfig
 from ragstream.errors import StageError
 from ragstream.records import RerankerRecord
@@ -27,7 +31,10 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     if not retrieved:
         raise StageError(NAME, "Retrieval returned no candidates; nothing to rerank. "
                                "Ingest documents or rephrase the prompt, then run Retrieval again.")
-    candidates = retrieved[: cfg.limits.N2_RERANK_TOP_K]
+    n2 = cfg.limits.N2_RERANK_TOP_K
+    chunk_edits = edits.chunk_edits(sp.edits)
+    kept_by_you = set(chunk_edits.kept)
+    candidates = retrieved[:n2] + [c for c in retrieved[n2:] if c in kept_by_you]
     chunks = sp.chunk_map()
     choice = services.reranker
     query = rerank_query(sp.body, sp.extras.body_sources)
@@ -35,16 +42,26 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     if len(scores) != len(candidates):
         raise StageError(NAME, f"the {choice.backend} backend returned {len(scores)} scores "
                                f"for {len(candidates)} candidates")
-    before = {cid: i for i, cid in enumerate(candidates, start=1)}
+    before = {r.chunk_id: r.rank for r in sp.view(View.RETRIEVAL)}
+    beyond_n2 = set(retrieved[n2:])
     scored = {cid: round(float(s), DIGITS) for cid, s in zip(candidates, scores)}
     order = sorted(candidates, key=lambda c: (-scored[c], c))
-    sp.views_by_stage[View.RERANKED] = [
-        ViewRow(chunk_id=cid, rank=rank, score=scored[cid],
-                scores={"rerank": scored[cid], "retrieval_rank": float(before[cid]),
-                        "rank_change": float(before[cid] - rank)},
-                reason=f"scored by the {choice.backend} backend")
-        for rank, cid in enumerate(order, start=1)
-    ]
+    scored_by = f"scored by the {choice.backend} backend"
+    rows = []
+    for rank, cid in enumerate(order, start=1):
+        reason, by = scored_by, "rule"
+        if cid in kept_by_you:
+            beyond = cid in beyond_n2
+            reason += (f"; reranked though beyond N2 (retrieval rank {before[cid]}): "
+                       if beyond else "; ") + chunk_edits.reason(cid)
+            by = "you" if beyond else "rule"
+            edits.note(sp, NAME, chunk_edits.by_id[cid], True, f"reranked at rank {rank}" +
+                       (f" though beyond N2={n2}" if beyond else ""))
+        rows.append(ViewRow(chunk_id=cid, rank=rank, score=scored[cid],
+                            scores={"rerank": scored[cid], "retrieval_rank": float(before[cid]),
+                                    "rank_change": float(before[cid] - rank)},
+                            reason=reason, decided_by=by))
+    sp.views_by_stage[View.RERANKED] = rows
     sp.extras.reranker = RerankerRecord(backend=choice.backend, reason=choice.reason, query=query,
                                         candidates=len(candidates))
     return sp
@@ -62,4 +79,5 @@ def mode(sp: SuperPrompt) -> str:
 
 
 STAGE = Stage(name=NAME, value="reranked", label="Rerank", run=run, discard=discard,
-              view=View.RERANKED, mode=mode)
+              view=View.RERANKED, mode=mode,
+              reads=("limits.N2_RERANK_TOP_K", "settings.reranker"))

@@ -19,6 +19,12 @@
 pass them: the others are never candidates of either list (BM25's word statistics stay those
 of the whole knowledge base).
 
+The person's chunk edits (``ragstream.edits``): an *added* chunk is scored like the others
+and always in the view (filters or N1 aside), pinned, reason "added by you"; a *pinned* one
+among the top N1 says "pinned by you"; an *excluded* one among them is a dropped row, "excluded
+by you", and the N1 kept rows are the best others. A pin or exclusion whose chunk is not among
+the candidates (or not in the knowledge base any more) is noted as not applied.
+
 Each row keeps its dense, keyword and fused scores and its rank in each list.
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragstream import edits, staleness
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyIndexError, StageError
 from ragstream.records import RetrievalRecord
@@ -117,22 +124,29 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         raise EmptyIndexError(cfg.settings.vector_store.collection)
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
     n1 = limits.N1_RETR_MAX_CANDIDATES
+    chunk_edits = edits.chunk_edits(sp.edits)
+    added = {c: index.row(c) for c in chunk_edits.added}
+    forced = [r for r in added.values() if r is not None]
     dense_pp = dense_by_piece(index, services.embedder, pieces)
     keyword_pp = keyword_by_piece(index, pieces)
+    passing = None
     if not sp.filters.empty:
         passing = index.passing(sp.filters)
         if not passing.any():
             raise StageError(NAME, f"no chunk matches the filters ({sp.filters.describe()}); "
                                    "widen or clear them.")
+        if forced:  # a chunk the person added is searched whatever the filters say
+            passing = passing.copy()
+            passing[forced] = True
         dense_pp[~passing] = -np.inf
         keyword_pp[~passing] = 0.0
 
     # candidates: each piece's n1 nearest chunks and its n1 best keyword matches
-    rows_set: set[int] = set()
+    rows_set: set[int] = set(forced)
     for i in range(len(pieces)):
         rows_set.update(top_rows(dense_pp[:, i], n1).tolist())
         rows_set.update(top_rows(keyword_pp[:, i], n1, positive=True).tolist())
-    if not sp.filters.empty:
+    if passing is not None:
         rows_set = {r for r in rows_set if passing[r]}
     rows = np.asarray(sorted(rows_set), dtype=np.int64)  # row order is chunk id order
     ids = index.ids
@@ -145,7 +159,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     fused = reciprocal_rank_fusion({"dense": dense_rank, "keyword": kw_rank}, rs.rrf_k,
                                    {"dense": rs.dense_weight, "keyword": rs.keyword_weight})
     fused = {c: round(v, DIGITS + 2) for c, v in fused.items()}
-    top = sorted(ordered, key=lambda c: (-fused[c], c))[:n1]
+    fused_order = sorted(ordered, key=lambda c: (-fused[c], c))
+    top = _top(fused_order, n1, chunk_edits)
     d_pos, k_pos = rank_positions(dense_rank), rank_positions(kw_rank)
 
     out_rows = []
@@ -154,7 +169,11 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
                   "dense_rank": float(d_pos[cid])}
         if cid in k_pos:
             scores["keyword_rank"] = float(k_pos[cid])
-        out_rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores))
+        why = chunk_edits.reason(cid)
+        out_rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores,
+                                status="dropped" if why == edits.EXCLUDED else "kept",
+                                reason=why, decided_by="you" if why else "rule"))
+    _note_chunk_edits(sp, chunk_edits, top, fused_order, index, passing)
 
     sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]
     sp.views_by_stage[View.RETRIEVAL] = out_rows
@@ -165,6 +184,51 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     return sp
 
 
+def _top(fused_order: list[str], n1: int, chunk_edits: edits.ChunkEdits) -> list[str]:
+    """The view's chunks, best fused score first: the first ``n1`` that are not excluded, the
+    excluded ones among them (shown dropped), and every added one wherever it ranks."""
+    if not chunk_edits:
+        return fused_order[:n1]
+    top: list[str] = []
+    kept = 0
+    for cid in fused_order:
+        if cid in chunk_edits.excluded:
+            if kept < n1:
+                top.append(cid)
+        elif kept < n1 or cid in chunk_edits.added:
+            top.append(cid)
+            kept += 1
+    return top
+
+
+def _note_chunk_edits(sp: SuperPrompt, chunk_edits: edits.ChunkEdits, top: list[str],
+                      fused_order: list[str], index, passing) -> None:
+    """Say, for each chunk edit, what Retrieval did with it or why it could not apply it."""
+    place = {c: i for i, c in enumerate(top, start=1)}
+    among = {c: i for i, c in enumerate(fused_order, start=1)}
+    for cid, edit in chunk_edits.by_id.items():
+        row = index.row(cid)
+        if cid in place:
+            said = {"pin": "kept", "add": "brought in", "exclude": "dropped"}[edit.kind]
+            where = f"at Retrieval rank {place[cid]}"
+            if edit.kind == "add" and place[cid] != among[cid]:
+                where += f" (rank {among[cid]} of the {len(fused_order)} scored)"
+            if edit.kind == "add" and passing is not None and not sp.filters.matches(index.chunks[row]):
+                where += ", outside the filters"
+            edits.note(sp, NAME, edit, True, f"{said} {where}")
+        elif row is None:
+            edits.note(sp, NAME, edit, False, f"not applied: {cid} is not in the knowledge base "
+                                              "any more (re-ingested or removed)")
+        elif passing is not None and not passing[row]:
+            edits.note(sp, NAME, edit, False, f"not applied: {cid} is left out by the filters "
+                                              f"({sp.filters.describe()})")
+        else:
+            edits.note(sp, NAME, edit, False, f"not applied: {cid} is not among Retrieval's "
+                                              f"{sum(c not in chunk_edits.excluded for c in top)} "
+                                              "candidates for this prompt" +
+                                              ("; add it to bring it in" if edit.kind == "pin" else ""))
+
+
 def discard(sp: SuperPrompt) -> None:
     """Forget the candidates, their view and the query facts."""
     sp.base_context_chunks = []
@@ -173,4 +237,9 @@ def discard(sp: SuperPrompt) -> None:
 
 
 STAGE = Stage(name=NAME, value="retrieval", label="Retrieve", run=run, discard=discard,
-              view=View.RETRIEVAL)
+              view=View.RETRIEVAL,
+              reads=(staleness.FILTERS, staleness.KB, "limits.N0_QUERY_PIECES",
+                     "limits.N1_RETR_MAX_CANDIDATES", "settings.retrieval.tau",
+                     "settings.retrieval.rrf_k", "settings.retrieval.dense_weight",
+                     "settings.retrieval.keyword_weight", "settings.retrieval.min_piece_tokens",
+                     "settings.embedding"))

@@ -30,6 +30,9 @@ class Stage:
     view: str | None = None  # its key in ``sp.views_by_stage``, if it ranks chunks
     history_value: str | None = None  # what ``history_of_stages`` records, if not ``value``
     mode: Callable[[SuperPrompt], str] | None = None  # the mode it ran in, if not an agent's
+    #: what its result depends on besides the stages before it: configuration paths
+    #: (``"agents.A3_NLI_Gate"``) and ``staleness.PROMPT`` / ``FILTERS`` / ``KB`` / ``CONVERSATION``
+    reads: tuple[str, ...] = ()
 
     @property
     def recorded(self) -> str:

@@ -439,7 +439,8 @@ def test_deterministic_and_rerun_identical(cfg):
     assert rerun == first
     extras = json.loads(first)["extras"]
     assert list(extras) == ["a0_decisions", "normalized_map", "unknown_attributes", "a0_rules",
-                            "body_sources", "semantic_used", "agent_modes", "a0_body"]
+                            "body_sources", "semantic_used", "agent_modes", "a0_body",
+                            "a0_sources"]
 
 
 def test_stage_fields_and_retrieval_fields_untouched(cfg):

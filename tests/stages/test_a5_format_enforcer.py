@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ragstream.config import DEFAULT_CONFIG_DIR, A5Config, load_config
 from ragstream.errors import ConfigError
+from ragstream.render import preview
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.stages.a5.llm import clamp_kind
 from ragstream.super_prompt import SuperPrompt
@@ -308,12 +309,16 @@ def test_only_extras_change(cfg):
     out = a5.run(sp, cfg, None)
     assert out.body == body
     assert out.final_selection_ids == ["c2", "c1"] and out.S_CTX_MD == "ctx [1]"
-    assert out.prompt_ready == "ready"
+    # prompt_ready is re-rendered after A5: System (role and the new rules), Prompt, context
+    assert out.prompt_ready == preview(out)
+    assert out.prompt_ready.startswith("## System\nYou are a teacher.\n")
+    assert "- Answer with one valid JSON object" in out.prompt_ready
+    assert out.prompt_ready.endswith("\nctx [1]")
     assert (out.stage, out.history_of_stages) == ("a4", ["a4"])
     assert set(out.extras.model_dump()) == {"qa_log", "format_enforcer", "agent_modes"}
     assert out.extras.agent_modes["A5_Format_Enforcer"].mode == "deterministic"
-    after = out.model_dump(exclude={"extras"})
-    assert after == before.model_dump(exclude={"extras"})
+    after = out.model_dump(exclude={"extras", "prompt_ready"})
+    assert after == before.model_dump(exclude={"extras", "prompt_ready"})
 
 
 def test_output_validates_and_is_deterministic(cfg):

@@ -401,9 +401,9 @@ def test_a0_semantic_maps_unknown_labels_into_the_body(server):
     assert a0_decision(sp, "Task").rung == "exact"  # the ladder's own answers stay
     assert sp.extras.normalized_map["Hintergrundinfos"] == "context"
     assert "Entwickler im Team" in sp.prompt_ready
-    assert list(sp.extras.model_dump())[-7:] == ["a0_rules", "body_sources", "semantic_used",
-                                                 "agent_modes", "a0_body", "llm_usage",
-                                                 "llm_calls"]
+    assert list(sp.extras.model_dump())[-8:] == ["a0_rules", "body_sources", "semantic_used",
+                                                 "agent_modes", "a0_body", "a0_sources",
+                                                 "llm_usage", "llm_calls"]
 
     (req,) = server.chat_requests  # one call for all unknown labels
     sent = payload(req)

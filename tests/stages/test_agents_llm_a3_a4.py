@@ -22,9 +22,26 @@ def sp_reranked(kb_engine):
     return kb_engine.run(PROMPT, until="ReRanker")
 
 
+def agents_after(cfg, stage: str):
+    """``cfg`` with the agents before ``stage`` set to their deterministic mode: the state
+    they ran in offline (``sp_reranked``, ``sp_gated``) stays current, so the controller lets
+    ``stage`` run on it in LLM mode."""
+    before = {"A3_NLI_Gate": ["A2_PromptShaper"],
+              "A4_Condenser": ["A2_PromptShaper", "A3_NLI_Gate"]}[stage]
+    for name in before:
+        cfg = with_agent(cfg, name, mode="deterministic")
+    return cfg
+
+
 @pytest.fixture
 def llm(kb_engine, server):
-    cfg = llm_config(kb_engine.cfg, server)
+    cfg = agents_after(llm_config(kb_engine.cfg, server), "A3_NLI_Gate")
+    return cfg, with_llm(kb_engine.services, cfg)
+
+
+@pytest.fixture
+def llm_a4(kb_engine, server):
+    cfg = agents_after(llm_config(kb_engine.cfg, server), "A4_Condenser")
     return cfg, with_llm(kb_engine.services, cfg)
 
 
@@ -117,8 +134,8 @@ def sp_gated(kb_engine):
     return kb_engine.run(PROMPT, until="A3_NLI_Gate")
 
 
-def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, llm, server):
-    cfg, services = llm
+def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, llm_a4, server):
+    cfg, services = llm_a4
     server.script(Reply.json({"facts": [2, 1, 99, 2],
                               "open_issues": ["Speed of the cross-encoder is not covered."]}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
@@ -145,8 +162,8 @@ def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, 
     assert dropped and all(r.reason for r in dropped)
 
 
-def test_a4_llm_output_is_held_to_the_budget(sp_gated, llm, server):
-    cfg, services = llm
+def test_a4_llm_output_is_held_to_the_budget(sp_gated, llm_a4, server):
+    cfg, services = llm_a4
     cfg = with_agent(cfg, "A4_Condenser", budget_tokens=80)
     server.script(Reply.json({"facts": list(range(1, 21)), "open_issues": ["x", "y"]}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
@@ -159,7 +176,7 @@ def test_a4_llm_output_is_held_to_the_budget(sp_gated, llm, server):
     ("json_schema", 1, "asked for its schema (json_schema)"),
 ])
 def test_a4_invalid_reply_falls_back_to_extractive(sp_gated, kb_engine, server, form, calls, says):
-    cfg = llm_config(kb_engine.cfg, server, structured_output=form)
+    cfg = agents_after(llm_config(kb_engine.cfg, server, structured_output=form), "A4_Condenser")
     services = with_llm(kb_engine.services, cfg)
     server.script(Reply.text("Sure! Here is the context:"), Reply.json({"facts": "oops"}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
@@ -171,8 +188,8 @@ def test_a4_invalid_reply_falls_back_to_extractive(sp_gated, kb_engine, server, 
     assert sp.S_CTX_MD == plain.S_CTX_MD
 
 
-def test_a4_reply_cut_off_is_reported_as_such(sp_gated, llm, server):
-    cfg, services = llm
+def test_a4_reply_cut_off_is_reported_as_such(sp_gated, llm_a4, server):
+    cfg, services = llm_a4
     server.script(Reply.text('{"facts": [1, 2, 3', finish_reason="length"))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
     mode = sp.extras.agent_modes["A4_Condenser"]

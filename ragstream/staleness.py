@@ -1,0 +1,166 @@
+"""What each stage's result was computed from, and whether it still holds.
+
+When a stage runs, the controller records its inputs (``SuperPrompt.computed_from[stage]``):
+the prompt text (A0), the configuration it reads (each ``Stage.reads`` path, hashed), the
+filters and the knowledge base's fingerprint (Retrieval), the recent conversation
+(Prompt_Builder) and the person's edits it applies. A result is *out of date* when any of these
+differs from what the stage would read now; every later stage builds on it, so it is out of
+date too. The controller refuses to run a stage on top of an out-of-date one
+(``StaleResultError``) and auto mode re-runs from the first one; the page marks them and
+refuses to answer an out-of-date pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from ragstream.config import AppConfig
+    from ragstream.stages.stage import Stage
+    from ragstream.super_prompt import SuperPrompt
+
+#: what a stage may name in ``Stage.reads`` besides configuration paths; ``AGENT``: the
+#: stage's agent configuration (``agents.<stage>``, less its ``mode``) and the mode it resolves
+#: to now (deterministic, or LLM with which endpoint and model)
+PROMPT, FILTERS, KB, CONVERSATION, AGENT = "prompt", "filters", "kb", "conversation", "agent"
+#: the key under which ``AGENT`` records the resolved mode
+LLM_MODE = "llm mode"
+
+
+class StageInputs(BaseModel):
+    """What one stage's result was computed from (hashes, except the filters, in words)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: str | None = Field(None, description="a hash of the prompt text (A0)")
+    settings: dict[str, str] = Field(default_factory=dict,
+                                     description="each configuration path it reads: a hash")
+    filters: str | None = Field(None, description="the filters, in words (Retrieval)")
+    kb: str | None = Field(None, description="the knowledge base's fingerprint (Retrieval)")
+    conversation: str | None = Field(None, description="a hash of the recent conversation")
+    edits: str = Field("", description="a hash of the person's edits this stage applies")
+
+
+def _hash(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _setting(cfg: AppConfig, path: str) -> str:
+    value = cfg.get(path)
+    return _hash(value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+
+
+def kb_fingerprint(services) -> str | None:
+    """The knowledge base's fingerprint now (renewed by every write to the store), or None
+    when it cannot be read (no store, or the store is unreachable: nothing can be said)."""
+    store = getattr(services, "store", None)
+    if store is None:
+        return None
+    try:
+        return store.fingerprint()
+    except Exception:  # an unreadable store says nothing; the stage that reads it will fail
+        return None
+
+
+def inputs_of(stage: Stage, sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> StageInputs:
+    """What ``stage`` reads now: from ``sp`` (prompt, filters, conversation, edits), ``cfg``
+    and the knowledge base's fingerprint ``kb``."""
+    from ragstream.edits import fingerprint, of_stage
+
+    fields: dict[str, Any] = {"edits": fingerprint(of_stage(sp.edits, stage.name))}
+    settings: dict[str, str] = {}
+    for path in stage.reads:
+        if path == PROMPT:
+            fields["prompt"] = _hash(sp.user_text)
+        elif path == FILTERS:
+            fields["filters"] = sp.filters.describe()
+        elif path == KB:
+            fields["kb"] = kb
+        elif path == CONVERSATION:
+            fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
+        elif path == AGENT:
+            settings.update(_agent(stage.name, cfg))
+        else:
+            settings[path] = _setting(cfg, path)
+    return StageInputs(settings=settings, **fields)
+
+
+def _agent(name: str, cfg: AppConfig) -> dict[str, str]:
+    """An agent stage's configuration (less ``mode``: a mode that resolves the same way gives
+    the same result) and the mode it resolves to: ``deterministic``, or ``llm`` with a hash of
+    the endpoint's settings."""
+    from ragstream.agents.base import resolve_mode
+    from ragstream.errors import ConfigError
+
+    acfg = getattr(cfg.agents, name)
+    out = {f"agents.{name}": _hash(acfg.model_dump(mode="json", exclude={"mode"}))}
+    if name == "A0_PreProcessing" and not cfg.prompt_schema.modes.get("semantic_enabled", False):
+        out[LLM_MODE] = "deterministic"
+        return out
+    try:
+        mode = resolve_mode(acfg, cfg, llm_available=bool(cfg.settings.llm.base_url)).mode
+    except ConfigError:
+        mode = "unavailable"
+    out[LLM_MODE] = mode if mode != "llm" else "llm " + _hash(cfg.settings.llm.model_dump(mode="json"))
+    return out
+
+
+def differences(was: StageInputs, now: StageInputs) -> list[str]:
+    """What changed between the inputs a result was computed from and today's, in words."""
+    out: list[str] = []
+    if was.prompt != now.prompt:
+        out.append("the prompt text changed")
+    changed = sorted(k for k in set(was.settings) | set(now.settings)
+                     if was.settings.get(k) != now.settings.get(k) and k != LLM_MODE)
+    if changed:
+        out.append(f"settings changed: {', '.join(changed)}")
+    if was.settings.get(LLM_MODE) != now.settings.get(LLM_MODE):
+        out.append(f"the agent's mode changed: {_mode(was)} → {_mode(now)}")
+    if was.filters != now.filters:
+        out.append(f"the filters changed: {was.filters} → {now.filters}")
+    if was.kb != now.kb and now.kb is not None:
+        out.append("the knowledge base changed (documents were ingested or removed)")
+    if was.conversation != now.conversation:
+        out.append("the conversation changed")
+    if was.edits != now.edits:
+        out.append("your edits changed")
+    return out
+
+
+def _mode(inputs: StageInputs) -> str:
+    mode = inputs.settings.get(LLM_MODE, "")
+    return "LLM (another endpoint or model)" if mode.startswith("llm ") else mode or "none"
+
+
+@dataclass(frozen=True)
+class Stale:
+    """The first stage whose result is out of date, its place in the pipeline and why."""
+
+    index: int
+    stage: str
+    reasons: list[str]
+
+    def describe(self) -> str:
+        """``Retrieval is out of date: the filters changed: none → doc_type=faq``."""
+        return f"{self.stage} is out of date: {'; '.join(self.reasons)}"
+
+
+def first_stale(sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> Stale | None:
+    """The first stage of the current pass whose result no longer matches its inputs (a
+    stage without recorded inputs counts as out of date), or None when the pass is current."""
+    from ragstream.controller import STAGES, position
+
+    for i, stage in enumerate(STAGES[:position(sp) + 1]):
+        was = sp.computed_from.get(stage.name)
+        if was is None:
+            return Stale(i, stage.name, ["what it was computed from was not recorded"])
+        reasons = differences(was, inputs_of(stage, sp, cfg, kb))
+        if reasons:
+            return Stale(i, stage.name, reasons)
+    return None
