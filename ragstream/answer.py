@@ -58,10 +58,10 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from ragstream import controller, markdown
+from ragstream import controller, edits, markdown, staleness
 from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.config import AnswerSettings, AppConfig
-from ragstream.errors import SchemaVersionError, StageOrderError
+from ragstream.errors import SchemaVersionError, StageOrderError, StaleResultError
 from ragstream.records import QALogRecord, Statement
 from ragstream.render import build_query, citation_marks
 from ragstream.super_prompt import (
@@ -370,21 +370,30 @@ def answer_length(sp: SuperPrompt, acfg: AnswerSettings) -> tuple[int, str]:
 
 def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Statement]:
     """The statements the extractive answer gives: A4's statements by score (its order when
-    they have none), those that only mention the question's words left out unless nothing
-    else is left; the first ``distinct_sources_first`` from as many different chunks (the
-    best sentence, then the best of the next sources), then the rest best first; at most
-    ``answer_length`` of them."""
+    they have none, or when a person edited them: theirs), those that only mention the
+    question's words left out unless nothing else is left; the first
+    ``distinct_sources_first`` from as many different chunks (the best statement of each
+    chunk the person pinned first, then the best sentence, then the best of the next
+    sources), then the rest best first; at most ``answer_length`` of them."""
     record = sp.extras.a4
     statements = list(record.condensed) if record else []
-    if all(s.score is not None for s in statements):
+    if all(s.score is not None for s in statements) and not (record and record.edited):
         statements.sort(key=lambda s: -(s.score or 0.0))
     stating = [s for s in statements if not mention_only(s.text)] or statements
+
+    def opening(best: Statement) -> Statement:  # the person's order stands as they left it
+        return best if record and record.edited else _opening(best, stating, acfg.lead_margin)
+
     lead: list[Statement] = []
+    for cid in edits.chunk_edits(sp.edits).kept:  # the chunks the person pinned lead
+        best = next((s for s in stating if s.chunk_ids[:1] == [cid]), None)
+        if best is not None and len(lead) < acfg.distinct_sources_first:
+            lead.append(opening(best))
     for s in stating:
         if len(lead) >= acfg.distinct_sources_first:
             break
         if not any(s.chunk_ids[:1] == o.chunk_ids[:1] for o in lead):
-            lead.append(_opening(s, stating, acfg.lead_margin))
+            lead.append(opening(s))
     ordered = lead + [s for s in stating if not any(s is o for o in lead)]
     return ordered[:answer_length(sp, acfg)[0]]
 
@@ -633,10 +642,14 @@ class _Emitter:
 
 def answer(sp: SuperPrompt, cfg: AppConfig, services,
            on_token: TokenCallback | None = None) -> Answer:
-    """Answer ``sp`` (whose eight stages have all run); see the module docstring."""
+    """Answer ``sp`` (whose eight stages have all run, on inputs that still hold); see the
+    module docstring."""
     nxt = controller.next_stage(sp)
     if nxt is not None:
         raise StageOrderError(NAME, nxt)
+    stale = staleness.first_stale(sp, cfg, staleness.kb_fingerprint(services))
+    if stale is not None:
+        raise StaleResultError(NAME, stale.stage, stale.reasons)
     from ragstream.backends.llm import LLMError, StreamResult
 
     acfg = cfg.settings.answer

@@ -234,26 +234,30 @@ def chunk_status(sp: SuperPrompt, chunk_id: str) -> str:
     return "not retrieved"
 
 
-def check_item(sp: SuperPrompt, kind: EditKind, key: str, after: str | None) -> str:
+def check_item(sp: SuperPrompt, kind: EditKind, key: str, after: str | None,
+               seen: SuperPrompt | None = None) -> str | None:
     """For a statement or rule edit: the item's text now (its ``before``), or for a move its
-    place now. ``EditError`` when the item is not in A4's context / A5's rules (or they have not
-    run), the new text is empty, or the place is not a whole number from 1 on."""
-    items = _items(sp, kind)
-    if items is None:
-        stage = "A4_Condenser" if kind in STATEMENT_KINDS else "A5_Format_Enforcer"
-        raise EditError(f"There is nothing to edit yet: run {stage} first.")
-    keys = [k for k, _ in items]
+    place now. The items are ``sp``'s, or, when its A4/A5 result was discarded by an earlier
+    edit, those of ``seen`` (the state the person was looking at); with neither, the edit is
+    taken as it is and its stage says whether it applied. ``EditError`` when the item is not
+    in the list, the new text is empty, or the place is not a whole number from 1 on."""
     what = "statement" if kind in STATEMENT_KINDS else "rule"
+    if kind.endswith("_text") and not (after or "").strip():
+        raise EditError(f"The {what}'s new text is empty: write it, or remove the {what}.")
+    if kind.endswith("_move") and (not (after or "").isdigit() or int(after or 0) < 1):
+        raise EditError(f"A {what} moves to a place 1, 2, …; {after!r} is not one.")
+    items = _items(sp, kind)
+    if items is None and seen is not None:
+        items = _items(seen, kind)
+    if items is None:
+        return None
+    keys = [k for k, _ in items]
     if key not in keys:
         shown = ", ".join(repr(_short(k, 40)) for k in keys[:6]) + (" …" if len(keys) > 6 else "")
         raise EditError(f"No {what} {_short(key)!r} in the current "
                         f"{'condensed context' if what == 'statement' else 'rules'}; "
                         f"there are: {shown or 'none'}.")
-    if kind.endswith("_text") and not (after or "").strip():
-        raise EditError(f"The {what}'s new text is empty: write it, or remove the {what}.")
     if kind.endswith("_move"):
-        if not (after or "").isdigit() or int(after or 0) < 1:
-            raise EditError(f"A {what} moves to a place 1, 2, …; {after!r} is not one.")
         return str(keys.index(key) + 1)
     return dict(items)[key]
 

@@ -155,29 +155,37 @@ class Engine:
         edits.check_chunk(self.services.index(), chunk_id)
         return self.edit(sp, kind, chunk_id, kind, before=edits.chunk_status(sp, chunk_id))
 
-    def edit_statement(self, sp: SuperPrompt, key: str, text: str) -> SuperPrompt:
+    # The statement and rule edits check their item against ``sp`` or, once an earlier edit
+    # discarded A4's / A5's result, against ``seen`` (the state the person was looking at).
+
+    def edit_statement(self, sp: SuperPrompt, key: str, text: str,
+                       seen: SuperPrompt | None = None) -> SuperPrompt:
         """Rewrite statement ``key`` (``edits.statement_key``) of A4's condensed context."""
-        return self._item(sp, "statement_text", key, " ".join(text.split()))
+        return self._item(sp, "statement_text", key, " ".join(text.split()), seen)
 
-    def remove_statement(self, sp: SuperPrompt, key: str) -> SuperPrompt:
+    def remove_statement(self, sp: SuperPrompt, key: str,
+                         seen: SuperPrompt | None = None) -> SuperPrompt:
         """Leave statement ``key`` out of A4's condensed context."""
-        return self._item(sp, "statement_remove", key)
+        return self._item(sp, "statement_remove", key, None, seen)
 
-    def move_statement(self, sp: SuperPrompt, key: str, place: int) -> SuperPrompt:
+    def move_statement(self, sp: SuperPrompt, key: str, place: int,
+                       seen: SuperPrompt | None = None) -> SuperPrompt:
         """Put statement ``key`` at ``place`` (1-based) in A4's condensed context."""
-        return self._item(sp, "statement_move", key, str(place))
+        return self._item(sp, "statement_move", key, str(place), seen)
 
-    def edit_rule(self, sp: SuperPrompt, rule: str, text: str) -> SuperPrompt:
+    def edit_rule(self, sp: SuperPrompt, rule: str, text: str,
+                  seen: SuperPrompt | None = None) -> SuperPrompt:
         """Rewrite A5's hard rule ``rule`` (its current text)."""
-        return self._item(sp, "rule_text", rule, " ".join(text.split()))
+        return self._item(sp, "rule_text", rule, " ".join(text.split()), seen)
 
-    def remove_rule(self, sp: SuperPrompt, rule: str) -> SuperPrompt:
+    def remove_rule(self, sp: SuperPrompt, rule: str, seen: SuperPrompt | None = None) -> SuperPrompt:
         """Leave A5's hard rule ``rule`` out."""
-        return self._item(sp, "rule_remove", rule)
+        return self._item(sp, "rule_remove", rule, None, seen)
 
-    def move_rule(self, sp: SuperPrompt, rule: str, place: int) -> SuperPrompt:
+    def move_rule(self, sp: SuperPrompt, rule: str, place: int,
+                  seen: SuperPrompt | None = None) -> SuperPrompt:
         """Put A5's hard rule ``rule`` at ``place`` (1-based)."""
-        return self._item(sp, "rule_move", rule, str(place))
+        return self._item(sp, "rule_move", rule, str(place), seen)
 
     def add_rule(self, sp: SuperPrompt, text: str) -> SuperPrompt:
         """Add a hard rule of the person's own after A5's."""
@@ -186,9 +194,9 @@ class Engine:
             raise edits.EditError("A rule cannot be empty: write the rule's text.")
         return self.edit(sp, "rule_add", text, text)
 
-    def _item(self, sp: SuperPrompt, kind: edits.EditKind, key: str,
-              after: str | None = None) -> SuperPrompt:
-        before = edits.check_item(sp, kind, key, after)
+    def _item(self, sp: SuperPrompt, kind: edits.EditKind, key: str, after: str | None,
+              seen: SuperPrompt | None) -> SuperPrompt:
+        before = edits.check_item(sp, kind, key, after, seen)
         return self.edit(sp, kind, key, after, before=before)
 
     def undo_edits(self, sp: SuperPrompt, ids: list[int] | None = None) -> SuperPrompt:

@@ -18,6 +18,17 @@ def llm_config(cfg: AppConfig, server, **settings) -> AppConfig:
     return cfg.with_overrides(values)
 
 
+AGENTS = ("A0_PreProcessing", "A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser",
+          "A5_Format_Enforcer")
+
+
+def answer_only(cfg: AppConfig) -> AppConfig:
+    """``cfg`` with every agent in its deterministic mode, so that only the answer calls the
+    model: a pass computed offline stays current under it (the controller and the answer
+    refuse a pass whose agents would now run in another mode)."""
+    return cfg.with_overrides({f"agents.{name}.mode": "deterministic" for name in AGENTS})
+
+
 def with_llm(services, cfg: AppConfig, environ: dict[str, str] | None = None):
     """A copy of ``services`` whose LLM client talks to ``cfg``'s endpoint."""
     return dataclasses.replace(services, llm=LLMClient(cfg.settings.llm, environ=environ or {}))

@@ -37,7 +37,7 @@ from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord
 from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.llm_support import llm_config, with_llm
+from tests.llm_support import answer_only, llm_config, with_llm
 
 ON_TOPIC = "How do I start a Chroma server?"
 OFF_TOPIC = "How do I cook pasta?"
@@ -56,7 +56,7 @@ def off_topic(kb_engine) -> SuperPrompt:
 @pytest.fixture
 def llm_env(kb_engine, server):
     """(cfg, services) whose LLM is the real client pointed at the fake server."""
-    cfg = llm_config(kb_engine.cfg, server)
+    cfg = answer_only(llm_config(kb_engine.cfg, server))
     return cfg, with_llm(kb_engine.services, cfg)
 
 
@@ -458,7 +458,7 @@ def test_sentence_pieces_put_the_sources_before_the_stop_and_follow_a5_lists():
 
 def test_a_llama_cpp_endpoint_gets_the_sentence_form_and_every_sentence_cites(
         kb_engine, on_topic, llama_server):
-    cfg = llm_config(kb_engine.cfg, llama_server)
+    cfg = answer_only(llm_config(kb_engine.cfg, llama_server))
     services = with_llm(kb_engine.services, cfg)
     reply = {"sentences": [
         {"text": "Start the server with chroma run.", "sources": [1]},
@@ -509,7 +509,7 @@ def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_
 
     table = kb_engine.run(ON_TOPIC + " Answer as a table with columns step and command.")
     assert table.extras.format_enforcer.kind == "table"
-    lcfg = llm_config(kb_engine.cfg, llama_server)
+    lcfg = answer_only(llm_config(kb_engine.cfg, llama_server))
     llama_server.script(Reply.text("| step | command |\n|---|---|\n| start | chroma run [1] |"))
     ans = answer(table, lcfg, with_llm(kb_engine.services, lcfg))
     assert "response_format" not in llama_server.requests[-1] and ans.text.startswith("| step")
@@ -517,7 +517,7 @@ def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_
 
 def test_a_sentence_reply_that_breaks_off_keeps_its_whole_sentences(kb_engine, on_topic,
                                                                     llama_server):
-    cfg = llm_config(kb_engine.cfg, llama_server)
+    cfg = answer_only(llm_config(kb_engine.cfg, llama_server))
     services = with_llm(kb_engine.services, cfg)
     llama_server.script(Reply.text('{"sentences": [{"text": "Run chroma run.", "sources": [1]}, '
                                    '{"text": "Then che', finish_reason="length"))
