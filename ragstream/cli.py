@@ -109,7 +109,21 @@ def ingest(path: str, prune: bool | None, as_json: bool) -> None:
         sys.exit(1)
 
 
-@main.command(help="Run the pipeline on PROMPT and print prompt_ready (or the SuperPrompt as JSON).")
+def _parse_sets(ctx: click.Context, param: click.Parameter,
+                values: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        name, eq, text = value.partition("=")
+        if not eq or not name.strip():
+            raise click.BadParameter(f"{value!r}: write FIELD=VALUE, e.g. tone=formal.",
+                                     param_hint="--set")
+        out.append((name.strip(), text))
+    return out
+
+
+@main.command(help="Run the pipeline on PROMPT and print prompt_ready (or the SuperPrompt as JSON). "
+                   "--pin, --exclude, --add and --set are your decisions for this prompt: the "
+                   "stages apply them and the JSON records them under 'edits'.")
 @click.argument("prompt")
 @click.option("--until", type=click.Choice(STAGE_NAMES), default=None,
               help="Stop after this stage (default: run all eight).")
@@ -118,10 +132,20 @@ def ingest(path: str, prune: bool | None, as_json: bool) -> None:
               help="Do not bring the configured knowledge-base folder up to date first.")
 @click.option("--answer", "with_answer", is_flag=True,
               help="After the eight stages, answer (streamed), then list sources and confidence.")
+@click.option("--pin", "pins", multiple=True, metavar="CHUNK_ID",
+              help="Keep this chunk through A3 and A4, in the final selection (repeatable).")
+@click.option("--exclude", "excludes", multiple=True, metavar="CHUNK_ID",
+              help="Drop this chunk from Retrieval on (repeatable).")
+@click.option("--add", "adds", multiple=True, metavar="CHUNK_ID",
+              help="Bring this chunk in, pinned, though Retrieval does not return it (repeatable).")
+@click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", callback=_parse_sets,
+              help="Set a body field by hand, e.g. tone=formal or task='How …?' (repeatable).")
 @_filter_option
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
-        filters: Filters) -> None:
-    """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the result."""
+        pins: tuple[str, ...], excludes: tuple[str, ...], adds: tuple[str, ...],
+        sets: list[tuple[str, str]], filters: Filters) -> None:
+    """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the
+    result; every edit is checked before anything runs."""
     if with_answer and until:
         raise click.UsageError("--answer needs every stage to run; drop --until.")
     try:
@@ -130,6 +154,12 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
             engine.ensure_knowledge_base()
         sp = engine.new(prompt)
         sp.filters = filters
+        for name, value in sets:
+            sp = engine.set_field(sp, name, value)
+        for chunk_ids, make in ((adds, engine.add_chunk), (pins, engine.pin),
+                                (excludes, engine.exclude)):
+            for chunk_id in chunk_ids:
+                sp = make(sp, chunk_id)
         sp = engine.run(sp, until=until)
         if with_answer:
             stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
@@ -138,10 +168,51 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
         _fail(err)
     if as_json:
         click.echo(sp.to_json())
-    elif with_answer:
+        return
+    _print_edit_outcomes(sp)
+    if with_answer:
         _print_answer_footer(ans)
     else:
         click.echo(sp.prompt_ready)
+
+
+def _print_edit_outcomes(sp) -> None:
+    """Each edit and what became of it (the last stage that applied it), on stderr."""
+    from ragstream.edits import outcome
+
+    for edit in sp.edits:
+        stage, note = outcome(sp, edit)
+        said = f"{stage}: {note.note}" if note else "not reached (its stage did not run)"
+        click.echo(f"edit {edit.id}: {edit.describe()} — {said}", err=True)
+
+
+@main.command(help="Find chunks of the knowledge base by their text: every chunk that holds TEXT "
+                   "(case and spacing aside), then the best keyword matches. Prints chunk ids for "
+                   "run --pin / --add.")
+@click.argument("text")
+@click.option("--limit", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the matches as JSON.")
+@click.option("--no-sync", is_flag=True,
+              help="Do not bring the configured knowledge-base folder up to date first.")
+def find(text: str, limit: int, as_json: bool, no_sync: bool) -> None:
+    """Search the whole knowledge base's text and print the chunks found."""
+    try:
+        engine = _engine()
+        if not no_sync:
+            engine.ensure_knowledge_base()
+        found = engine.find_chunks(text, limit)
+    except RagstreamError as err:
+        _fail(err)
+    if as_json:
+        click.echo(json.dumps([{"chunk_id": c.id, "match": how, "label": c.citation_label,
+                                "text": c.text} for c, how in found], indent=2))
+        return
+    if not found:
+        click.echo("No chunk holds that text or its words.")
+    for chunk, how in found:
+        preview = " ".join(chunk.text.split())
+        click.echo(f"{chunk.id}  [{how}]  {chunk.citation_label}\n    "
+                   f"{preview[:150]}{'…' if len(preview) > 150 else ''}")
 
 
 def _print_answer_footer(ans) -> None:

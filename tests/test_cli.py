@@ -196,3 +196,33 @@ def test_serve_answers_over_http_and_requires_the_token_from_the_named_variable(
                            cwd=ROOT, env={**env, "MY_SERVICE_TOKEN": " "}, capture_output=True,
                            text=True, timeout=60)
     assert empty.returncode == 2 and "$MY_SERVICE_TOKEN is set but empty" in empty.stderr
+
+
+def test_run_with_edits_records_them_and_refuses_unknown_ones(tmp_path, small_kb):
+    idx = tmp_path / "idx"
+    cli("ingest", str(small_kb), index_dir=idx)
+    found = json.loads(cli("find", "reciprocal rank fusion", "--json", "--no-sync",
+                           index_dir=idx).stdout)
+    assert found and found[0]["match"] == "phrase"
+    assert "reciprocal rank fusion" in found[0]["text"].lower()
+    pinned = found[-1]["chunk_id"]
+    out = cli("run", "What does RRF fuse?", "--json", "--no-sync", "--pin", pinned,
+              "--set", "tone=formal", "--set", "audience=expert", index_dir=idx)
+    sp = json.loads(out.stdout)
+    assert [(e["kind"], e["target"], e["after"]) for e in sp["edits"]] == [
+        ("field", "tone", "formal"), ("field", "audience", "expert"), ("pin", pinned, "pin")]
+    assert sp["final_selection_ids"][0] == pinned
+    assert sp["body"]["tone"] == "formal" and sp["extras"]["body_sources"]["tone"] == "you"
+    assert sp["extras"]["edit_outcomes"]["A4_Condenser"][0]["note"] == (
+        "in the final selection as source [1]")
+
+    text = cli("run", "What does RRF fuse?", "--no-sync", "--pin", pinned, index_dir=idx)
+    assert f"edit 1: pin {pinned}" in text.stderr and "source [1]" in text.stderr
+
+    for args, says in [(("--pin", "kb/nothing.md#1"), "Unknown chunk id 'kb/nothing.md#1'"),
+                       (("--set", "tone=grumpy"), "'grumpy' is not a value of tone. Choose one of:"),
+                       (("--set", "colour=red"), "Unknown field 'colour'. Fields you can set:"),
+                       (("--set", "tone"), "write FIELD=VALUE")]:
+        out = cli("run", "What does RRF fuse?", "--no-sync", *args, index_dir=idx, check=False)
+        assert out.returncode == 2 and says in out.stderr, out.stderr
+        assert "## System" not in out.stdout  # nothing ran
