@@ -6,6 +6,7 @@ Run: ``bash scripts/run_app.sh`` (or ``.venv/bin/python -m streamlit run ui_stre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import closing
 
 import pandas as pd
@@ -14,7 +15,7 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
-from ragstream.ui import actions, eval_tab, evidence, inspector, views
+from ragstream.ui import actions, editing, eval_tab, evidence, inspector, views
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -37,6 +38,74 @@ def table(rows: list[dict], key: str, height: int | None = None,
                      height=height or "auto", column_config=columns)
     else:
         st.caption("Nothing to show yet.")
+
+
+def do(action: Callable[..., object], *args: object) -> None:
+    """Run a page action (``ragstream.ui.actions``) as a widget's callback: it changes the
+    session state, which the script run that follows draws."""
+    action(engine, state, *args)
+
+
+def chunk_table(src, view: str, title: str, note: str | None) -> None:
+    """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
+    tick is an edit of this prompt); ``note`` says when the table is out of date."""
+    rows = editing.with_marks(views.view_rows(src, view), state[S.SP])
+    kept = sum(r["status"] == "kept" for r in rows)
+    flag = " · out of date" if note else ""
+    with st.expander(f"{title} — {len(rows)} rows, {kept} kept{flag}", expanded=view == shown_views[-1][0]):
+        if note:
+            st.warning(note, icon=":material/update:")
+        key = f"view_{view}_{state[S.EDIT_NONCE]}"
+        columns: dict = views.table_columns(rows)
+        st.data_editor(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
+                       height=views.table_height(len(rows)),
+                       column_config=columns, disabled=[c for c in columns if c not in views.CHECK_COLUMNS])
+        if changes := editing.table_changes(rows, edited_rows(key)):
+            actions.change_chunks(engine, state, changes)
+            st.rerun()
+
+
+def edited_rows(key: str) -> dict:
+    """The cells the person changed in the editable table ``key`` (row position → columns)."""
+    return (st.session_state.get(key) or {}).get("edited_rows", {})
+
+
+def chunk_buttons(chunk_id: str, where: str) -> None:
+    """Pin / exclude / undo buttons for one chunk, as the person's decision on it stands."""
+    decision = editing.chunk_decision(state[S.SP], chunk_id)
+    c1, c2, c3 = st.columns(3)
+    c1.button("Pin", icon=":material/push_pin:", key=f"{where}_pin", width="stretch",
+              disabled=decision is not None and decision.kind in ("pin", "add"),
+              help="Keep this chunk through A3 and A4, in the final selection (pinned ones first).",
+              on_click=do, args=(actions.chunk_action, chunk_id, "pin"))
+    c2.button("Exclude", icon=":material/block:", key=f"{where}_exclude", width="stretch",
+              disabled=decision is not None and decision.kind == "exclude",
+              help="Drop this chunk from Retrieval on.",
+              on_click=do, args=(actions.chunk_action, chunk_id, "exclude"))
+    c3.button("Undo my decision", icon=":material/undo:", key=f"{where}_undo", width="stretch",
+              disabled=decision is None,
+              help="Let the stages decide about this chunk by themselves again.",
+              on_click=do, args=(actions.chunk_action, chunk_id, "unpin"))
+
+
+def item_list(items: list[editing.Item], what: str, prefix: str) -> None:
+    """A4's statements or A5's rules, each editable in place, with ↑ ↓ ✕ (every change is an
+    edit of this prompt)."""
+    nonce = state[S.EDIT_NONCE]
+    for i, item in enumerate(items, start=1):
+        text_col, up, down, drop = st.columns([14, 1, 1, 1], vertical_alignment="center")
+        key = f"{prefix}_{nonce}_{i}"
+        label = f"{prefix[0].upper()}{i}" + (f" · {item.label}" if item.label else "") + \
+            (" · edited by you" if item.edited else "")
+        text_col.text_area(label, value=item.text, key=key, height=68,
+                           on_change=lambda k=key, it=item: do(
+                               actions.item_action, what, "text", it.key, st.session_state[k]))
+        up.button("↑", key=f"{key}_up", disabled=i == 1, help=f"Move this {what} up",
+                  on_click=do, args=(actions.item_action, what, "move", item.key, i - 1))
+        down.button("↓", key=f"{key}_down", disabled=i == len(items), help=f"Move this {what} down",
+                    on_click=do, args=(actions.item_action, what, "move", item.key, i + 1))
+        drop.button("✕", key=f"{key}_remove", help=f"Remove this {what}",
+                    on_click=do, args=(actions.item_action, what, "remove", item.key))
 
 
 # --------------------------------------------------------------------------- start
@@ -224,49 +293,74 @@ st.text_area("Prompt", key=S.PROMPT, height=130,
 too_long = views.prompt_length_problem(state[S.PROMPT], prompt_limit)
 if too_long:
     st.error(too_long, icon=":material/block:")
+stale = actions.out_of_date(engine, state)
+pending = actions.pending_state(state)
+start = controller.start_index(pending, stale)
+next_name = controller.STAGE_NAMES[start] if start < len(controller.STAGE_NAMES) else None
+
+
+def progress_callbacks():
+    """(on_stage, on_wait) that move a progress bar naming the running stage."""
+    line = views.RunProgress()
+    bar = st.progress(line.share, text=line.text)
+
+    def on_stage(done: int, total: int, name: str) -> None:
+        """Move the bar to the stage about to run, or to the end when ``name`` is empty."""
+        share, text = line.stage(done, total, name)
+        bar.progress(share, text=text)
+
+    def on_wait(agent: str, model: str, seconds: float) -> None:
+        """While an agent waits for the model: who, which model, how long."""
+        share, text = line.waiting(agent, model, seconds)
+        bar.progress(share, text=text)
+
+    return on_stage, on_wait
+
+
 left, right, answer_col = st.columns([1, 2, 1])
 left.toggle("Auto-run", key=S.AUTO,
-            help="On: one click runs every remaining stage and then answers.")
-next_name = controller.next_stage(sp)
+            help="On: one click runs every remaining stage (from the first one out of date) "
+                 "and then answers.")
 run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
 if right.button(run_label, key="run", type="primary", disabled=too_long is not None,
                 help=too_long):
     if state[S.AUTO]:
-        line = views.RunProgress()
-        bar = st.progress(line.share, text=line.text)
-
-        def on_stage(done: int, total: int, name: str) -> None:
-            """Move the bar to the stage about to run, or to the end when ``name`` is empty."""
-            share, text = line.stage(done, total, name)
-            bar.progress(share, text=text)
-
-        def on_wait(agent: str, model: str, seconds: float) -> None:
-            """While an agent waits for the model: who, which model, how long."""
-            share, text = line.waiting(agent, model, seconds)
-            bar.progress(share, text=text)
-
-        if actions.run_remaining(engine, state, on_stage, on_wait):
+        if actions.run_remaining(engine, state, *progress_callbacks()):
             stream_answer()
+    elif next_name is None:
+        state[S.NOTICE] = "Nothing to run: every stage is current."
     else:
-        actions.run_stage(engine, state, next_name or controller.STAGE_NAMES[0],
-                          on_wait=waiting_note(st.empty()))
+        actions.run_stage(engine, state, next_name, on_wait=waiting_note(st.empty()))
     st.rerun()
 
-if answer_col.button("Answer", key="answer", disabled=next_name is not None,
-                     help="Answer the finished super-prompt (runs after Prompt Builder)."
-                     if next_name is None else f"Run every stage first (next: {next_name})."):
+refusal = actions.answer_refusal(engine, state)
+if answer_col.button("Answer", key="answer", disabled=refusal is not None,
+                     help=refusal or "Answer the finished super-prompt (runs after Prompt Builder)."):
     stream_answer()
     st.rerun()
 
-for button_row in views.button_rows(sp):
+for button_row in views.button_rows(pending, stale):
     for col, b in zip(st.columns(len(button_row)), button_row):
-        label = f"✓ {b.label}" if b.done else b.label
         refused = too_long if b.name == controller.STAGE_NAMES[0] else None
-        if col.button(label, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
+        if col.button(b.text, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
                       help=f"{b.name}: {refused or b.help}", width="stretch"):
             with st.spinner(f"Running {b.name}…"):
                 actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
             st.rerun()
+
+plan = actions.resume_plan(engine, state)
+if plan is not None:
+    said = [f"**Out of date** — {stale.describe()}."] if stale else []
+    if pending.resume_to is not None:
+        first = controller.STAGE_NAMES[controller.position(pending) + 1]
+        said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
+    note_col, button_col = st.columns([3, 1], vertical_alignment="center")
+    note_col.warning("  \n".join(said), icon=":material/update:")
+    if button_col.button(f"↻ Re-run {plan[0]} → {plan[1]}", key="resume", type="primary",
+                         width="stretch", help="Re-run from the first stage out of date to where "
+                                               "the pass had got."):
+        actions.resume(engine, state, *progress_callbacks())
+        st.rerun()
 
 if state[S.ERROR]:
     kind, message = state[S.ERROR]
@@ -274,8 +368,19 @@ if state[S.ERROR]:
 if state[S.NOTICE]:
     st.info(state[S.NOTICE])
     state[S.NOTICE] = None
-if state[S.PROMPT] != sp.user_text and sp.stage != "raw":
-    st.warning("The prompt text changed since A0 ran: run A0 (or auto-run) to use it.")
+
+if sp.edits:
+    with st.expander(f"Your edits ({len(sp.edits)}) — applied by the stages every run", expanded=True):
+        table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}")
+        c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
+        undo = c1.selectbox("Edit", [e.id for e in sp.edits], key=f"undo_pick_{state[S.EDIT_NONCE]}",
+                            format_func=lambda i: next(f"{e.id}. {e.describe()}" for e in sp.edits
+                                                       if e.id == i))
+        c2.button("Undo this edit", key="undo_edit", width="stretch",
+                  on_click=do, args=(actions.undo_edit, undo))
+        c3.button("Clear edits", key="clear_edits", width="stretch",
+                  help="Forget every edit: the stages decide by themselves again.",
+                  on_click=do, args=(actions.undo_edit, None))
 
 stage_line = f"Stage: **{sp.stage}**"
 stage_line += f" · next: **{next_name}**" if next_name else " · pipeline complete"
@@ -327,35 +432,110 @@ if sp.prompt_ready:
 else:
     st.caption("Run A0 to see the prompt take shape.")
 
-tab_views, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, tab_agents, tab_eval, \
-    tab_log, tab_export = st.tabs(["Chunk views", "Chunk journey", "Stage diff", "Evidence",
-                                   "History & modes", "Scores", "Agents", "Eval", "Q&A log",
-                                   "Export"])
+tab_views, tab_fields, tab_context, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, \
+    tab_agents, tab_eval, tab_log, tab_export = st.tabs(
+        ["Chunk views", "Fields", "Context & rules", "Chunk journey", "Stage diff", "Evidence",
+         "History & modes", "Scores", "Agents", "Eval", "Q&A log", "Export"])
+before = state[S.BEFORE_EDITS]
 with tab_views:
-    shown = [(k, t) for k, t in views.VIEW_STAGES if k in sp.views_by_stage]
-    if not shown:
+    shown_views = []
+    for key, title in views.VIEW_STAGES:
+        index = editing.stage_of_view(key)
+        src, discarded = editing.source_for(sp, before, index)
+        if key in src.views_by_stage:
+            shown_views.append((key, title, src, editing.stage_note(index, discarded, stale)))
+    if not shown_views:
         st.caption("Chunk tables appear after Retrieval.")
-    for key, title in shown:
-        rows = views.view_rows(sp, key)
-        kept = sum(r["status"] == "kept" for r in rows)
-        with st.expander(f"{title} — {len(rows)} rows, {kept} kept", expanded=key == shown[-1][0]):
-            table(rows, key=f"view_{key}", height=320, columns=views.table_columns(rows))
-    choices = views.chunk_choices(sp)
+    else:
+        st.caption("Tick **pin** to keep a chunk (A3 and A4 keep it; it leads the final selection) "
+                   "or **excl** to drop it, for this prompt; untick to undo. Then re-run.")
+    for key, title, src, note in shown_views:
+        chunk_table(src, key, title, note)
+    view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
+    choices = views.chunk_choices(view_src)
     if choices:
         picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
-        text, meta = views.chunk_detail(sp, picked)
+        text, meta = views.chunk_detail(view_src, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
-        detail = evidence.chunk_evidence(sp, picked, links)
+        chunk_buttons(picked, "detail")
+        detail = evidence.chunk_evidence(view_src, picked, links)
         if detail.used_by:
             st.caption(detail.summary())
         st.html(detail.html)
         st.json(meta, expanded=False)
+    with st.expander("Find any chunk of the knowledge base", expanded=bool(state[S.CHUNK_SEARCH])):
+        query = st.text_input("Words or a phrase from inside a chunk", key=S.CHUNK_SEARCH,
+                              placeholder="e.g. fall between sentences")
+        found = actions.find_chunks(engine, query)
+        if query.strip() and not found:
+            st.caption("No chunk holds that text or its words.")
+        retrieved = {c.id for c in view_src.base_context_chunks}
+        for i, (chunk, how) in enumerate(found):
+            c1, c2 = st.columns([5, 1], vertical_alignment="center")
+            where = "retrieved" if chunk.id in retrieved else "not retrieved"
+            preview = " ".join(chunk.text.split())
+            c1.markdown(f"**{chunk.id}** · {chunk.heading_label or chunk.source} · _{how}, {where}_  \n"
+                        f"{preview[:160]}{'…' if len(preview) > 160 else ''}")
+            decision = editing.chunk_decision(sp, chunk.id)
+            c2.button(editing.DECIDED.get(decision.kind, "") if decision else "Add",
+                      icon=None if decision else ":material/add:", key=f"add_{i}",
+                      disabled=decision is not None, width="stretch",
+                      help="Bring this chunk into the views, pinned (reason 'added by you').",
+                      on_click=do, args=(actions.chunk_action, chunk.id, "add"))
+cfg_now = actions.session_config(engine, state)
+fields_src, fields_discarded = editing.source_for(sp, before, 1)
+with tab_fields:
+    st.caption("The prompt's body fields, who set each and how (header: the ladder's match; "
+               "rule / default / LLM: A2's choice; you: your edit). Change a value to set it by "
+               "hand for this prompt; fields with choices take one of them.")
+    if note := editing.stage_note(1, fields_discarded, stale):
+        st.warning(note, icon=":material/update:")
+    field_key = f"fields_{state[S.EDIT_NONCE]}"
+    field_rows = editing.field_rows(fields_src, cfg_now)
+    st.data_editor(pd.DataFrame(field_rows), hide_index=True, width="stretch", key=field_key,
+                   disabled=[c for c in editing.FIELD_COLUMNS if c != "value"],
+                   column_config={"field": {"width": 90}, "value": {"width": 200},
+                                  "source": {"width": 80}, "match": {"width": 70},
+                                  "why": {"width": 200}, "choices": {"width": 140}})
+    if typed := editing.field_changes(field_rows, edited_rows(field_key)):
+        actions.set_fields(engine, state, typed)  # a refused value is named at the top
+        st.rerun()
+with tab_context:
+    a4_src, a4_discarded = editing.source_for(sp, before, editing.stage_of_view("a4"))
+    statements = editing.statement_items(a4_src)
+    st.markdown("**Condensed context** (A4) — edit a statement's text, move it or remove it; "
+                "its citation stays attached.")
+    if statements is None:
+        st.caption("Run A4_Condenser to edit its condensed context.")
+    else:
+        if note := editing.stage_note(editing.stage_of_view("a4"), a4_discarded, stale):
+            st.warning(note, icon=":material/update:")
+        if statements:
+            item_list(statements, "statement", "context")
+        else:
+            st.caption("The condensed context has no statements.")
+    a5_index = controller.STAGE_NAMES.index("A5_Format_Enforcer")
+    a5_src, a5_discarded = editing.source_for(sp, before, a5_index)
+    rules = editing.rule_items(a5_src)
+    st.markdown("**Format rules** (A5) — the hard rules the System block gives the answering model.")
+    if rules is None:
+        st.caption("Run A5_Format_Enforcer to edit its rules.")
+    else:
+        if note := editing.stage_note(a5_index, a5_discarded, stale):
+            st.warning(note, icon=":material/update:")
+        item_list(rules, "rule", "rule")
+        c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+        new_rule = c1.text_input("Add a rule of your own", key=f"new_rule_{state[S.EDIT_NONCE]}",
+                                 placeholder="e.g. Name the stage you mean.")
+        c2.button("Add rule", key="add_rule", width="stretch", disabled=not new_rule.strip(),
+                  on_click=do, args=(actions.item_action, "rule", "add", "", new_rule))
 with tab_journey:
     choices = views.chunk_choices(sp)
     if choices:
         state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
         picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK,
                               help="Opens on the top chunk of the latest stage.")
+        chunk_buttons(picked, "journey")
         table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
@@ -391,6 +571,8 @@ with tab_evidence:
 
 with tab_history:
     table(views.history_rows(sp), key="history")
+    st.markdown("**Edits**")
+    table(editing.edit_rows(sp), key="history_edits")
     st.markdown("**Modes**")
     table(views.mode_rows(sp), key="modes")
 with tab_chart:

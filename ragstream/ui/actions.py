@@ -19,9 +19,15 @@ from pydantic import ValidationError
 from ragstream import controller
 from ragstream.config import AppConfig
 from ragstream.engine import Engine
-from ragstream.errors import FileTooLargeError, IngestError, RagstreamError, UploadNameError
+from ragstream.errors import (
+    FileTooLargeError,
+    IngestError,
+    RagstreamError,
+    StaleResultError,
+    UploadNameError,
+)
 from ragstream.ingest.ingestor import decode_text, refused
-from ragstream.stages.retrieval import NAME as RETRIEVAL
+from ragstream.staleness import Stale
 from ragstream.super_prompt import Filters, SuperPrompt
 from ragstream.ui import state as S
 
@@ -51,23 +57,37 @@ def _fail(st_state: S.SessionState, err: RagstreamError) -> None:
     st_state[S.ERROR] = (err.kind, str(err))
 
 
-def _start_state(st_state: S.SessionState):
-    """The state to run from: a new SuperPrompt when the prompt text changed (the
-    conversation is kept). The session's state is replaced only when a stage succeeds."""
+def pending_state(st_state: S.SessionState) -> SuperPrompt:
+    """The state the next run starts from: the session's state with the prompt box's text and
+    the sidebar's filters (and, when the text is new, the conversation so far). What changed
+    makes the stages that read it out of date (``staleness``); the edits carry over."""
     sp = st_state[S.SP]
+    update: dict[str, Any] = {}
     text = st_state[S.PROMPT]
     if text != sp.user_text:
-        return controller.new_prompt(text, list(st_state.get(S.CONVERSATION) or []))
-    return sp
-
-
-def _with_filters(sp: SuperPrompt, st_state: S.SessionState, names: list[str]) -> SuperPrompt:
-    """``sp`` carrying the session's filters when Retrieval is among the stages about to run
-    (filters set later apply at the next Retrieval run)."""
+        update["user_text"] = text
+        update["recent_conversation"] = list(st_state.get(S.CONVERSATION) or [])
     filters = st_state.get(S.FILTERS) or Filters()
-    if RETRIEVAL in names and sp.filters != filters:
-        return sp.model_copy(update={"filters": filters})
-    return sp
+    if filters != sp.filters:
+        update["filters"] = filters
+    return sp.model_copy(update=update) if update else sp
+
+
+def out_of_date(engine: Engine, st_state: S.SessionState) -> Stale | None:
+    """The first stage whose result no longer matches what the page would run it with now
+    (prompt box, sidebar settings and filters, edits, knowledge base), or None."""
+    try:
+        cfg = session_config(engine, st_state)
+    except RagstreamError:
+        return None
+    return engine.stale(pending_state(st_state), cfg)
+
+
+def _after_run(st_state: S.SessionState, sp: SuperPrompt) -> None:
+    """Keep ``sp``; once the stages an edit discarded have run again, the old ones go."""
+    st_state[S.SP] = sp
+    if sp.resume_to is None:
+        st_state[S.BEFORE_EDITS] = None
 
 
 def set_filters(st_state: S.SessionState, doc_type: list[str], source: str,
@@ -181,59 +201,115 @@ def _reset_evidence(st_state: S.SessionState) -> None:
 
 def run_stage(engine: Engine, st_state: S.SessionState, name: str,
               on_wait: WaitCallback | None = None) -> bool:
-    """Run one stage (A0 starts from the prompt box's text); on failure set ``ERROR`` and
-    return False. ``on_wait`` hears, while an agent waits for the model, who and how long.
-    The chunk journey and the stage diff go back to their defaults (the latest stage's top
-    chunk; ReRanker vs A4, or the two latest chunk stages)."""
+    """Run one stage on the pending state (the prompt box's text, the sidebar's filters); on
+    failure — an earlier stage must run first, or is out of date — set ``ERROR`` and return
+    False. ``on_wait`` hears, while an agent waits for the model, who and how long. The chunk
+    journey and the stage diff go back to their defaults (the latest stage's top chunk;
+    ReRanker vs A4, or the two latest chunk stages)."""
     st_state[S.ERROR] = None
     _reset_views(st_state)
     try:
-        sp = _start_state(st_state) if name == controller.STAGE_NAMES[0] else st_state[S.SP]
-        sp = _with_filters(sp, st_state, [name])
+        sp = pending_state(st_state)
         cfg = session_config(engine, st_state)
-        st_state[S.SP] = _watched(lambda _emit: engine.run_stage(sp, name, cfg),
-                                  lambda _event: None, on_wait)
+        _after_run(st_state, _watched(lambda _emit: engine.run_stage(sp, name, cfg),
+                                      lambda _event: None, on_wait))
         return True
     except RagstreamError as err:
         _fail(st_state, err)
         return False
 
 
+#: what "Run all remaining stages" says when there is nothing to run
+NOTHING_TO_RUN = ("Nothing to run: every stage is current and this pass is answered. Change the "
+                  "prompt, a setting, a filter or an edit to run again.")
+
+
 def run_remaining(engine: Engine, st_state: S.SessionState,
                   on_stage: Callable[[int, int, str], None] | None = None,
-                  on_wait: WaitCallback | None = None) -> bool:
-    """Auto mode: every remaining stage (from A0 again when the prompt text changed).
-    ``on_stage(done, total, name)`` as each stage starts and ``(total, total, "")`` at the
-    end; ``on_wait(agent, model, seconds)`` while an agent waits for the model. The chunk
-    journey and the stage diff go back to their defaults."""
+                  on_wait: WaitCallback | None = None, until: str | None = None) -> bool:
+    """Auto mode: every remaining stage of the pending state, from the first one that is out
+    of date (through ``until`` if given). Returns True when the pass is then complete and
+    waits for its answer; with nothing to run and the pass answered, says so in ``NOTICE``
+    and returns False. ``on_stage(done, total, name)`` as each stage starts and ``(total,
+    total, "")`` at the end; ``on_wait(agent, model, seconds)`` while an agent waits for the
+    model. The chunk journey and the stage diff go back to their defaults."""
     st_state[S.ERROR] = None
-    _reset_views(st_state)
     try:
-        sp = _start_state(st_state)
-        if controller.next_stage(sp) is None:  # finished: run the whole chain again
-            sp = engine.new(sp.user_text, list(st_state.get(S.CONVERSATION) or []))
-        names = controller.remaining(sp)
-        sp = _with_filters(sp, st_state, names)
+        sp = pending_state(st_state)
         cfg = session_config(engine, st_state)
+        names = controller.remaining(sp, until, engine.stale(sp, cfg))
+        if not names:
+            if sp.answer is not None or until is not None:
+                st_state[S.NOTICE] = NOTHING_TO_RUN if sp.answer is not None else (
+                    f"Nothing to run: the stages through {until} are current.")
+                return False
+            return True
+        _reset_views(st_state)
 
         def on_event(event: tuple[str, Any]) -> None:
             kind, value = event
             if kind == "starting" and on_stage:
                 on_stage(names.index(value), len(names), value)
             elif kind == "finished":
-                st_state[S.SP] = value  # each finished stage is kept, even if a later one fails
+                _after_run(st_state, value)  # each finished stage is kept, even if a later one fails
 
         def work(emit: Callable[[Any], None]) -> None:
-            engine.run(sp, cfg=cfg, before_stage=lambda name: emit(("starting", name)),
+            engine.run(sp, until=until, cfg=cfg, before_stage=lambda name: emit(("starting", name)),
                        on_stage=lambda _name, done_sp: emit(("finished", done_sp)))
 
         _watched(work, on_event, on_wait)
         if on_stage:
             on_stage(len(names), len(names), "")
-        return True
+        return controller.next_stage(st_state[S.SP]) is None
     except RagstreamError as err:
         _fail(st_state, err)
         return False
+
+
+def resume_plan(engine: Engine, st_state: S.SessionState) -> tuple[str, str] | None:
+    """(first, last) stage of "re-run to where you were": from the first stage that is out of
+    date or that an edit discarded, to the furthest stage the pass had reached; None when
+    nothing needs re-running."""
+    sp = pending_state(st_state)
+    stale = out_of_date(engine, st_state)
+    if stale is None and sp.resume_to is None:
+        return None
+    target = controller.resume_target(sp)
+    start = controller.start_index(sp, stale)
+    if target is None or start > controller.STAGE_NAMES.index(target):
+        return None
+    return controller.STAGE_NAMES[start], target
+
+
+def resume(engine: Engine, st_state: S.SessionState,
+           on_stage: Callable[[int, int, str], None] | None = None,
+           on_wait: WaitCallback | None = None) -> bool:
+    """Re-run from the first stage that is out of date or that an edit discarded, to where
+    the pass had got (see ``resume_plan``)."""
+    plan = resume_plan(engine, st_state)
+    if plan is None:
+        st_state[S.NOTICE] = "Nothing to re-run: every stage shown is current."
+        return False
+    run_remaining(engine, st_state, on_stage, on_wait, until=plan[1])
+    return st_state[S.ERROR] is None
+
+
+def answer_refusal(engine: Engine, st_state: S.SessionState) -> str | None:
+    """Why the pass cannot be answered now (not complete, out of date, answered), or None."""
+    sp = pending_state(st_state)
+    nxt = controller.next_stage(sp)
+    if nxt is not None:
+        return f"Run every stage first (next: {nxt})."
+    stale = out_of_date(engine, st_state)
+    if stale is not None:
+        return f"{stale.describe()}. Run the stages again first."
+    if sp.answer is not None:
+        return ANSWERED
+    return None
+
+
+#: why a pass is not answered twice
+ANSWERED = "This pass is answered. Change the prompt, a setting, a filter or an edit to answer again."
 
 
 class _Abandoned(BaseException):
@@ -258,6 +334,13 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
         _fail(st_state, err)
         return
     sp = st_state[S.SP]
+    stale = out_of_date(engine, st_state)  # the prompt box's text and the sidebar count too
+    if stale is not None:
+        _fail(st_state, StaleResultError("Answer", stale.stage, stale.reasons))
+        return
+    if sp.answer is not None:
+        st_state[S.ERROR] = ("answer refused", ANSWERED)
+        return
     pieces: queue.SimpleQueue[object] = queue.SimpleQueue()
     abandoned = threading.Event()
     outcome: dict[str, Any] = {}
@@ -296,8 +379,12 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
 
 
 def clear_conversation(st_state: S.SessionState) -> None:
-    """Forget the earlier turns, so the next prompt carries no conversation."""
+    """Forget the earlier turns: the next prompt carries no conversation, and a pass whose
+    prompt carried some is out of date from Prompt_Builder (it is built again without them)."""
     st_state[S.CONVERSATION] = []
+    sp = st_state[S.SP]
+    if sp.recent_conversation:
+        st_state[S.SP] = sp.model_copy(update={"recent_conversation": []})
     st_state[S.NOTICE] = "Conversation cleared: the next prompt starts without earlier turns."
 
 
@@ -460,3 +547,117 @@ def run_eval(engine: Engine, st_state: S.SessionState, path: str, limit: int | N
         st_state[S.EVAL_RESULT] = {"error": (err.kind, str(err))}
         return False
     return True
+
+
+# --------------------------------------------------------------------------- edits
+
+
+def _edit(engine: Engine, st_state: S.SessionState, change: Callable[[SuperPrompt], SuperPrompt],
+          notice: str) -> bool:
+    """Apply ``change`` (one or more of the engine's edit calls) to the session's state. The
+    stages an edit discards are shown as they were, marked out of date, until they run again
+    (``BEFORE_EDITS``); a refused edit sets ``ERROR`` and changes nothing. Either way the
+    editable tables start afresh from the state."""
+    st_state[S.ERROR] = None
+    sp = st_state[S.SP]
+    st_state[S.EDIT_NONCE] = (st_state.get(S.EDIT_NONCE) or 0) + 1
+    try:
+        new = change(sp)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+    if controller.position(new) < controller.position(sp) and st_state.get(S.BEFORE_EDITS) is None:
+        st_state[S.BEFORE_EDITS] = sp
+    st_state[S.SP] = new
+    plan = resume_plan(engine, st_state)
+    st_state[S.NOTICE] = notice + (f" Re-run {plan[0]} → {plan[1]} to apply it." if plan else "")
+    return True
+
+
+def seen_state(st_state: S.SessionState) -> SuperPrompt:
+    """The state the person is looking at: the one before the edits that discarded results,
+    while those results are shown."""
+    return st_state.get(S.BEFORE_EDITS) or st_state[S.SP]
+
+
+def change_chunks(engine: Engine, st_state: S.SessionState, changes: list) -> bool:
+    """Apply the chunk tables' changes (``editing.ChunkChange``: pin, unpin, exclude, include)."""
+    if not changes:
+        return False
+
+    def change(sp: SuperPrompt) -> SuperPrompt:
+        for c in changes:
+            if c.action in ("pin", "exclude"):
+                sp = (engine.pin if c.action == "pin" else engine.exclude)(sp, c.chunk_id)
+            else:
+                gone = [e.id for e in sp.edits if e.kind in ("pin", "add", "exclude")
+                        and e.target == c.chunk_id]
+                sp = engine.undo_edits(sp, gone) if gone else sp
+        return sp
+
+    said = ", ".join(f"{c.action} {c.chunk_id}" for c in changes)
+    return _edit(engine, st_state, change, f"Recorded: {said}.")
+
+
+def chunk_action(engine: Engine, st_state: S.SessionState, chunk_id: str, action: str) -> bool:
+    """Pin, exclude, add (pinned) or clear the person's decision on one chunk."""
+    if action == "add":
+        return _edit(engine, st_state, lambda sp: engine.add_chunk(sp, chunk_id),
+                     f"Added {chunk_id}, pinned.")
+    from ragstream.ui.editing import ChunkChange
+
+    return change_chunks(engine, st_state, [ChunkChange(chunk_id, action)])
+
+
+def set_fields(engine: Engine, st_state: S.SessionState, values: dict[str, str]) -> bool:
+    """Set the body fields whose value differs from the state's (the fields table)."""
+    sp = st_state[S.SP]
+    changed = {k: v for k, v in values.items() if (v or "") != sp.body.get(k, "")}
+    if not changed:
+        st_state[S.EDIT_NONCE] = (st_state.get(S.EDIT_NONCE) or 0) + 1
+        return False
+    cfg = session_config(engine, st_state)
+
+    def change(state: SuperPrompt) -> SuperPrompt:
+        for name, value in changed.items():
+            state = engine.set_field(state, name, value, cfg)
+        return state
+
+    said = ", ".join(f"{k} = {v!r}" for k, v in changed.items())
+    return _edit(engine, st_state, change, f"Set by you: {said}.")
+
+
+def item_action(engine: Engine, st_state: S.SessionState, what: str, action: str, key: str,
+                value: str | int | None = None) -> bool:
+    """Edit a statement of A4's context or a rule of A5 (``what``: "statement" / "rule";
+    ``action``: "text", "remove", "move" to place ``value``, or for rules "add")."""
+    seen = seen_state(st_state)
+    if what == "rule" and action == "add":
+        return _edit(engine, st_state, lambda sp: engine.add_rule(sp, str(value or "")),
+                     "Rule added.")
+    calls: dict[str, Callable[..., SuperPrompt]] = {
+        "statement text": engine.edit_statement, "statement remove": engine.remove_statement,
+        "statement move": engine.move_statement, "rule text": engine.edit_rule,
+        "rule remove": engine.remove_rule, "rule move": engine.move_rule}
+    call = calls[f"{what} {action}"]
+    args = (key,) if action == "remove" else (key, value)
+    word = {"text": "rewritten", "remove": "removed", "move": f"moved to place {value}"}[action]
+    return _edit(engine, st_state, lambda sp: call(sp, *args, seen=seen),
+                 f"{what.capitalize()} {word}.")
+
+
+def undo_edit(engine: Engine, st_state: S.SessionState, edit_id: int | None = None) -> bool:
+    """Undo one edit, or every edit ("Clear edits"): the stages they acted on decide by
+    themselves again when they run."""
+    sp = st_state[S.SP]
+    if not sp.edits:
+        return False
+    ids = None if edit_id is None else [edit_id]
+    said = "Edits cleared: the stages decide by themselves again." if ids is None else \
+        f"Edit {edit_id} undone."
+    return _edit(engine, st_state, lambda state: engine.undo_edits(state, ids), said)
+
+
+def find_chunks(engine: Engine, text: str, limit: int = 12) -> list[tuple[Any, str]]:
+    """The knowledge base's chunks that hold ``text`` (then its best keyword matches)."""
+    return engine.find_chunks(text, limit) if text.strip() else []

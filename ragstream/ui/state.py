@@ -31,6 +31,10 @@ EVAL_LIMIT = "eval_limit"         # how many questions of the set the Eval tab r
 EVAL_RESULT = "eval_result"       # the last Eval run (eval_tab.run's outcome), or None
 EVIDENCE_CHUNK = "evidence_chunk"        # the chunk the Evidence tab has open, or None
 EVIDENCE_SENTENCE = "evidence_sentence"  # the sentence (A1, C3) it was opened from, or None
+BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded results, shown (marked
+                                  # out of date) for the discarded stages until they run again
+EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
+CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 
 
 
@@ -81,6 +85,9 @@ def init_state(state: SessionState) -> None:
         EVAL_RESULT: None,
         EVIDENCE_CHUNK: None,
         EVIDENCE_SENTENCE: None,
+        BEFORE_EDITS: None,
+        EDIT_NONCE: 0,
+        CHUNK_SEARCH: "",
     }
     for key, value in defaults.items():
         if key not in state:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller
+from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View, ViewRow
 
 #: stages that write a chunk view: (views_by_stage key, title)
@@ -19,29 +20,43 @@ VIEW_STAGES: list[tuple[str, str]] = [
 
 @dataclass(frozen=True)
 class ButtonState:
-    """One stage's button: its label, whether it can be clicked, its help text and whether it has run."""
+    """One stage's button: its label, whether it can be clicked, its help text, whether it
+    has run, and whether its result is out of date."""
 
     name: str
     label: str
     enabled: bool
     help: str
     done: bool
+    stale: bool = False
+
+    @property
+    def text(self) -> str:
+        """The label as shown: ``✓`` once run, ``⚠`` when its result is out of date."""
+        return f"⚠ {self.label}" if self.stale else f"✓ {self.label}" if self.done else self.label
 
 
-def button_states(sp: SuperPrompt) -> list[ButtonState]:
-    """A button per stage: enabled unless an earlier stage must run first, with a help text."""
+def button_states(sp: SuperPrompt, stale: Stale | None = None) -> list[ButtonState]:
+    """A button per stage: enabled unless an earlier stage must run first or is out of date
+    (``stale``: the first stage whose inputs changed), with a help text."""
     pos = controller.position(sp)
     out = []
     for i, st in enumerate(controller.STAGES):
         required = controller.blocked_by(sp, st.name)
         done = i <= pos
+        outdated = stale is not None and done and i >= stale.index
         if required:
-            help_text = f"Run {required} first."
+            help_text, enabled = f"Run {required} first.", False
+        elif stale is not None and i > stale.index:
+            help_text, enabled = f"Run {stale.stage} first: its result is out of date.", False
+        elif outdated and stale is not None:
+            help_text, enabled = (f"Out of date ({'; '.join(stale.reasons)}): run {st.name} "
+                                  "again."), True
         elif done:
-            help_text = f"Run {st.name} again (discards the results of the later stages)."
+            help_text, enabled = f"Run {st.name} again (discards the results of the later stages).", True
         else:
-            help_text = f"Run {st.name} now."
-        out.append(ButtonState(st.name, st.label, required is None, help_text, done))
+            help_text, enabled = f"Run {st.name} now.", True
+        out.append(ButtonState(st.name, st.label, enabled, help_text, done, outdated))
     return out
 
 
@@ -49,9 +64,10 @@ def button_states(sp: SuperPrompt) -> list[ButtonState]:
 STAGE_BUTTONS_PER_ROW = 4
 
 
-def button_rows(sp: SuperPrompt, per_row: int = STAGE_BUTTONS_PER_ROW) -> list[list[ButtonState]]:
+def button_rows(sp: SuperPrompt, stale: Stale | None = None,
+                per_row: int = STAGE_BUTTONS_PER_ROW) -> list[list[ButtonState]]:
     """The stage buttons in pipeline order, ``per_row`` to a row."""
-    buttons = button_states(sp)
+    buttons = button_states(sp, stale)
     return [buttons[i:i + per_row] for i in range(0, len(buttons), per_row)]
 
 
@@ -77,6 +93,14 @@ SOURCE_SECTION = "source § section"
 TABLE_WIDTH = 780
 #: fixed column widths in pixels; the text columns share what is left
 COLUMN_WIDTHS: dict[str, int] = {"rank": 40, "status": 62}
+#: the chunk tables' checkbox columns (the person's decisions): label and help
+CHECK_COLUMNS: dict[str, tuple[str, str]] = {
+    "pin": ("pin", "Pin: keep this chunk through A3 and A4, in the final selection (pinned ones "
+                   "first). Untick to undo."),
+    "exclude": ("excl", "Exclude: drop this chunk from Retrieval on. Untick to undo."),
+}
+#: wide enough for the label and the editable column's pencil mark
+CHECK_COLUMN_WIDTH = 56
 SCORE_COLUMN_WIDTH = 56
 #: how the text columns share the rest: (column, share, fewest pixels)
 TEXT_COLUMNS: list[tuple[str, float, int]] = [("chunk id", 0.3, 120), (SOURCE_SECTION, 0.4, 140),
@@ -117,16 +141,32 @@ def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
     return rows
 
 
+#: the grid's row height in pixels (header and rows), and the tallest a chunk table grows
+ROW_HEIGHT = 35
+TABLE_MAX_HEIGHT = 320
+
+
+def table_height(rows: int) -> int:
+    """A chunk table's height: its rows without blank space under them, at most
+    ``TABLE_MAX_HEIGHT`` (it scrolls beyond)."""
+    return min(TABLE_MAX_HEIGHT, ROW_HEIGHT * (rows + 1) + 3)
+
+
 def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
     """Streamlit column configs (plain dicts) for a chunk table whose widths add up to
-    ``total``: fixed widths for rank, scores and status, the rest shared by chunk id, source §
+    ``total``: fixed widths for the pin / exclude checkboxes, rank, scores and status, the rest
+    shared by chunk id, source §
     section and reason (a reason column with no text gets its fewest pixels); scores with three
     decimals, counts as whole numbers."""
     names = list(rows[0]) if rows else []
     text = {name: (share, least) for name, share, least in TEXT_COLUMNS if name in names}
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        if name in COLUMN_WIDTHS:
+        if name in CHECK_COLUMNS:
+            label, help_text = CHECK_COLUMNS[name]
+            out[name] = {"width": CHECK_COLUMN_WIDTH, "label": label, "help": help_text,
+                         "type_config": {"type": "checkbox"}}
+        elif name in COLUMN_WIDTHS:
             out[name] = {"width": COLUMN_WIDTHS[name]}
         elif name not in text:  # a score: a short label, its whole name on hover
             fmt = "%d" if not name.startswith("score") and _is_count(name) else "%.3f"
@@ -197,7 +237,7 @@ def _absent_reason(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
     order = [s for s, _ in VIEW_STAGES]
     before = order[order.index(stage) - 1]
     earlier = _row(sp, before, chunk_id)
-    if stage == View.RERANKED and earlier is not None:
+    if stage == View.RERANKED and earlier is not None and earlier.status != "dropped":
         return (f"cut at N2: retrieval rank {earlier.rank}, and only the top "
                 f"{len(sp.view(stage))} candidates are reranked")
     if earlier is None:
@@ -219,9 +259,13 @@ def _present_reason(sp: SuperPrompt, stage: str, row: ViewRow) -> str:
         if ranks:
             parts[0] += f" ({', '.join(ranks)})"
         if View.RERANKED in sp.views_by_stage:
-            n2 = len(sp.view(View.RERANKED))
-            parts.append(f"in the top {n2} that are reranked (N2)" if row.rank <= n2
-                         else f"cut at N2: only the top {n2} are reranked")
+            reranked = {r.chunk_id for r in sp.view(View.RERANKED)}
+            n2 = sum(r.decided_by != "you" for r in sp.view(View.RERANKED))
+            if row.chunk_id in reranked and row.rank > n2:
+                parts.append("reranked though beyond N2")
+            elif row.status == "kept":
+                parts.append(f"in the top {n2} that are reranked (N2)" if row.chunk_id in reranked
+                             else f"cut at N2: only the top {n2} are reranked")
         return "; ".join(parts + ([row.reason] if row.reason else []))
     if stage == View.RERANKED:
         before = row.scores.get("retrieval_rank")

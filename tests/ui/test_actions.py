@@ -14,7 +14,7 @@ from ragstream.super_prompt import Answer, SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.fake_openai import Reply
-from tests.llm_support import llm_config, with_llm
+from tests.llm_support import answer_only, llm_config, with_llm
 
 
 def test_ingest_uploads_saves_and_ingests(fresh_engine, tmp_path):
@@ -155,7 +155,7 @@ def test_closing_the_stream_early_stops_the_worker(kb_engine, finished):
 
 def test_llm_answer_streams_and_a_broken_stream_falls_back_with_the_notice(kb_engine, finished,
                                                                             server):
-    cfg = llm_config(kb_engine.cfg, server)
+    cfg = answer_only(llm_config(kb_engine.cfg, server))
     engine = Engine(cfg, with_llm(kb_engine.services, cfg))
     good = "Start it with the chroma run command [1]. It listens on loopback [2]."
     server.script(Reply.text(good), Reply.text("Start it with the chroma run [1] and", cut_after=3))

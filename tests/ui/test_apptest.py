@@ -273,8 +273,9 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
     assert len(tables) == 4
     for frame in tables:
         columns = list(frame.columns)
-        assert columns[:3] == ["rank", "chunk id", "source § section"]
-        assert columns[3].startswith("score") and columns[-2:] == ["status", "reason"]
+        assert columns[:5] == ["pin", "exclude", "rank", "chunk id", "source § section"]
+        assert columns[5].startswith("score") and columns[-2:] == ["status", "reason"]
+        assert not frame["pin"].any() and not frame["exclude"].any()  # no edits yet
         assert "preview" not in columns
         assert frame["source § section"].str.contains(" § ").any()
 
@@ -432,6 +433,7 @@ def test_the_evidence_tab_links_every_sentence_to_its_chunk():
     at.selectbox(key="detail_chunk").set_value(ids[0]).run()
     assert sum("<mark" in box for box in evidence_boxes(at)) >= 2
     # a new run opens the new answer's first cited chunk again
+    at.button(key="stage_A0_PreProcessing").click().run()
     at.button(key="run").click().run()
     assert at.session_state[S.EVIDENCE_SENTENCE] is None
     assert at.selectbox(key=S.EVIDENCE_CHUNK).value == ids[int(first.rsplit("_", 1)[1]) - 1]

@@ -1,0 +1,198 @@
+"""Pure functions from a SuperPrompt to what the page shows for editing it: the body fields
+with who set each and how, the list of edits with what became of each, the chunk tables'
+pin / exclude columns, and A4's statements and A5's rules as lists to edit.
+
+Which state a view is drawn from: ``shown`` is the state the person sees; after an edit
+discarded stages' results, those stages are drawn from the state before the edit, marked out
+of date, so that the person can go on editing there until they re-run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ragstream import controller, edits
+from ragstream.config import AppConfig
+from ragstream.staleness import Stale
+from ragstream.super_prompt import SuperPrompt, View
+
+#: the fields table's columns, in order
+FIELD_COLUMNS = ["field", "value", "source", "match", "why", "choices"]
+#: the match a header's rung reads as in the fields table
+RUNGS = {"exact": "exact", "alias": "alias", "typo": "typo", "bilingual": "bilingual",
+         "template": "template", "keyword": "keyword", "semantic": "LLM"}
+#: the checkbox columns of the chunk tables
+PIN, EXCLUDE = "pin", "exclude"
+
+
+def field_rows(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, Any]]:
+    """A row per body field a person may set: its value, who set it (header, prompt text,
+    derived, default, rule, LLM, you), the match (the ladder's rung for a header), why, and
+    the values it may take ("free text" for the open fields)."""
+    choices = edits.field_choices(cfg)
+    rows = []
+    for name in edits.field_names(cfg):
+        source, match, why = field_source(sp, name)
+        rows.append({"field": name, "value": sp.body.get(name, ""), "source": source,
+                     "match": match, "why": why,
+                     "choices": " · ".join(choices[name]) if name in choices else "free text"})
+    return rows
+
+
+def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
+    """(source, match, why) of body field ``name``: "you" for an edit, "header" with the
+    ladder's rung for a header of the prompt, "prompt text" for text without a header,
+    "derived" / "default" for A0's rules, "rule" / "default" / "LLM" for A2's choice."""
+    ex = sp.extras
+    source = (ex.body_sources or {}).get(name)
+    if source == edits.BY_YOU:
+        edit = next((e for e in reversed(sp.edits) if e.kind == "field" and e.target == name), None)
+        was = f" (was {edit.before!r})" if edit and edit.before else ""
+        return "you", "—", f"set by you{was}"
+    decision = next((d for d in ex.a2_decisions or [] if d.field == name), None)
+    if decision is not None and decision.source in ("rule", "default", "llm"):
+        if decision.source == "rule":
+            return "rule", "keywords", "A2 matched " + ", ".join(repr(m) for m in decision.matched)
+        if decision.source == "llm":
+            said = f" (answered {decision.original!r}, clamped)" if decision.clamped else ""
+            return "LLM", "—", f"A2's model chose it{said}"
+        return "default", "—", "A2: no keyword matched, the field's default"
+    header = next((d for d in ex.a0_decisions or [] if d.key == name and d.header), None)
+    if header is not None and source == "user":
+        return ("header", RUNGS.get(header.rung, header.rung),
+                f"'{header.label}:' on line {header.line}: {header.detail}")
+    rule = next((r for r in ex.a0_rules or [] if r.key == name), None)
+    if source in ("derived", "default") and rule is not None:
+        return source, "—", rule.detail
+    if source == "user":
+        return "prompt text", "—", "the prompt's text without a header"
+    if name in sp.body:
+        return source or "—", "—", ""
+    return "—", "—", "not set" if sp.stage != "raw" else "A0 has not run"
+
+
+def field_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]]) -> dict[str, str]:
+    """The values the person typed in the fields table (Streamlit's ``edited_rows``), by field."""
+    return {rows[int(i)]["field"]: change["value"] or "" for i, change in edited.items()
+            if "value" in change and 0 <= int(i) < len(rows)}
+
+
+def edit_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
+    """A row per edit: its number, what it says, the stage it acts on, whether it applied
+    (applied / not applied / waiting for its stage) with the latest stage's note, and when."""
+    rows = []
+    for edit in sp.edits:
+        stage, outcome = edits.outcome(sp, edit)
+        status = ("applied" if outcome.applied else "not applied") if outcome else "waiting"
+        note = f"{stage}: {outcome.note}" if outcome else f"applies when {edit.stage} runs"
+        rows.append({"#": edit.id, "edit": edit.describe(), "stage": edit.stage,
+                     "status": status, "note": note, "when": edit.at.replace("T", " ")[:19]})
+    return rows
+
+
+def chunk_marks(sp: SuperPrompt, chunk_ids: list[str]) -> dict[str, tuple[bool, bool]]:
+    """(pinned, excluded) per chunk id: the chunk tables' checkbox columns."""
+    mine = edits.chunk_edits(sp.edits)
+    kept = set(mine.kept)
+    return {c: (c in kept, c in mine.excluded) for c in chunk_ids}
+
+
+def with_marks(rows: list[dict[str, Any]], sp: SuperPrompt) -> list[dict[str, Any]]:
+    """The chunk table's rows with the pin and exclude columns first (from ``sp``'s edits)."""
+    marks = chunk_marks(sp, [r["chunk id"] for r in rows])
+    return [{PIN: marks[r["chunk id"]][0], EXCLUDE: marks[r["chunk id"]][1], **r} for r in rows]
+
+
+@dataclass(frozen=True)
+class ChunkChange:
+    """A change the person made in a chunk table: pin, unpin, exclude or include ``chunk_id``."""
+
+    chunk_id: str
+    action: str  # "pin", "unpin", "exclude", "include"
+
+
+def table_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]]) -> list[ChunkChange]:
+    """What the person changed in a chunk table (Streamlit's ``edited_rows``: row position →
+    changed columns), as pin / unpin / exclude / include per chunk, in row order."""
+    out: list[ChunkChange] = []
+    for position in sorted(edited):
+        if not 0 <= position < len(rows):
+            continue
+        chunk_id = rows[position]["chunk id"]
+        change = edited[position]
+        if PIN in change:
+            out.append(ChunkChange(chunk_id, "pin" if change[PIN] else "unpin"))
+        if EXCLUDE in change:
+            out.append(ChunkChange(chunk_id, "exclude" if change[EXCLUDE] else "include"))
+    return out
+
+
+#: how a chunk the person decided on is labelled where it could be added
+DECIDED = {"pin": "Pinned", "add": "Added", "exclude": "Excluded"}
+
+
+def chunk_decision(sp: SuperPrompt, chunk_id: str) -> edits.Edit | None:
+    """The person's pin, exclusion or addition of ``chunk_id``, if any."""
+    return edits.chunk_edits(sp.edits).by_id.get(chunk_id)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One statement of A4's context or one rule of A5, as the page lists it for editing."""
+
+    key: str
+    text: str
+    label: str  # the statement's citation ("[2] faq.md § Setup"), or "" for a rule
+    edited: bool
+
+
+def statement_items(sp: SuperPrompt) -> list[Item] | None:
+    """A4's statements, in the context's order, with their citation; None before A4 ran."""
+    a4 = sp.extras.a4
+    if a4 is None:
+        return None
+    chunks = sp.chunk_map()
+    number = {c: n for n, c in enumerate(sp.final_selection_ids, start=1)}
+    out = []
+    for s in a4.condensed:
+        cites = [f"[{number[c]}] {chunks[c].citation_label}" for c in s.chunk_ids
+                 if c in number and c in chunks]
+        out.append(Item(edits.statement_key(s), s.text, "; ".join(cites), bool(s.edited)))
+    return out
+
+
+def rule_items(sp: SuperPrompt) -> list[Item] | None:
+    """A5's hard rules, in order; None before A5 ran. A rule a person wrote or rewrote says so."""
+    spec = sp.extras.format_enforcer
+    if spec is None:
+        return None
+    own = {e.after for e in sp.edits if e.kind in ("rule_text", "rule_add")}
+    return [Item(rule, rule, "", rule in own) for rule in spec.hard_rules]
+
+
+def source_for(sp: SuperPrompt, before: SuperPrompt | None, stage: int) -> tuple[SuperPrompt, bool]:
+    """The state to draw stage number ``stage``'s result from, and whether it is a result an
+    edit discarded: ``sp`` while it has that result; else ``before`` (the state before the
+    edits) with ``sp``'s edits, when it has it — shown marked out of date, so the person can go
+    on editing there until the stage runs again."""
+    if stage <= controller.position(sp) or before is None or stage > controller.position(before):
+        return sp, False
+    return before.model_copy(update={"edits": sp.edits}), True
+
+
+def stage_note(stage: int, discarded: bool, stale: Stale | None) -> str | None:
+    """What the page says above stage number ``stage``'s result when it is out of date."""
+    if discarded:
+        return ("Out of date: your edits change what this stage decides (shown as it was). "
+                "Re-run to apply them.")
+    if stale is not None and stage >= stale.index:
+        return f"Out of date: {stale.describe()}."
+    return None
+
+
+def stage_of_view(view: str) -> int:
+    """The pipeline index of the stage that writes chunk view ``view``."""
+    return next(i for i, s in enumerate(controller.STAGES) if s.view == view)
+
+
+VIEW_KEYS = [View.RETRIEVAL, View.RERANKED, View.A3, View.A4]
