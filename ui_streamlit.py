@@ -295,6 +295,18 @@ if too_long:
     st.error(too_long, icon=":material/block:")
 stale = actions.out_of_date(engine, state)
 pending = actions.pending_state(state)
+plan = actions.resume_plan(engine, state)
+
+
+def resume_button(key: str) -> None:
+    """"↻ Re-run X → Y" when a stage is out of date or an edit discarded results (one click
+    re-runs from the first such stage to where the pass had got); nothing otherwise."""
+    if plan is None:
+        return
+    if st.button(f"↻ Re-run {plan[0]} → {plan[1]}", key=key, type="primary", width="stretch",
+                 help="Re-run from the first stage out of date to where the pass had got."):
+        actions.resume(engine, state, *progress_callbacks())
+        st.rerun()
 start = controller.start_index(pending, stale)
 next_name = controller.STAGE_NAMES[start] if start < len(controller.STAGE_NAMES) else None
 
@@ -348,7 +360,6 @@ for button_row in views.button_rows(pending, stale):
                 actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
             st.rerun()
 
-plan = actions.resume_plan(engine, state)
 if plan is not None:
     said = [f"**Out of date** — {stale.describe()}."] if stale else []
     if pending.resume_to is not None:
@@ -356,11 +367,8 @@ if plan is not None:
         said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
     note_col, button_col = st.columns([3, 1], vertical_alignment="center")
     note_col.warning("  \n".join(said), icon=":material/update:")
-    if button_col.button(f"↻ Re-run {plan[0]} → {plan[1]}", key="resume", type="primary",
-                         width="stretch", help="Re-run from the first stage out of date to where "
-                                               "the pass had got."):
-        actions.resume(engine, state, *progress_callbacks())
-        st.rerun()
+    with button_col:
+        resume_button("resume")
 
 if state[S.ERROR]:
     kind, message = state[S.ERROR]
@@ -371,7 +379,7 @@ if state[S.NOTICE]:
 
 if sp.edits:
     with st.expander(f"Your edits ({len(sp.edits)}) — applied by the stages every run", expanded=True):
-        table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}")
+        table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}", columns=editing.edit_columns())
         c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
         undo = c1.selectbox("Edit", [e.id for e in sp.edits], key=f"undo_pick_{state[S.EDIT_NONCE]}",
                             format_func=lambda i: next(f"{e.id}. {e.describe()}" for e in sp.edits
@@ -449,6 +457,8 @@ with tab_views:
     else:
         st.caption("Tick **pin** to keep a chunk (A3 and A4 keep it; it leads the final selection) "
                    "or **excl** to drop it, for this prompt; untick to undo. Then re-run.")
+    if any(note for *_, note in shown_views):
+        resume_button("resume_views")
     for key, title, src, note in shown_views:
         chunk_table(src, key, title, note)
     view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
@@ -490,19 +500,23 @@ with tab_fields:
                "hand for this prompt; fields with choices take one of them.")
     if note := editing.stage_note(1, fields_discarded, stale):
         st.warning(note, icon=":material/update:")
+    if plan is not None:
+        resume_button("resume_fields")
     field_key = f"fields_{state[S.EDIT_NONCE]}"
     field_rows = editing.field_rows(fields_src, cfg_now)
     st.data_editor(pd.DataFrame(field_rows), hide_index=True, width="stretch", key=field_key,
+                   height=views.ROW_HEIGHT * (len(field_rows) + 1) + 3,
                    disabled=[c for c in editing.FIELD_COLUMNS if c != "value"],
-                   column_config={"field": {"width": 90}, "value": {"width": 200},
-                                  "source": {"width": 80}, "match": {"width": 70},
-                                  "why": {"width": 200}, "choices": {"width": 140}})
+                   column_config=editing.field_columns())
+    st.caption(editing.choices_line(cfg_now))
     if typed := editing.field_changes(field_rows, edited_rows(field_key)):
         actions.set_fields(engine, state, typed)  # a refused value is named at the top
         st.rerun()
 with tab_context:
     a4_src, a4_discarded = editing.source_for(sp, before, editing.stage_of_view("a4"))
     statements = editing.statement_items(a4_src)
+    if plan is not None:
+        resume_button("resume_context")
     st.markdown("**Condensed context** (A4) — edit a statement's text, move it or remove it; "
                 "its citation stays attached.")
     if statements is None:
@@ -572,7 +586,7 @@ with tab_evidence:
 with tab_history:
     table(views.history_rows(sp), key="history")
     st.markdown("**Edits**")
-    table(editing.edit_rows(sp), key="history_edits")
+    table(editing.edit_rows(sp), key="history_edits", columns=editing.edit_columns())
     st.markdown("**Modes**")
     table(views.mode_rows(sp), key="modes")
 with tab_chart:

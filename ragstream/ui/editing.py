@@ -16,8 +16,10 @@ from ragstream.config import AppConfig
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View
 
-#: the fields table's columns, in order
+#: the fields table's columns, in order, and their widths (adding up to the chunk tables'; the
+#: choices are listed whole under the table)
 FIELD_COLUMNS = ["field", "value", "source", "match", "why", "choices"]
+FIELD_WIDTHS = {"field": 90, "value": 196, "source": 82, "match": 70, "why": 232, "choices": 110}
 #: the match a header's rung reads as in the fields table
 RUNGS = {"exact": "exact", "alias": "alias", "typo": "typo", "bilingual": "bilingual",
          "template": "template", "keyword": "keyword", "semantic": "LLM"}
@@ -39,6 +41,17 @@ def field_rows(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, Any]]:
     return rows
 
 
+def field_columns() -> dict[str, Any]:
+    """Column configs for the fields table."""
+    return {name: {"width": width} for name, width in FIELD_WIDTHS.items()}
+
+
+def choices_line(cfg: AppConfig) -> str:
+    """Every closed field's values, whole: ``Choices — system: assistant, …; tone: …``."""
+    return "Choices — " + "; ".join(f"**{name}**: {', '.join(values)}"
+                                    for name, values in edits.field_choices(cfg).items()) + "."
+
+
 def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
     """(source, match, why) of body field ``name``: "you" for an edit, "header" with the
     ladder's rung for a header of the prompt, "prompt text" for text without a header,
@@ -49,6 +62,8 @@ def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
         edit = next((e for e in reversed(sp.edits) if e.kind == "field" and e.target == name), None)
         was = f" (was {edit.before!r})" if edit and edit.before else ""
         return "you", "—", f"set by you{was}"
+    if name == "confidence" and source == "a2":
+        return "rule", "—", "A2: how many fields the prompt or a rule decided"
     decision = next((d for d in ex.a2_decisions or [] if d.field == name), None)
     if decision is not None and decision.source in ("rule", "default", "llm"):
         if decision.source == "rule":
@@ -77,6 +92,16 @@ def field_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]])
             if "value" in change and 0 <= int(i) < len(rows)}
 
 
+#: the edit list's column widths, adding up to the chunk tables' width (no sideways scrolling
+#: at 1280 px); a long edit or note is cut in its cell and whole in the undo picker and history
+EDIT_WIDTHS = {"#": 28, "edit": 270, "stage": 118, "status": 76, "note": 220, "when": 68}
+
+
+def edit_columns() -> dict[str, dict[str, Any]]:
+    """Column configs for the edit list."""
+    return {name: {"width": width} for name, width in EDIT_WIDTHS.items()}
+
+
 def edit_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
     """A row per edit: its number, what it says, the stage it acts on, whether it applied
     (applied / not applied / waiting for its stage) with the latest stage's note, and when."""
@@ -86,7 +111,7 @@ def edit_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
         status = ("applied" if outcome.applied else "not applied") if outcome else "waiting"
         note = f"{stage}: {outcome.note}" if outcome else f"applies when {edit.stage} runs"
         rows.append({"#": edit.id, "edit": edit.describe(), "stage": edit.stage,
-                     "status": status, "note": note, "when": edit.at.replace("T", " ")[:19]})
+                     "status": status, "note": note, "when": edit.at[11:19]})
     return rows
 
 

@@ -100,10 +100,10 @@ CHECK_COLUMNS: dict[str, tuple[str, str]] = {
     "exclude": ("excl", "Exclude: drop this chunk from Retrieval on. Untick to undo."),
 }
 #: wide enough for the label and the editable column's pencil mark
-CHECK_COLUMN_WIDTH = 56
-SCORE_COLUMN_WIDTH = 56
+CHECK_COLUMN_WIDTH = 58
+SCORE_COLUMN_WIDTH = 54
 #: how the text columns share the rest: (column, share, fewest pixels)
-TEXT_COLUMNS: list[tuple[str, float, int]] = [("chunk id", 0.3, 120), (SOURCE_SECTION, 0.4, 140),
+TEXT_COLUMNS: list[tuple[str, float, int]] = [("chunk id", 0.3, 110), (SOURCE_SECTION, 0.4, 120),
                                                ("reason", 0.3, 60)]
 #: the journey table's fixed column widths; the reason takes the rest of ``TABLE_WIDTH``
 JOURNEY_WIDTHS: dict[str, int] = {"stage": 110, "rank": 44, "score": 60, "status": 90}
@@ -113,11 +113,17 @@ def _is_count(key: str) -> bool:
     return key.endswith(("_rank", "rank_change", "sentences", "citation"))
 
 
+#: scores the chunk tables leave to the journey
+JOURNEY_ONLY = frozenset({"dense_rank", "keyword_rank"})
+
+
 def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
     """A table row per chunk of ``stage``'s view: rank, chunk id, source § section, the stage's
     score and its other scores, status and reason. A named score that is the row's score on
     every row (``fused`` at Retrieval, ``rerank`` at the ReRanker) is shown once, as the score
-    column's name: ``score (fused)``."""
+    column's name: ``score (fused)``. Retrieval's rank in each list (``dense_rank``,
+    ``keyword_rank``) is left to the chunk journey, which says it in words ("rank 7 of 200
+    (dense 3, keyword 12)"), so the table keeps room for the person's pin / exclude boxes."""
     chunks = sp.chunk_map()
     view = sp.view(stage)
     keys = list(dict.fromkeys(k for r in view for k in r.scores))
@@ -133,7 +139,7 @@ def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
             score_col: r.score,
         }
         for key, value in r.scores.items():
-            if key != main:
+            if key != main and key not in JOURNEY_ONLY:
                 row[key] = int(value) if _is_count(key) else value
         row["status"] = r.status
         row["reason"] = r.reason
@@ -175,10 +181,11 @@ def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[
                          "type_config": {"type": "number", "format": fmt}}
     if "reason" in text and not any(r.get("reason") for r in rows):
         out["reason"] = {"width": text.pop("reason")[1]}
-    left = total - sum(c["width"] for c in out.values())
+    # each text column gets its fewest pixels, then its share of what is left over
+    spare = max(0, total - sum(c["width"] for c in out.values()) - sum(least for _, least in text.values()))
     shares = sum(share for share, _ in text.values()) or 1.0
     for name, (share, least) in text.items():
-        out[name] = {"width": max(least, int(left * share / shares))}
+        out[name] = {"width": least + int(spare * share / shares)}
     return {name: out[name] for name in names}
 
 

@@ -2,11 +2,17 @@
 charts draw their marks (the score histograms' bars, the rank-movement chart's lines and
 points), the stage buttons show their whole labels, the chunk tables and the stage diff fit
 without sideways scrolling, the Evidence tab shows the opened chunk's used sentences
-highlighted, and the Eval tab runs two questions and draws its chart, at 1280x900 and
-1920x1080, checked on the page and in screenshots saved to docs/."""
+highlighted, the Eval tab runs two questions and draws its chart, and a chunk the A3 gate
+dropped is pinned by ticking its box in the A3 table and, after one re-run, leads the final
+selection with its reason; at 1280x900 (and 1920x1080).
+
+The screenshots it checks go to ``test-artifacts/screenshots/``; with
+``RAGSTREAM_UPDATE_DOCS=1`` they are also copied to ``docs/`` (for the README), so a test run
+never rewrites tracked files unless asked to."""
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +27,15 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = ROOT / "test-artifacts"
+SHOTS = ARTIFACTS / "screenshots"
 DOCS = ROOT / "docs"
+
+
+def publish(*names: str) -> None:
+    """Copy the named screenshots to docs/ when RAGSTREAM_UPDATE_DOCS=1 (after checking them)."""
+    if os.environ.get("RAGSTREAM_UPDATE_DOCS") == "1":
+        for name in names:
+            shutil.copyfile(SHOTS / name, DOCS / name)
 
 
 def free_port() -> int:
@@ -102,8 +116,8 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         expected = kb_engine.run(PROMPT).view("a4")
         grid = page.locator("[data-testid='stDataFrame']:visible").first
         cells = grid.locator("[role='gridcell']")
-        expect(cells.nth(1)).to_have_text(expected[0].chunk_id)
-        expect(cells.nth(0)).to_have_text("1")
+        expect(cells.nth(3)).to_have_text(expected[0].chunk_id)  # after pin, exclude, rank
+        expect(cells.nth(2)).to_have_text("1")
         page.screenshot(path=str(ARTIFACTS / "workbench-auto-run.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "workbench-auto-run.png").stat().st_size > 10_000
@@ -253,7 +267,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
     from playwright.sync_api import expect, sync_playwright
 
     size = f"{width}x{height}"
-    DOCS.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": width, "height": height})
@@ -278,8 +292,8 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         assert grids, f"{size}: no chunk table on the Chunk views tab"
         wide = [g for g in grids if g["scroll"] > g["client"]]
         assert not wide, f"{size}: tables scroll sideways: {wide}"
-        page.screenshot(path=str(DOCS / f"workbench-{width}.png"))
-        shoot(page, page.locator("[role=tabpanel]:visible"), DOCS / f"tables-{width}.png")
+        page.screenshot(path=str(SHOTS / f"workbench-{width}.png"))
+        shoot(page, page.locator("[role=tabpanel]:visible"), SHOTS / f"tables-{width}.png")
 
         # the journey opens on the top chunk of the latest stage (A4)
         top = kb_engine.run(LAYOUT_PROMPT).view("a4")[0].chunk_id
@@ -300,7 +314,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the stage diff table scrolls sideways: {wide}"
         check_bump(page.evaluate(CHARTS_JS), size)
-        shoot(page, diff, DOCS / f"stage-diff-{width}.png")
+        shoot(page, diff, SHOTS / f"stage-diff-{width}.png")
 
         # the Evidence tab: the answer's and the condensed context's sentences beside the chunk
         # they cite, its used sentences marked; a statement's [n] opens its chunk, outlined
@@ -318,7 +332,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
             re.compile(re.escape(statement.chunk_ids[0])))
         page.wait_for_timeout(800)
         check_evidence(page.evaluate(EVIDENCE_JS), size, "C2")
-        shoot(page, panel, DOCS / f"evidence-{width}.png")
+        shoot(page, panel, SHOTS / f"evidence-{width}.png")
 
         # the Scores tab: four histograms with visible bars inside their plot areas
         page.get_by_role("tab", name="Scores").click()
@@ -326,7 +340,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         expect(panel.locator("[data-testid=stVegaLiteChart]")).to_have_count(4)
         page.wait_for_timeout(1000)
         check_charts(page.evaluate(CHARTS_JS), size)
-        shoot(page, panel, DOCS / f"scores-{width}.png")
+        shoot(page, panel, SHOTS / f"scores-{width}.png")
 
         # the Eval tab: two questions of the bundled KB's set, the table without sideways
         # scrolling, the quality-against-latency chart with its points inside the plot
@@ -342,9 +356,75 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the eval table scrolls sideways: {wide}"
         check_eval(page.evaluate(CHARTS_JS), size)
-        shoot(page, panel, DOCS / f"eval-{width}.png")
+        shoot(page, panel, SHOTS / f"eval-{width}.png")
         browser.close()
-    assert (DOCS / f"scores-{width}.png").stat().st_size > 10_000
-    assert (DOCS / f"stage-diff-{width}.png").stat().st_size > 10_000
-    assert (DOCS / f"evidence-{width}.png").stat().st_size > 10_000
-    assert (DOCS / f"eval-{width}.png").stat().st_size > 10_000
+    names = [f"{n}-{width}.png" for n in ("workbench", "tables", "stage-diff", "evidence",
+                                           "scores", "eval")]
+    assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
+    publish(*names)
+
+
+PIN_PROMPT = "Where can I see how many milliseconds each stage took?"
+
+
+def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
+    """Tick the pin box of a chunk the A3 gate dropped, in the A3 table, at 1280x900: the edit
+    is listed and the later results are marked out of date; one re-run puts the chunk first in
+    A4's table and the final selection, with its reason, and the table still fits the page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    full = kb_engine.run(PIN_PROMPT)
+    a3 = full.view("a3")
+    row = next(r for r in a3[:8] if r.status == "dropped")  # within the table's first screen
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(app_url)
+        prompt = page.get_by_role("textbox", name="Prompt")
+        expect(prompt).to_be_visible(timeout=180_000)
+        prompt.fill(PIN_PROMPT)
+        prompt.press("Control+Enter")
+        page.get_by_role("button", name="Run all remaining stages").click()
+        expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
+
+        page.get_by_text("A3 NLI gate —").click()
+        grid = page.locator("[data-testid=stExpander]").filter(
+            has_text="A3 NLI gate —").locator("[data-testid=stDataFrame]")
+        expect(grid).to_be_visible()
+        grid.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        box = grid.bounding_box()
+        # the pin column is the first; the header and each row are 35 px high
+        page.mouse.click(box["x"] + 28, box["y"] + 35 * row.rank + 17)
+        expect(page.get_by_text("Your edits discarded the results from Retrieval on")).to_be_visible(
+            timeout=60_000)
+        expect(page.get_by_text(f"pin {row.chunk_id}").first).to_be_visible()
+        page.wait_for_timeout(800)
+        page.get_by_role("button", name="↻ Re-run Retrieval → Prompt_Builder").first.click()
+        expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
+        a4 = page.locator("[data-testid=stExpander]").filter(has_text="A4 condenser —")
+        cells = a4.locator("[role=gridcell]")
+        expect(cells.nth(3)).to_have_text(row.chunk_id, timeout=60_000)  # first row, chunk id
+        expect(cells.nth(0)).to_have_text("true")  # its pin box ticked
+        expect(cells.nth(9)).to_have_text("pinned by you")  # its reason
+        expect(page.get_by_text("out of date")).to_have_count(0)
+        page.wait_for_timeout(800)
+        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        assert not wide, f"the tables scroll sideways after the re-run: {wide}"
+        a4.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "edit-pin-1280.png"))
+
+        page.get_by_role("tab", name="Fields").click()
+        panel = page.locator("[role=tabpanel]:visible")
+        expect(panel.locator("[data-testid=stDataFrame]")).to_have_count(1)
+        page.wait_for_timeout(800)
+        shoot(page, panel, SHOTS / "fields-1280.png")
+        page.get_by_role("tab", name="Context & rules").click()
+        panel = page.locator("[role=tabpanel]:visible")
+        expect(panel.get_by_text("Format rules")).to_be_visible()
+        shoot(page, panel, SHOTS / "context-1280.png")
+        browser.close()
+    names = ["edit-pin-1280.png", "fields-1280.png", "context-1280.png"]
+    assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
+    publish(*names)
