@@ -364,8 +364,8 @@ class ListEdits:
 
 
 def apply_list(sp: SuperPrompt, stage: str, items: list[T], key: Callable[[T], str],
-               rewrite: Callable[[T, str], T],
-               make: Callable[[str], T] | None = None) -> tuple[list[T], ListEdits]:
+               rewrite: Callable[[T, str], T], make: Callable[[str], T] | None = None,
+               noun: str = "item") -> tuple[list[T], ListEdits]:
     """Apply ``stage``'s list edits (statements or rules) to ``items``, in the order they were
     made: rewrite, remove, move (to a 1-based place, clamped to the list) and add (at the end).
     Each edit's outcome is noted; one whose item is not in the list any more says so."""
@@ -378,7 +378,7 @@ def apply_list(sp: SuperPrompt, stage: str, items: list[T], key: Callable[[T], s
                 continue
             out.append(make(edit.after or ""))
             done.added += 1
-            note(sp, stage, edit, True, f"added as item {len(out)}")
+            note(sp, stage, edit, True, f"added as {noun} {len(out)}")
             continue
         at = next((i for i, item in enumerate(out) if key(item) == edit.target), None)
         if at is None:
@@ -388,11 +388,11 @@ def apply_list(sp: SuperPrompt, stage: str, items: list[T], key: Callable[[T], s
         if action == "text":
             out[at] = rewrite(out[at], edit.after or "")
             done.rewritten += 1
-            note(sp, stage, edit, True, f"item {at + 1} rewritten")
+            note(sp, stage, edit, True, f"{noun} {at + 1} rewritten")
         elif action == "remove":
             del out[at]
             done.removed += 1
-            note(sp, stage, edit, True, f"item {at + 1} removed")
+            note(sp, stage, edit, True, f"{noun} {at + 1} removed")
         elif action == "move":
             place = min(max(int(edit.after or 1), 1), len(out))
             out.insert(place - 1, out.pop(at))

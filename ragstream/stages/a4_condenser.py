@@ -123,7 +123,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     statements, done = edits.apply_list(
         sp, NAME, result.statements, key=edits.statement_key,
         rewrite=lambda st, text: st.model_copy(update={"text": " ".join(text.split()),
-                                                       "edited": True}))
+                                                       "edited": True}), noun="statement")
     changed = done.summary("statement")
     sp.S_CTX_MD = render_condensed(statements, result.open_issues, result.selected, changed)
     sp.views_by_stage[View.A4] = result.rows

@@ -117,7 +117,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     )
     rules, done = edits.apply_list(sp, AGENT_NAME, list(spec.hard_rules), key=lambda r: r,
                                    rewrite=lambda _r, text: " ".join(text.split()),
-                                   make=lambda text: " ".join(text.split()))
+                                   make=lambda text: " ".join(text.split()), noun="rule")
     if changed := done.summary("rule"):
         spec = spec.model_copy(update={"hard_rules": rules, "edited": changed})
     sp.extras.format_enforcer = spec
