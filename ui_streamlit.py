@@ -295,7 +295,7 @@ if too_long:
     st.error(too_long, icon=":material/block:")
 stale = actions.out_of_date(engine, state)
 pending = actions.pending_state(state)
-plan = actions.resume_plan(engine, state)
+plan = actions.resume_plan(engine, state, stale)
 
 
 def resume_button(key: str) -> None:
@@ -345,7 +345,7 @@ if right.button(run_label, key="run", type="primary", disabled=too_long is not N
         actions.run_stage(engine, state, next_name, on_wait=waiting_note(st.empty()))
     st.rerun()
 
-refusal = actions.answer_refusal(engine, state)
+refusal = actions.answer_refusal(engine, state, stale)
 if answer_col.button("Answer", key="answer", disabled=refusal is not None,
                      help=refusal or "Answer the finished super-prompt (runs after Prompt Builder)."):
     stream_answer()

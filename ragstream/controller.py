@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ragstream import staleness
 from ragstream.config import AppConfig
@@ -89,15 +90,22 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
     sp.stage = STAGES[idx - 1].value if idx > 0 else "raw"
 
 
-def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services) -> SuperPrompt:
+#: ``run_stage``'s ``kb`` when the caller has not read the knowledge base's fingerprint
+READ_KB: Any = object()
+
+
+def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
+              kb: str | None = READ_KB) -> SuperPrompt:
     """Run one stage on a copy of ``sp`` and return the new state. Refused when an earlier
-    stage must run first, or when an earlier stage's result is out of date."""
+    stage must run first, or when an earlier stage's result is out of date. ``kb``: the
+    knowledge base's fingerprint, when the caller has just read it (auto mode reads it once)."""
     st = spec(name)
     required = blocked_by(sp, name)
     if required:
         raise StageOrderError(name, required)
     idx = STAGE_NAMES.index(name)
-    kb = staleness.kb_fingerprint(services)
+    if kb is READ_KB:
+        kb = staleness.kb_fingerprint(services)
     stale = staleness.first_stale(sp, cfg, kb)
     if stale is not None and stale.index < idx:
         raise StaleResultError(name, stale.stage, stale.reasons)
@@ -150,11 +158,12 @@ def run_all(sp: SuperPrompt, cfg: AppConfig, services, until: str | None = None,
     again at the first stage whose result is out of date. ``before_stage(name)`` is called as
     a stage starts, ``on_stage(name, sp)`` with the state after it; when a stage fails, the
     states already passed to ``on_stage`` are complete."""
-    stale = staleness.first_stale(sp, cfg, staleness.kb_fingerprint(services))
+    kb = staleness.kb_fingerprint(services)
+    stale = staleness.first_stale(sp, cfg, kb)
     for name in remaining(sp, until, stale):
         if before_stage:
             before_stage(name)
-        sp = run_stage(sp, name, cfg, services)
+        sp = run_stage(sp, name, cfg, services, kb)
         if on_stage:
             on_stage(name, sp)
     return sp

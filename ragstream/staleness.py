@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,9 +53,34 @@ def _hash(value: Any) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
+#: the hashes of the configurations seen last (a configuration is never changed in place:
+#: ``with_overrides`` makes a new one), each kept with its object so that its id stays its own
+_HASHES: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+_HASHES_KEPT = 16
+_HASHES_LOCK = threading.Lock()
+
+
+def _cached(cfg: AppConfig, key: str, make: Any) -> Any:
+    """``make()`` for ``cfg`` and ``key``, computed once per configuration object."""
+    with _HASHES_LOCK:
+        entry = _HASHES.get(id(cfg))
+        if entry is None or entry[0] is not cfg:
+            entry = (cfg, {})
+            _HASHES[id(cfg)] = entry
+            while len(_HASHES) > _HASHES_KEPT:
+                _HASHES.popitem(last=False)
+        hashes = entry[1]
+    if key not in hashes:
+        hashes[key] = make()
+    return hashes[key]
+
+
 def _setting(cfg: AppConfig, path: str) -> str:
-    value = cfg.get(path)
-    return _hash(value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+    def make() -> str:
+        value = cfg.get(path)
+        return _hash(value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+
+    return _cached(cfg, path, make)
 
 
 def kb_fingerprint(services) -> str | None:
@@ -85,7 +112,7 @@ def inputs_of(stage: Stage, sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> 
         elif path == CONVERSATION:
             fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
         elif path == AGENT:
-            settings.update(_agent(stage.name, cfg))
+            settings.update(_cached(cfg, f"{AGENT}:{stage.name}", lambda: _agent(stage.name, cfg)))
         else:
             settings[path] = _setting(cfg, path)
     return StageInputs(settings=settings, **fields)

@@ -266,12 +266,18 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
         return False
 
 
-def resume_plan(engine: Engine, st_state: S.SessionState) -> tuple[str, str] | None:
+#: "not given: work it out" for the functions that take the page's ``out_of_date`` result
+UNKNOWN: Any = object()
+
+
+def resume_plan(engine: Engine, st_state: S.SessionState,
+                stale: Stale | None = UNKNOWN) -> tuple[str, str] | None:
     """(first, last) stage of "re-run to where you were": from the first stage that is out of
-    date or that an edit discarded, to the furthest stage the pass had reached; None when
-    nothing needs re-running."""
+    date (``stale``, as ``out_of_date`` gives it) or that an edit discarded, to the furthest
+    stage the pass had reached; None when nothing needs re-running."""
     sp = pending_state(st_state)
-    stale = out_of_date(engine, st_state)
+    if stale is UNKNOWN:
+        stale = out_of_date(engine, st_state)
     if stale is None and sp.resume_to is None:
         return None
     target = controller.resume_target(sp)
@@ -294,13 +300,15 @@ def resume(engine: Engine, st_state: S.SessionState,
     return st_state[S.ERROR] is None
 
 
-def answer_refusal(engine: Engine, st_state: S.SessionState) -> str | None:
+def answer_refusal(engine: Engine, st_state: S.SessionState,
+                   stale: Stale | None = UNKNOWN) -> str | None:
     """Why the pass cannot be answered now (not complete, out of date, answered), or None."""
     sp = pending_state(st_state)
     nxt = controller.next_stage(sp)
     if nxt is not None:
         return f"Run every stage first (next: {nxt})."
-    stale = out_of_date(engine, st_state)
+    if stale is UNKNOWN:
+        stale = out_of_date(engine, st_state)
     if stale is not None:
         return f"{stale.describe()}. Run the stages again first."
     if sp.answer is not None:
