@@ -95,10 +95,11 @@ READ_KB: Any = object()
 
 
 def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
-              kb: str | None = READ_KB) -> SuperPrompt:
+              kb: str | None = READ_KB, checked: bool = False) -> SuperPrompt:
     """Run one stage on a copy of ``sp`` and return the new state. Refused when an earlier
     stage must run first, or when an earlier stage's result is out of date. ``kb``: the
-    knowledge base's fingerprint, when the caller has just read it (auto mode reads it once)."""
+    knowledge base's fingerprint, when the caller has just read it; ``checked``: the caller
+    (auto mode) has just found the stages before this one current."""
     st = spec(name)
     required = blocked_by(sp, name)
     if required:
@@ -106,7 +107,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     idx = STAGE_NAMES.index(name)
     if kb is READ_KB:
         kb = staleness.kb_fingerprint(services)
-    stale = staleness.first_stale(sp, cfg, kb)
+    stale = None if checked else staleness.first_stale(sp, cfg, kb)
     if stale is not None and stale.index < idx:
         raise StaleResultError(name, stale.stage, stale.reasons)
     work = sp.working_copy()
@@ -163,7 +164,9 @@ def run_all(sp: SuperPrompt, cfg: AppConfig, services, until: str | None = None,
     for name in remaining(sp, until, stale):
         if before_stage:
             before_stage(name)
-        sp = run_stage(sp, name, cfg, services, kb)
+        # the stages before the first out-of-date one are current, and each stage run here
+        # is current with the same configuration and knowledge base
+        sp = run_stage(sp, name, cfg, services, kb, checked=True)
         if on_stage:
             on_stage(name, sp)
     return sp

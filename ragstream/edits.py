@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragstream.errors import EditError
 
@@ -88,6 +88,13 @@ class Edit(BaseModel):
     before: str | None = Field(None, description="what the stage had decided when it was made")
     after: str | None = Field(None, description="the person's value (text, or place for a move)")
     at: str = Field("", description="when it was made (UTC, ISO 8601)")
+
+    @model_validator(mode="after")
+    def _acts_where_its_kind_does(self) -> Edit:
+        if self.stage != stage_of(self.kind, self.target):
+            raise ValueError(f"a {self.kind} edit of {self.target!r} acts on "
+                             f"{stage_of(self.kind, self.target)}, not {self.stage}")
+        return self
 
     @property
     def slot(self) -> tuple[str, str]:

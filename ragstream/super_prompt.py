@@ -265,18 +265,23 @@ class SuperPrompt(BaseModel):
             if chunk.id in seen:
                 raise ValueError(f"base_context_chunks holds chunk {chunk.id!r} twice")
             seen.add(chunk.id)
+        ids = [e.id for e in self.edits]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"edits has an id twice: {sorted(i for i in ids if ids.count(i) > 1)}")
         return self
 
     # -- lookups ---------------------------------------------------------------------------
 
     def working_copy(self) -> SuperPrompt:
-        """A deep copy for a stage to change freely, sharing only the chunks and view rows:
-        both are frozen, and copying them was most of the cost of a stage run."""
+        """A deep copy for a stage to change freely, sharing only the frozen parts (chunks, view
+        rows, edits, recorded inputs): copying them was most of the cost of a stage run."""
         import copy
 
         memo: dict[int, Any] = {id(c): c for c in self.base_context_chunks}
         for rows in self.views_by_stage.values():
             memo.update((id(r), r) for r in rows)
+        memo.update((id(e), e) for e in self.edits)  # frozen too, like what they were computed from
+        memo.update((id(i), i) for i in self.computed_from.values())
         return copy.deepcopy(self, memo)
 
     def chunk_map(self) -> dict[str, Chunk]:
