@@ -647,7 +647,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     nxt = controller.next_stage(sp)
     if nxt is not None:
         raise StageOrderError(NAME, nxt)
-    stale = staleness.first_stale(sp, cfg, staleness.kb_fingerprint(services))
+    stale = controller.first_stale(sp, cfg, staleness.kb_fingerprint(services))
     if stale is not None:
         raise StaleResultError(NAME, stale.stage, stale.reasons)
     from ragstream.backends.llm import LLMError, StreamResult

@@ -75,6 +75,21 @@ def blocked_by(sp: SuperPrompt, name: str) -> str | None:
     return None if idx <= pos + 1 else STAGE_NAMES[pos + 1]
 
 
+def first_stale(sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> staleness.Stale | None:
+    """The first stage of the current pass whose result no longer matches its inputs
+    (``staleness.inputs_of``: what it would read now from ``sp``, ``cfg`` and the knowledge
+    base's fingerprint ``kb``), or None when the pass is current. A stage without recorded
+    inputs counts as out of date."""
+    for i, stage in enumerate(STAGES[:position(sp) + 1]):
+        was = sp.computed_from.get(stage.name)
+        if was is None:
+            return staleness.Stale(i, stage.name, ["what it was computed from was not recorded"])
+        reasons = staleness.differences(was, staleness.inputs_of(stage.name, stage.reads, sp, cfg, kb))
+        if reasons:
+            return staleness.Stale(i, stage.name, reasons)
+    return None
+
+
 def discard_from(sp: SuperPrompt, idx: int) -> None:
     """Remove the results of stage ``idx`` and all later stages (in place): each of them
     forgets what it owns, in pipeline order; an answer belongs to one finished pass."""
@@ -107,7 +122,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     idx = STAGE_NAMES.index(name)
     if kb is READ_KB:
         kb = staleness.kb_fingerprint(services)
-    stale = None if checked else staleness.first_stale(sp, cfg, kb)
+    stale = None if checked else first_stale(sp, cfg, kb)
     if stale is not None and stale.index < idx:
         raise StaleResultError(name, stale.stage, stale.reasons)
     work = sp.working_copy()
@@ -123,7 +138,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     work.stage = st.value
     work.history_of_stages.append(st.recorded)
     work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
-    work.computed_from[name] = staleness.inputs_of(st, work, cfg, kb)
+    work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb)
     if work.resume_to is not None and STAGE_NAMES.index(work.resume_to) <= idx:
         work.resume_to = None
     return work
@@ -138,7 +153,7 @@ def start_index(sp: SuperPrompt, stale: staleness.Stale | None = None) -> int:
 def remaining(sp: SuperPrompt, until: str | None = None,
               stale: staleness.Stale | None = None) -> list[str]:
     """The stages auto mode would run next, in order (through ``until`` if given): from the
-    first out-of-date stage (``stale``, see ``staleness.first_stale``) or the next one."""
+    first out-of-date stage (``stale``, see ``first_stale``) or the next one."""
     stop = STAGE_NAMES.index(spec(until).name) if until else len(STAGES) - 1
     return STAGE_NAMES[start_index(sp, stale):stop + 1]
 
@@ -160,7 +175,7 @@ def run_all(sp: SuperPrompt, cfg: AppConfig, services, until: str | None = None,
     a stage starts, ``on_stage(name, sp)`` with the state after it; when a stage fails, the
     states already passed to ``on_stage`` are complete."""
     kb = staleness.kb_fingerprint(services)
-    stale = staleness.first_stale(sp, cfg, kb)
+    stale = first_stale(sp, cfg, kb)
     for name in remaining(sp, until, stale):
         if before_stage:
             before_stage(name)

@@ -47,100 +47,27 @@ import difflib
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from ragstream.config import AppConfig
+from ragstream.errors import EditError as EditError
+from ragstream.records import CHUNK_KINDS, STATEMENT_KINDS, EditOutcome, Statement
+from ragstream.records import Edit as Edit
+from ragstream.records import EditKind as EditKind
+from ragstream.records import edit_stage as stage_of
+from ragstream.records import short_text as _short
+from ragstream.super_prompt import SuperPrompt, View
+from ragstream.text import fold
 
-from ragstream.errors import EditError
-
-if TYPE_CHECKING:
-    from ragstream.config import AppConfig
-    from ragstream.records import EditOutcome, Statement
-    from ragstream.super_prompt import SuperPrompt
-
-EditKind = Literal["field", "pin", "exclude", "add",
-                   "statement_text", "statement_remove", "statement_move",
-                   "rule_text", "rule_remove", "rule_move", "rule_add"]
-
-A0, A2, RETRIEVAL, A4, A5 = ("A0_PreProcessing", "A2_PromptShaper", "Retrieval", "A4_Condenser",
-                             "A5_Format_Enforcer")
-#: the body fields A2 decides (an edit of one acts on A2); every other field acts on A0
-A2_FIELDS = ("system", "audience", "tone", "depth", "confidence")
 #: what the person's source reads in ``body_sources`` and the decision logs
 BY_YOU = "you"
-CHUNK_KINDS = ("pin", "exclude", "add")
-STATEMENT_KINDS = ("statement_text", "statement_remove", "statement_move")
-RULE_KINDS = ("rule_text", "rule_remove", "rule_move", "rule_add")
 #: the reasons a view row gives for a person's decision
 PINNED, EXCLUDED, ADDED = "pinned by you", "excluded by you", "added by you"
-
-
-class Edit(BaseModel):
-    """One decision a person made for this prompt: what (``kind`` and ``target``), which stage
-    applies it, the value the stage had decided before and the person's value, and when."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: int = Field(ge=1, description="its number, in the order edits were made")
-    kind: EditKind
-    stage: str = Field(description="the stage that applies it first")
-    target: str = Field(description="a body field, a chunk id, a statement key or a rule's text")
-    before: str | None = Field(None, description="what the stage had decided when it was made")
-    after: str | None = Field(None, description="the person's value (text, or place for a move)")
-    at: str = Field("", description="when it was made (UTC, ISO 8601)")
-
-    @model_validator(mode="after")
-    def _acts_where_its_kind_does(self) -> Edit:
-        if self.stage != stage_of(self.kind, self.target):
-            raise ValueError(f"a {self.kind} edit of {self.target!r} acts on "
-                             f"{stage_of(self.kind, self.target)}, not {self.stage}")
-        return self
-
-    @property
-    def slot(self) -> tuple[str, str]:
-        """What a later edit of the same slot replaces: one decision per chunk, per field, per
-        statement (text, place) and per rule."""
-        if self.kind in CHUNK_KINDS:
-            return "chunk", self.target
-        if self.kind == "rule_add":
-            return self.kind, self.after or ""
-        return self.kind, self.target
-
-    def describe(self) -> str:
-        """The edit in words: ``pin kb/faq.md#3``, ``tone = formal (was neutral)`` …"""
-        was = f" (was {self.before})" if self.before not in (None, "") else ""
-        if self.kind == "field":
-            return f"{self.target} = {self.after!r}{was}"
-        if self.kind in CHUNK_KINDS:
-            return f"{self.kind} {self.target}{was}"
-        what = "statement" if self.kind in STATEMENT_KINDS else "rule"
-        action = self.kind.split("_", 1)[1]
-        if action == "text":
-            return f"{what} rewritten: {_short(self.before or self.target)!r} → {_short(self.after or '')!r}"
-        if action == "move":
-            return f"{what} moved to place {self.after}{was}: {_short(self.target)!r}"
-        if action == "add":
-            return f"rule added: {_short(self.after or '')!r}"
-        return f"{what} removed: {_short(self.before or self.target)!r}"
-
-
-def _short(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def now() -> str:
     """The time an edit is made, UTC, to the second."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def stage_of(kind: EditKind, target: str = "") -> str:
-    """The stage that applies an edit of ``kind`` (for a field: A2's fields at A2, the rest at A0)."""
-    if kind == "field":
-        return A2 if target in A2_FIELDS else A0
-    if kind in CHUNK_KINDS:
-        return RETRIEVAL
-    return A4 if kind in STATEMENT_KINDS else A5
 
 
 def new_edit(sp: SuperPrompt, kind: EditKind, target: str, after: str | None = None,
@@ -183,8 +110,6 @@ def check_field(cfg: AppConfig, name: str, value: str) -> str:
     """The value to store for body field ``name``: a field A2 chooses from a closed list must
     name one of its values (matched without case; stored as the list spells it); a field the
     prompt must have (task, format) must not be empty. ``EditError`` names the field's choices."""
-    from ragstream.text import fold
-
     fields = field_names(cfg)
     if name not in fields:
         raise EditError(f"Unknown field {name!r}. Fields you can set: {', '.join(fields)}.")
@@ -230,8 +155,6 @@ def check_chunk(index: Any, chunk_id: str) -> str:
 def chunk_status(sp: SuperPrompt, chunk_id: str) -> str:
     """Where ``chunk_id`` stood in the latest chunk view that has it: ``A3: dropped (off-topic
     …)``, ``ReRanker: rank 4``; ``not retrieved`` when no view has it."""
-    from ragstream.super_prompt import View
-
     for key, title in ((View.A4, "A4"), (View.A3, "A3"), (View.RERANKED, "ReRanker"),
                        (View.RETRIEVAL, "Retrieval")):
         row = next((r for r in sp.view(key) if r.chunk_id == chunk_id), None)
@@ -321,8 +244,6 @@ def field_edits(edits: Iterable[Edit], stage: str) -> dict[str, Edit]:
 def note(sp: SuperPrompt, stage: str, edit: Edit, applied: bool, text: str) -> None:
     """Record how ``stage`` applied ``edit`` (or why it could not), in ``extras.edit_outcomes``;
     a later note of the same stage for the same edit replaces the earlier one."""
-    from ragstream.records import EditOutcome
-
     outcomes = sp.extras.edit_outcomes.setdefault(stage, [])
     outcomes[:] = [o for o in outcomes if o.edit != edit.id]
     outcomes.append(EditOutcome(edit=edit.id, applied=applied, note=text))

@@ -106,7 +106,7 @@ class Engine:
     def stale(self, sp: SuperPrompt, cfg: AppConfig | None = None) -> staleness.Stale | None:
         """The first stage of ``sp``'s pass whose result no longer matches its inputs (the
         prompt text, ``cfg``'s settings, the filters, the edits, the knowledge base), or None."""
-        return staleness.first_stale(sp, cfg or self.cfg, staleness.kb_fingerprint(self.services))
+        return controller.first_stale(sp, cfg or self.cfg, staleness.kb_fingerprint(self.services))
 
     def resume(self, sp: SuperPrompt, until: str | None = None, cfg: AppConfig | None = None,
                on_stage: Callable[[str, SuperPrompt], None] | None = None,

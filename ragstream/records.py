@@ -12,6 +12,11 @@ Who writes what:
   and, when it called the LLM, of ``llm_usage`` (the figures) and ``llm_calls`` (what it sent
   and got back, for the agent inspector).
 * A2: ``a2_decisions`` and its own entries of ``body_sources``.
+* Every stage: how it applied each of the person's edits, ``edit_outcomes[stage]``.
+
+Beside the extras, the typed records the state carries as inputs: the person's edits
+(``Edit``, applied by ``ragstream.edits``) and what each stage's result was computed from
+(``StageInputs``, compared by ``ragstream.staleness``).
 * Retrieval: ``retrieval``; ReRanker: ``reranker``; A3: ``a3``; A4: ``a4`` (with the
   condensed statements); A5: ``format_enforcer``; the answer's QA-log row: ``qa_log``.
 """
@@ -20,7 +25,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ragstream.config import FormatKind, LengthBound, LengthUnit
 
@@ -307,6 +319,98 @@ class QALogRecord(Record):
 
 
 # --------------------------------------------------------------------------- edits
+
+
+EditKind = Literal["field", "pin", "exclude", "add",
+                   "statement_text", "statement_remove", "statement_move",
+                   "rule_text", "rule_remove", "rule_move", "rule_add"]
+CHUNK_KINDS = ("pin", "exclude", "add")
+STATEMENT_KINDS = ("statement_text", "statement_remove", "statement_move")
+RULE_KINDS = ("rule_text", "rule_remove", "rule_move", "rule_add")
+#: the body fields A2 decides (an edit of one acts on A2); every other field acts on A0
+A2_FIELDS = ("system", "audience", "tone", "depth", "confidence")
+
+
+def edit_stage(kind: EditKind, target: str = "") -> str:
+    """The stage that applies an edit of ``kind`` first (a field: A2's at A2, the rest at A0;
+    chunks at Retrieval; statements at A4; rules at A5)."""
+    if kind == "field":
+        return "A2_PromptShaper" if target in A2_FIELDS else "A0_PreProcessing"
+    if kind in CHUNK_KINDS:
+        return "Retrieval"
+    return "A4_Condenser" if kind in STATEMENT_KINDS else "A5_Format_Enforcer"
+
+
+def short_text(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+class Edit(BaseModel):
+    """One decision a person made for this prompt (``ragstream.edits``): what (``kind`` and
+    ``target``), which stage applies it, the value the stage had decided before and the
+    person's value, and when."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int = Field(ge=1, description="its number, in the order edits were made")
+    kind: EditKind
+    stage: str = Field(description="the stage that applies it first")
+    target: str = Field(description="a body field, a chunk id, a statement key or a rule's text")
+    before: str | None = Field(None, description="what the stage had decided when it was made")
+    after: str | None = Field(None, description="the person's value (text, or place for a move)")
+    at: str = Field("", description="when it was made (UTC, ISO 8601)")
+
+    @model_validator(mode="after")
+    def _acts_where_its_kind_does(self) -> Edit:
+        if self.stage != edit_stage(self.kind, self.target):
+            raise ValueError(f"a {self.kind} edit of {self.target!r} acts on "
+                             f"{edit_stage(self.kind, self.target)}, not {self.stage}")
+        return self
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        """What a later edit of the same slot replaces: one decision per chunk, per field, per
+        statement (text, place) and per rule."""
+        if self.kind in CHUNK_KINDS:
+            return "chunk", self.target
+        if self.kind == "rule_add":
+            return self.kind, self.after or ""
+        return self.kind, self.target
+
+    def describe(self) -> str:
+        """The edit in words: ``pin kb/faq.md#3``, ``tone = formal (was neutral)`` …"""
+        was = f" (was {self.before})" if self.before not in (None, "") else ""
+        if self.kind == "field":
+            return f"{self.target} = {self.after!r}{was}"
+        if self.kind in CHUNK_KINDS:
+            return f"{self.kind} {self.target}{was}"
+        what = "statement" if self.kind in STATEMENT_KINDS else "rule"
+        action = self.kind.split("_", 1)[1]
+        if action == "text":
+            old, new = short_text(self.before or self.target), short_text(self.after or "")
+            return f"{what} rewritten: {old!r} → {new!r}"
+        if action == "move":
+            return f"{what} moved to place {self.after}{was}: {short_text(self.target)!r}"
+        if action == "add":
+            return f"rule added: {short_text(self.after or '')!r}"
+        return f"{what} removed: {short_text(self.before or self.target)!r}"
+
+
+class StageInputs(BaseModel):
+    """What one stage's result was computed from (``ragstream.staleness``): hashes, except the
+    filters, in words."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: str | None = Field(None, description="a hash of the prompt text (A0)")
+    settings: dict[str, str] = Field(default_factory=dict,
+                                     description="each configuration path it reads: a hash")
+    filters: str | None = Field(None, description="the filters, in words (Retrieval)")
+    kb: str | None = Field(None, description="the knowledge base's fingerprint (Retrieval)")
+    conversation: str | None = Field(None, description="a hash of the recent conversation")
+    edits: str = Field("", description="a hash of the person's edits this stage applies")
 
 
 class EditOutcome(Record):

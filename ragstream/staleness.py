@@ -16,15 +16,18 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from ragstream.config import AppConfig
-    from ragstream.stages.stage import Stage
-    from ragstream.super_prompt import SuperPrompt
+from ragstream.agents.base import resolve_mode
+from ragstream.config import AppConfig
+from ragstream.edits import fingerprint, of_stage
+from ragstream.errors import ConfigError
+from ragstream.records import StageInputs
+from ragstream.super_prompt import SuperPrompt
 
 #: what a stage may name in ``Stage.reads`` besides configuration paths; ``AGENT``: the
 #: stage's agent configuration (``agents.<stage>``, less its ``mode``) and the mode it resolves
@@ -32,20 +35,6 @@ if TYPE_CHECKING:
 PROMPT, FILTERS, KB, CONVERSATION, AGENT = "prompt", "filters", "kb", "conversation", "agent"
 #: the key under which ``AGENT`` records the resolved mode
 LLM_MODE = "llm mode"
-
-
-class StageInputs(BaseModel):
-    """What one stage's result was computed from (hashes, except the filters, in words)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    prompt: str | None = Field(None, description="a hash of the prompt text (A0)")
-    settings: dict[str, str] = Field(default_factory=dict,
-                                     description="each configuration path it reads: a hash")
-    filters: str | None = Field(None, description="the filters, in words (Retrieval)")
-    kb: str | None = Field(None, description="the knowledge base's fingerprint (Retrieval)")
-    conversation: str | None = Field(None, description="a hash of the recent conversation")
-    edits: str = Field("", description="a hash of the person's edits this stage applies")
 
 
 def _hash(value: Any) -> str:
@@ -95,14 +84,13 @@ def kb_fingerprint(services) -> str | None:
         return None
 
 
-def inputs_of(stage: Stage, sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> StageInputs:
-    """What ``stage`` reads now: from ``sp`` (prompt, filters, conversation, edits), ``cfg``
-    and the knowledge base's fingerprint ``kb``."""
-    from ragstream.edits import fingerprint, of_stage
-
-    fields: dict[str, Any] = {"edits": fingerprint(of_stage(sp.edits, stage.name))}
+def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
+              kb: str | None) -> StageInputs:
+    """What ``stage`` reads now (its ``Stage.reads``): from ``sp`` (prompt, filters,
+    conversation, edits), ``cfg`` and the knowledge base's fingerprint ``kb``."""
+    fields: dict[str, Any] = {"edits": fingerprint(of_stage(sp.edits, stage))}
     settings: dict[str, str] = {}
-    for path in stage.reads:
+    for path in reads:
         if path == PROMPT:
             fields["prompt"] = _hash(sp.user_text)
         elif path == FILTERS:
@@ -112,7 +100,7 @@ def inputs_of(stage: Stage, sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> 
         elif path == CONVERSATION:
             fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
         elif path == AGENT:
-            settings.update(_cached(cfg, f"{AGENT}:{stage.name}", lambda: _agent(stage.name, cfg)))
+            settings.update(_cached(cfg, f"{AGENT}:{stage}", lambda: _agent(stage, cfg)))
         else:
             settings[path] = _setting(cfg, path)
     return StageInputs(settings=settings, **fields)
@@ -122,9 +110,6 @@ def _agent(name: str, cfg: AppConfig) -> dict[str, str]:
     """An agent stage's configuration (less ``mode``: a mode that resolves the same way gives
     the same result) and the mode it resolves to: ``deterministic``, or ``llm`` with a hash of
     the endpoint's settings."""
-    from ragstream.agents.base import resolve_mode
-    from ragstream.errors import ConfigError
-
     acfg = getattr(cfg.agents, name)
     out = {f"agents.{name}": _hash(acfg.model_dump(mode="json", exclude={"mode"}))}
     if name == "A0_PreProcessing" and not cfg.prompt_schema.modes.get("semantic_enabled", False):
@@ -176,18 +161,3 @@ class Stale:
     def describe(self) -> str:
         """``Retrieval is out of date: the filters changed: none → doc_type=faq``."""
         return f"{self.stage} is out of date: {'; '.join(self.reasons)}"
-
-
-def first_stale(sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> Stale | None:
-    """The first stage of the current pass whose result no longer matches its inputs (a
-    stage without recorded inputs counts as out of date), or None when the pass is current."""
-    from ragstream.controller import STAGES, position
-
-    for i, stage in enumerate(STAGES[:position(sp) + 1]):
-        was = sp.computed_from.get(stage.name)
-        if was is None:
-            return Stale(i, stage.name, ["what it was computed from was not recorded"])
-        reasons = differences(was, inputs_of(stage, sp, cfg, kb))
-        if reasons:
-            return Stale(i, stage.name, reasons)
-    return None

@@ -22,9 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragstream.edits import Edit
-from ragstream.records import Extras
-from ragstream.staleness import StageInputs
+from ragstream.records import Edit, Extras, StageInputs
 
 StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
 RowStatus = Literal["kept", "dropped"]
