@@ -303,8 +303,9 @@ def resume_button(key: str) -> None:
     re-runs from the first such stage to where the pass had got); nothing otherwise."""
     if plan is None:
         return
-    if st.button(f"↻ Re-run {plan[0]} → {plan[1]}", key=key, type="primary", width="stretch",
-                 help="Re-run from the first stage out of date to where the pass had got."):
+    if st.button(views.resume_label(*plan), key=key, type="primary", width="stretch",
+                 help=f"Re-run from {plan[0]} (the first stage out of date) to {plan[1]}, "
+                      "where the pass had got."):
         actions.resume(engine, state, *progress_callbacks())
         st.rerun()
 start = controller.start_index(pending, stale)
@@ -365,7 +366,7 @@ if plan is not None:
     if pending.resume_to is not None:
         first = controller.STAGE_NAMES[controller.position(pending) + 1]
         said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
-    note_col, button_col = st.columns([3, 1], vertical_alignment="center")
+    note_col, button_col = st.columns([5, 2], vertical_alignment="center")
     note_col.warning("  \n".join(said), icon=":material/update:")
     with button_col:
         resume_button("resume")
@@ -398,33 +399,38 @@ st.markdown(stage_line)
 
 # --------------------------------------------------------------------------- answer
 links = evidence.sentence_links(sp, actions.session_config(engine, state).settings.answer.max_citation_range)
+answer_box = st.container()
+if sp.answer is not None and stale is not None:  # never shown as the answer to what is asked now
+    answer_box = st.expander(f"Answer of the earlier pass — out of date: {stale.describe()}",
+                             expanded=False)
 if sp.answer is not None:
-    ans = sp.answer
-    colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
-    st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
-    st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
-               + (f" · model: {ans.model}" if ans.model else "")
-               + (f" · {ans.error}" if ans.error else ""))
-    if ans.unsupported:
-        st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
-    st.markdown(ans.text)
-    if ans.extractive_text:
-        with st.expander("Extractive answer from the sources (every sentence cited)",
-                         expanded=True):
-            st.markdown(ans.extractive_text)
-    valid = ans.sources
-    if valid:
-        with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
-            st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
-            by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
-            picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
-            cited = by_label[picked]
-            st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
-            if st.button("Follow this chunk through the stages", key="follow_cited"):
-                state[S.JOURNEY_CHUNK] = cited.chunk_id
-                st.rerun()
-    for n in ans.invalid_citations:
-        st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
+    with answer_box:
+        ans = sp.answer
+        colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
+        st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
+        st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
+                   + (f" · model: {ans.model}" if ans.model else "")
+                   + (f" · {ans.error}" if ans.error else ""))
+        if ans.unsupported:
+            st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
+        st.markdown(ans.text)
+        if ans.extractive_text:
+            with st.expander("Extractive answer from the sources (every sentence cited)",
+                             expanded=True):
+                st.markdown(ans.extractive_text)
+        valid = ans.sources
+        if valid:
+            with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
+                st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
+                by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
+                picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
+                cited = by_label[picked]
+                st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
+                if st.button("Follow this chunk through the stages", key="follow_cited"):
+                    state[S.JOURNEY_CHUNK] = cited.chunk_id
+                    st.rerun()
+        for n in ans.invalid_citations:
+            st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
 if state[S.CONVERSATION]:
     c1, c2 = st.columns([4, 1])
     c1.caption(f"Conversation: {len(state[S.CONVERSATION])} earlier turn(s) go into the next "
@@ -435,6 +441,9 @@ if state[S.CONVERSATION]:
 
 # --------------------------------------------------------------------------- results
 st.subheader("prompt_ready")
+if stale is not None and sp.prompt_ready:
+    st.caption(f":orange[Out of date — {stale.describe()}. It shows the earlier pass until the "
+               f"stages run again.]")
 if sp.prompt_ready:
     st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=420)
 else:

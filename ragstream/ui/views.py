@@ -60,6 +60,12 @@ def button_states(sp: SuperPrompt, stale: Stale | None = None) -> list[ButtonSta
     return out
 
 
+def resume_label(first: str, last: str) -> str:
+    """The re-run button: ``↻ Re-run A3 Gate → Build`` (the stages' button labels; the
+    tooltip names them whole)."""
+    return f"↻ Re-run {controller.spec(first).label} → {controller.spec(last).label}"
+
+
 #: stage buttons per row: eight in one row cut their labels at 1280 px ("A4 Co…"), four fit
 STAGE_BUTTONS_PER_ROW = 4
 

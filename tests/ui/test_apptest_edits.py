@@ -77,6 +77,10 @@ def test_a_new_prompt_over_a_finished_run_is_never_answered_with_the_old_one():
     a0 = at.button(key="stage_A0_PreProcessing")
     assert not a0.disabled and a0.label == "⚠ A0 Prep"
     assert "**Out of date** — A0_PreProcessing is out of date: the prompt text changed." in warnings(at)
+    # the earlier pass's answer is not shown as the answer to the new prompt
+    earlier = next(e for e in at.expander
+                   if e.label.startswith("Answer of the earlier pass — out of date: A0_Pre"))
+    assert any(m.value.startswith("#### Answer") for m in earlier.markdown)
     # run all remaining: from A0, on the new prompt, answered once
     at.button(key="run").click().run()
     assert sp(at).user_text == "How do I start a Chroma server?" and sp(at).answer is not None
@@ -108,7 +112,8 @@ def test_changed_settings_mark_the_stages_that_read_them_and_one_click_reruns():
     assert "settings changed: agents.A3_NLI_Gate" in warnings(at)
     assert any("A4 condenser — " in e.label and "out of date" in e.label for e in at.expander)
     resume = at.button(key="resume")
-    assert resume.label == "↻ Re-run A3_NLI_Gate → Prompt_Builder"
+    assert resume.label == "↻ Re-run A3 Gate → Build"
+    assert resume.help.startswith("Re-run from A3_NLI_Gate (the first stage out of date) to Prompt_Builder")
     resume.click().run()
     assert not at.exception and "resume" not in [b.key for b in at.button]
     assert all(r.score >= 0.3 or r.status == "dropped" for r in sp(at).view("a3"))

@@ -401,7 +401,7 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
             timeout=60_000)
         expect(page.get_by_text(f"pin {row.chunk_id}").first).to_be_visible()
         page.wait_for_timeout(800)
-        page.get_by_role("button", name="↻ Re-run Retrieval → Prompt_Builder").first.click()
+        page.get_by_role("button", name="↻ Re-run Retrieve → Build").first.click()
         expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
         a4 = page.locator("[data-testid=stExpander]").filter(has_text="A4 condenser —")
         cells = a4.locator("[role=gridcell]")
@@ -415,6 +415,19 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         a4.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "edit-pin-1280.png"))
 
+        # a new prompt over the finished pass: every stage marked, Answer waits, the earlier
+        # answer folded away as out of date
+        prompt.fill("How do I start a Chroma server?")
+        prompt.press("Control+Enter")
+        expect(page.get_by_text("A0_PreProcessing is out of date: the prompt text changed").first
+               ).to_be_visible(timeout=60_000)
+        expect(page.get_by_role("button", name="Answer", exact=True)).to_be_disabled()
+        expect(page.get_by_role("button", name="⚠ Retrieve")).to_be_disabled()
+        expect(page.get_by_role("button", name="↻ Re-run A0 Prep → Build").first).to_be_visible()
+        page.get_by_role("heading", name="RAGstream workbench").scroll_into_view_if_needed()
+        page.wait_for_timeout(800)
+        page.screenshot(path=str(SHOTS / "stale-1280.png"))
+
         page.get_by_role("tab", name="Fields").click()
         panel = page.locator("[role=tabpanel]:visible")
         expect(panel.locator("[data-testid=stDataFrame]")).to_have_count(1)
@@ -425,6 +438,6 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         expect(panel.get_by_text("Format rules")).to_be_visible()
         shoot(page, panel, SHOTS / "context-1280.png")
         browser.close()
-    names = ["edit-pin-1280.png", "fields-1280.png", "context-1280.png"]
+    names = ["edit-pin-1280.png", "stale-1280.png", "fields-1280.png", "context-1280.png"]
     assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
     publish(*names)
