@@ -171,6 +171,11 @@ class SentencePool:
     order: list[int]
     units: dict[str, list[str]]
 
+    def best_of(self, chunk: int) -> int | None:
+        """The best-scoring sentence of candidate ``chunk`` (its index in ``flat``), or None
+        when the chunk has no sentence in the pool."""
+        return next((i for i in self.order if self.flat[i][0] == chunk), None)
+
 
 def rank_prior(chunk_index: np.ndarray, weight: float) -> np.ndarray:
     """What a sentence's chunk rank adds to its score: ``weight / rank`` (rank 1 = the
@@ -228,7 +233,7 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
     taken_words: list[set[str]] = []
     protected: set[int] = set()
     for ci in range(pinned):
-        best_i = next((i for i in pool.order if flat[i][0] == ci), None)
+        best_i = pool.best_of(ci)
         if best_i is not None:
             taken.append(best_i)
             taken_words.append(set(words(flat[best_i][2])))
@@ -422,10 +427,9 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     for n in out.facts:
         if 1 <= n <= sent and offered[n - 1] not in chosen:
             chosen.append(offered[n - 1])
-    missing = [next(i for i in pool.order if pool.flat[i][0] == ci) for ci in range(pinned)
-               if any(pool.flat[i][0] == ci for i in pool.order)
-               and not any(pool.flat[i][0] == ci for i in chosen)]
-    chosen = missing + chosen
+    answered = {pool.flat[i][0] for i in chosen}
+    missing = [pool.best_of(ci) for ci in range(pinned) if ci not in answered]
+    chosen = [i for i in missing if i is not None] + chosen
     statements = [
         Statement(text=pool.flat[i][2], kind=_kind(pool.flat[i][2], acfg.constraint_cues),
                   chunk_ids=[candidates[pool.flat[i][0]]], span=pool.spans[i])

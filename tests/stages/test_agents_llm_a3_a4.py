@@ -9,6 +9,7 @@ import pytest
 from ragstream import controller
 from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.backends.tokens import count_tokens
+from ragstream.edits import new_edit
 from ragstream.records import A3Clamp
 from ragstream.stages.a3_nli_gate import A3Output
 from tests.fake_openai import Reply
@@ -160,6 +161,22 @@ def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, 
     assert set(sp.final_selection_ids) == {c for s in statements for c in s.chunk_ids}
     dropped = [r for r in sp.view("a4") if r.status == "dropped"]
     assert dropped and all(r.reason for r in dropped)
+
+
+def test_a4_llm_mode_keeps_a_pinned_chunk_the_model_passed_over(kb_engine, sp_gated, llm_a4,
+                                                                 server):
+    cfg, services = llm_a4
+    pinned = sp_gated.final_selection_ids[-1]  # A3 kept it; the model is told to choose [1] only
+    sp = controller.record_edit(sp_gated, new_edit(sp_gated, "pin", pinned, "pin"))
+    server.script(Reply.json({"facts": [1], "open_issues": []}))
+    sp = controller.run_all(sp, cfg, services, until="A4_Condenser")
+    assert sp.extras.agent_modes["A4_Condenser"].mode == "llm"
+    assert sp.final_selection_ids[0] == pinned
+    statements = sp.extras.a4.condensed
+    assert statements[0].chunk_ids == [pinned]  # its best sentence, first
+    assert len(statements) == 2
+    row = next(r for r in sp.view("a4") if r.chunk_id == pinned)
+    assert (row.status, row.reason, row.decided_by) == ("kept", "pinned by you", "you")
 
 
 def test_a4_llm_output_is_held_to_the_budget(sp_gated, llm_a4, server):
