@@ -84,7 +84,8 @@ def first_stale(sp: SuperPrompt, cfg: AppConfig, kb: str | None) -> staleness.St
         was = sp.computed_from.get(stage.name)
         if was is None:
             return staleness.Stale(i, stage.name, ["what it was computed from was not recorded"])
-        reasons = staleness.differences(was, staleness.inputs_of(stage.name, stage.reads, sp, cfg, kb))
+        now = staleness.inputs_of(stage.name, stage.reads, sp, cfg, kb, stage.uses_llm)
+        reasons = staleness.differences(was, now)
         if reasons:
             return staleness.Stale(i, stage.name, reasons)
     return None
@@ -138,7 +139,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     work.stage = st.value
     work.history_of_stages.append(st.recorded)
     work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
-    work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb)
+    work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb, st.uses_llm)
     if work.resume_to is not None and STAGE_NAMES.index(work.resume_to) <= idx:
         work.resume_to = None
     return work

@@ -128,8 +128,7 @@ def check_field(cfg: AppConfig, name: str, value: str) -> str:
 
 def field_names(cfg: AppConfig) -> list[str]:
     """Every body field a person may set: the canonical keys and A2's confidence."""
-    return [*cfg.prompt_schema.canonical_keys, *(["confidence"] if "confidence" not in
-                                                  cfg.prompt_schema.canonical_keys else [])]
+    return list(dict.fromkeys([*cfg.prompt_schema.canonical_keys, "confidence"]))
 
 
 def field_choices(cfg: AppConfig) -> dict[str, list[str]]:
@@ -216,7 +215,7 @@ class ChunkEdits:
     @property
     def kept(self) -> tuple[str, ...]:
         """Every chunk the person wants kept: the pinned and the added ones, in the order made."""
-        return tuple(c for c in self.by_id if c in self.pinned or c in self.added)
+        return tuple(c for c, e in self.by_id.items() if e.kind != "exclude")
 
     def reason(self, chunk_id: str) -> str:
         """``pinned by you`` / ``added by you`` / ``excluded by you``, or '' for no decision."""

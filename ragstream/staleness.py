@@ -16,7 +16,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +85,10 @@ def kb_fingerprint(services) -> str | None:
 
 
 def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
-              kb: str | None) -> StageInputs:
+              kb: str | None, uses_llm: Callable[[AppConfig], bool] | None = None) -> StageInputs:
     """What ``stage`` reads now (its ``Stage.reads``): from ``sp`` (prompt, filters,
-    conversation, edits), ``cfg`` and the knowledge base's fingerprint ``kb``."""
+    conversation, edits), ``cfg`` and the knowledge base's fingerprint ``kb``; ``uses_llm``:
+    the stage's own say on whether it calls the model at all (``Stage.uses_llm``)."""
     fields: dict[str, Any] = {"edits": fingerprint(of_stage(sp.edits, stage))}
     settings: dict[str, str] = {}
     for path in reads:
@@ -100,19 +101,19 @@ def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
         elif path == CONVERSATION:
             fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
         elif path == AGENT:
-            settings.update(_cached(cfg, f"{AGENT}:{stage}", lambda: _agent(stage, cfg)))
+            settings.update(_cached(cfg, f"{AGENT}:{stage}", lambda: _agent(stage, cfg, uses_llm)))
         else:
             settings[path] = _setting(cfg, path)
     return StageInputs(settings=settings, **fields)
 
 
-def _agent(name: str, cfg: AppConfig) -> dict[str, str]:
+def _agent(name: str, cfg: AppConfig, uses_llm: Callable[[AppConfig], bool] | None) -> dict[str, str]:
     """An agent stage's configuration (less ``mode``: a mode that resolves the same way gives
-    the same result) and the mode it resolves to: ``deterministic``, or ``llm`` with a hash of
-    the endpoint's settings."""
+    the same result) and the mode it resolves to: ``deterministic`` (also when the stage calls
+    no model under ``cfg``), or ``llm`` with a hash of the endpoint's settings."""
     acfg = getattr(cfg.agents, name)
     out = {f"agents.{name}": _hash(acfg.model_dump(mode="json", exclude={"mode"}))}
-    if name == "A0_PreProcessing" and not cfg.prompt_schema.modes.get("semantic_enabled", False):
+    if uses_llm is not None and not uses_llm(cfg):
         out[LLM_MODE] = "deterministic"
         return out
     try:

@@ -147,9 +147,9 @@ def apply_field_edits(sp: SuperPrompt, result: Canonical, cfg: AppConfig) -> Non
             sources.pop(name, None)
         said = f" (the prompt gave {was!r})" if was and was != edit.after else ""
         edits.note(sp, AGENT_NAME, edit, True, f"{name} set by you{said}")
-    order = list(cfg.prompt_schema.canonical_keys)
-    result.body = dict(sorted(body.items(), key=lambda kv: (kv[0] not in order,
-                                                            order.index(kv[0]) if kv[0] in order else 0)))
+    order = cfg.prompt_schema.canonical_keys
+    result.body = {**{k: body[k] for k in order if k in body},
+                   **{k: v for k, v in body.items() if k not in order}}
     result.sources = sources
 
 
@@ -160,4 +160,4 @@ def discard(sp: SuperPrompt) -> None:
 
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard,
               reads=(staleness.PROMPT, "prompt_schema", "settings.prompt.max_prompt_chars",
-                     staleness.AGENT))
+                     staleness.AGENT), uses_llm=semantic_enabled)

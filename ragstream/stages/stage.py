@@ -33,6 +33,9 @@ class Stage:
     #: what its result depends on besides the stages before it: configuration paths
     #: (``"agents.A3_NLI_Gate"``) and ``staleness.PROMPT`` / ``FILTERS`` / ``KB`` / ``CONVERSATION``
     reads: tuple[str, ...] = ()
+    #: whether, under a configuration, the stage calls the model at all when its agent resolves
+    #: to LLM mode (A0 only with its semantic fallback on); None: always
+    uses_llm: Callable[[AppConfig], bool] | None = None
 
     @property
     def recorded(self) -> str:
