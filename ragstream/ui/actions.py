@@ -10,6 +10,7 @@ import re
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, cast
@@ -47,10 +48,25 @@ EDITABLE_SETTINGS: dict[str, str] = {
 }
 
 
+#: per engine, the configurations made from session overrides, by the overrides: one object per
+#: set of overrides, so a page draw validates them once (~3 ms each time otherwise) and the
+#: staleness hashes of a configuration are computed once
+_SESSION_CFGS: weakref.WeakKeyDictionary[Engine, dict[tuple, AppConfig]] = weakref.WeakKeyDictionary()
+_SESSION_CFGS_KEPT = 32
+
+
 def session_config(engine: Engine, st_state: S.SessionState) -> AppConfig:
     """The configuration with this session's setting overrides applied."""
     overrides = st_state.get(S.OVERRIDES) or {}
-    return engine.cfg.with_overrides(overrides) if overrides else engine.cfg
+    if not overrides:
+        return engine.cfg
+    made = _SESSION_CFGS.setdefault(engine, {})
+    key = tuple(sorted(overrides.items()))
+    if key not in made:
+        if len(made) >= _SESSION_CFGS_KEPT:
+            made.clear()
+        made[key] = engine.cfg.with_overrides(overrides)
+    return made[key]
 
 
 def _fail(st_state: S.SessionState, err: RagstreamError) -> None:
