@@ -362,12 +362,8 @@ for button_row in views.button_rows(pending, stale):
             st.rerun()
 
 if plan is not None:
-    said = [f"**Out of date** — {stale.describe()}."] if stale else []
-    if pending.resume_to is not None:
-        first = controller.STAGE_NAMES[controller.position(pending) + 1]
-        said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
     note_col, button_col = st.columns([5, 2], vertical_alignment="center")
-    note_col.warning("  \n".join(said), icon=":material/update:")
+    note_col.warning(editing.out_of_date_banner(pending, stale), icon=":material/update:")
     with button_col:
         resume_button("resume")
 

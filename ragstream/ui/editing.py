@@ -205,6 +205,16 @@ def source_for(sp: SuperPrompt, before: SuperPrompt | None, stage: int) -> tuple
     return before.model_copy(update={"edits": sp.edits}), True
 
 
+def out_of_date_banner(sp: SuperPrompt, stale: Stale | None) -> str:
+    """The page's banner over an out-of-date pass: the first stage whose inputs changed and
+    why, and where the person's edits discarded results (Markdown lines)."""
+    said = [f"**Out of date** — {stale.describe()}."] if stale else []
+    if sp.resume_to is not None:
+        first = controller.STAGE_NAMES[controller.position(sp) + 1]
+        said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
+    return "  \n".join(said)
+
+
 def stage_note(stage: int, discarded: bool, stale: Stale | None) -> str | None:
     """What the page says above stage number ``stage``'s result when it is out of date."""
     if discarded:
