@@ -156,6 +156,17 @@ GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
   })"""
 
 
+#: true once every visible table's grid has drawn its scroller (a grid mounts after its frame)
+GRIDS_READY_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
+  .filter(g => g.checkVisibility()).every(g => g.querySelector('.dvn-scroller'))"""
+
+
+def grid_widths(page) -> list[dict]:
+    """GRIDS_JS once every visible grid is drawn."""
+    page.wait_for_function(GRIDS_READY_JS, timeout=60_000)
+    return page.evaluate(GRIDS_JS)
+
+
 #: the Evidence tab: the page's, the main area's, the panel's and the sentence list's widths
 #: (content and shown), the chunk box and each visible <mark> in it, in page pixels
 EVIDENCE_JS = """() => {
@@ -288,7 +299,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         assert not cut, f"{size}: stage button labels cut: {cut}"
 
         # the open chunk table (A4's) shows every column without sideways scrolling
-        grids = page.evaluate(GRIDS_JS)
+        grids = grid_widths(page)
         assert grids, f"{size}: no chunk table on the Chunk views tab"
         wide = [g for g in grids if g["scroll"] > g["client"]]
         assert not wide, f"{size}: tables scroll sideways: {wide}"
@@ -300,7 +311,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         page.get_by_role("tab", name="Chunk journey").click()
         journey = page.locator("[role=tabpanel]:visible")
         expect(journey.get_by_role("combobox", name="Chunk", exact=True)).to_have_value(top)
-        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the journey table scrolls sideways: {wide}"
 
         # the stage diff: ReRanker vs A4, a table without sideways scrolling, the bump chart
@@ -311,7 +322,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         expect(diff.locator("[data-testid=stDataFrame]")).to_have_count(1)
         expect(diff.locator("[data-testid=stVegaLiteChart]")).to_have_count(1)
         page.wait_for_timeout(1000)
-        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the stage diff table scrolls sideways: {wide}"
         check_bump(page.evaluate(CHARTS_JS), size)
         shoot(page, diff, SHOTS / f"stage-diff-{width}.png")
@@ -353,7 +364,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         panel.get_by_role("button", name="Run eval").click()
         expect(panel.locator("[data-testid=stVegaLiteChart]")).to_have_count(1, timeout=300_000)
         page.wait_for_timeout(1000)
-        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the eval table scrolls sideways: {wide}"
         check_eval(page.evaluate(CHARTS_JS), size)
         shoot(page, panel, SHOTS / f"eval-{width}.png")
@@ -410,7 +421,7 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         expect(cells.nth(9)).to_have_text("pinned by you")  # its reason
         expect(page.get_by_text("out of date")).to_have_count(0)
         page.wait_for_timeout(800)
-        wide = [g for g in page.evaluate(GRIDS_JS) if g["scroll"] > g["client"]]
+        wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"the tables scroll sideways after the re-run: {wide}"
         a4.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "edit-pin-1280.png"))
