@@ -101,6 +101,7 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
         sp.extras.agent_modes.pop(stage.name, None)
         sp.extras.llm_usage.pop(stage.name, None)
         sp.extras.llm_calls.pop(stage.name, None)
+        sp.extras.judgments.pop(stage.name, None)
         sp.extras.edit_outcomes.pop(stage.name, None)
         sp.computed_from.pop(stage.name, None)
     sp.stage = STAGES[idx - 1].value if idx > 0 else "raw"

@@ -108,6 +108,7 @@ class Reply:
     seconds: float = 0.0
     then: Reply | None = None
     headers: tuple = ()                 # extra response headers: ((name, value), ...)
+    logprobs: tuple = ()                # per token: (token, logprob, ((alt, logprob), ...))
 
     @classmethod
     def text(cls, content: str, *, finish_reason: str = "stop", chunk_delay: float = 0.0,
@@ -120,6 +121,22 @@ class Reply:
         return cls("text", content=str(content), finish_reason=finish_reason,
                    chunk_delay=chunk_delay, cut_after=cut_after,
                    headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def judgment(cls, p_yes: float, *, yes: str = "Yes", no: str = "No",
+                 others: Mapping[str, float] | None = None) -> Reply:
+        """A one-token yes/no answer with OpenAI-shaped log-probabilities: the token is
+        ``yes`` when ``p_yes`` ≥ 0.5, the alternatives ``yes`` at ``p_yes`` and ``no`` at
+        ``1 - p_yes`` (and ``others``), as a llama.cpp or OpenAI server sends them when the
+        request asks for ``logprobs``; a request that does not ask gets none."""
+        import math
+
+        alts = {yes: p_yes, no: 1.0 - p_yes, **(others or {})}
+        top = tuple((t, math.log(max(p, 1e-12))) for t, p in
+                    sorted(alts.items(), key=lambda kv: -kv[1]))
+        token = yes if p_yes >= 0.5 else no
+        return cls("text", content=token, finish_reason="length",
+                   logprobs=((token, math.log(max(alts[token], 1e-12)), top),))
 
     @classmethod
     def json(cls, obj: Any, **kwargs: Any) -> Reply:
@@ -250,6 +267,22 @@ def count_tokens(value: Any) -> int:
 def _prompt_tokens(body: dict) -> int:
     messages = body.get("messages") or []
     return sum(count_tokens(m.get("content")) for m in messages if isinstance(m, dict))
+
+
+def _logprobs(body: dict, reply: Reply) -> dict | None:
+    """OpenAI's ``choices[0].logprobs`` for a request that asked (``logprobs: true``): the
+    reply's scripted ones, else each word of its content at probability 1 (a real server
+    always sends them when asked); ``top_logprobs`` bounds the alternatives."""
+    if not body.get("logprobs"):
+        return None
+    top_n = int(body.get("top_logprobs") or 0)
+    scripted = reply.logprobs or tuple((t, 0.0, ((t, 0.0),)) for t in split_tokens(reply.content))
+
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    return {"content": [{**entry(t, lp), "top_logprobs": [entry(a, alp) for a, alp in top[:top_n]]}
+                        for t, lp, top in scripted], "refusal": None}
 
 
 def _error_body(message: str, type_: str, code: str | None = None,
@@ -391,6 +424,10 @@ class _Handler(BaseHTTPRequestHandler):
                 400, "We could not parse the JSON body of your request." if raw
                 else "The request body is empty."))
             return
+        if fake.refuse_logprobs and body.get("logprobs"):
+            fake._count_call()
+            self._send_error_reply(Reply.error(400, "logprobs is not supported by this server"))
+            return
         reply = fake._next_reply(body)
         while reply.kind == "delay":
             if fake._stopping.wait(reply.seconds):
@@ -510,8 +547,13 @@ class FakeOpenAI:
 
     def __init__(self, *, models: Iterable[str] = ("gpt-4o-mini",),
                  responder: Responder | None = None, start: bool = False,
-                 owned_by: str = "fake-openai", ollama_version: str | None = None):
+                 owned_by: str = "fake-openai", ollama_version: str | None = None,
+                 refuse_logprobs: bool = False, ignore_logprobs: bool = False):
         self.models: list[str] = list(models) or ["gpt-4o-mini"]
+        #: answer a request that asks for ``logprobs`` with HTTP 400, as some servers do
+        self.refuse_logprobs = refuse_logprobs
+        #: never send ``logprobs``, even when asked (as servers that do not implement them)
+        self.ignore_logprobs = ignore_logprobs
         self.owned_by = owned_by  # "llamacpp" looks like a llama.cpp server, "me" like llama-cpp-python
         self.ollama_version = ollama_version  # set: GET /api/version answers like Ollama
         self._initial_responder = responder
@@ -724,7 +766,7 @@ class FakeOpenAI:
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": reply.content, "refusal": None},
-                "logprobs": None,
+                "logprobs": None if self.ignore_logprobs else _logprobs(body, reply),
                 "finish_reason": reply.finish_reason,
             }],
             "usage": self._usage(body, reply.content),

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +37,7 @@ from ragstream.backends.llm import (
     JSONResult,
     LLMClient,
     LLMError,
+    NoLogprobsError,
     inline_schema,
 )
 from ragstream.backends.tokens import count_tokens
@@ -142,31 +144,59 @@ class Agent(Generic[M]):
                 hi = mid - 1
         return build(lo), lo
 
-    def ask(self, payload: dict[str, Any], schema: dict[str, Any] | None = None) -> JSONResult[M]:
+    def ask(self, payload: dict[str, Any], schema: dict[str, Any] | None = None, *,
+            items: list[str] | None = None, logprobs: bool = False) -> JSONResult[M]:
         """Send the payload (its prompt within budget), the reply constrained by ``schema``
-        (default: the reply model's); validate it as ``M``."""
+        (default: the reply model's); validate it as ``M``. ``items`` names what the
+        payload's numbers stand for (kept with the call); with ``logprobs`` the reply's
+        token log-probabilities are kept too, where the endpoint gives them."""
         messages = self.prompt.messages(payload, schema)
+        timeout = self._timeout(messages)
+        log = CallLog(items=items)
+        self.calls.append(log)
+        with self._budget_guard():
+            return self.llm.chat_json(messages, self.prompt.output,
+                                      model=self.model, temperature=self.config.temperature,
+                                      max_tokens=self.reply_budget, json_schema=schema,
+                                      timeout=timeout, log=log, agent=self.config.agent_name,
+                                      logprobs=logprobs)
+
+    def judge(self, messages: list[dict[str, str]], answers: tuple[str, ...] = ("yes", "no"),
+              item: str = "") -> dict[str, float]:
+        """One generated token read as the probability of each of ``answers``
+        (``LLMClient.judge``), the messages within the prompt budget; ``item`` is what was
+        judged (kept with the call)."""
+        timeout = self._timeout(messages)
+        log = CallLog(items=[item] if item else None)
+        self.calls.append(log)
+        with self._budget_guard():
+            return self.llm.judge(messages, answers, model=self.model, timeout=timeout,
+                                  log=log, agent=self.config.agent_name)
+
+    def _timeout(self, messages: list[dict[str, str]]) -> float | None:
+        """The call's timeout (what is left of the pass's run budget); the prompt must fit
+        the budget."""
         tokens = self._count(messages)
         if tokens > self.prompt_budget:
             raise PromptBudgetError(
                 f"{self.config.agent_name}'s prompt needs {tokens} tokens, over its budget of "
                 f"{self.prompt_budget} (max_prompt_tokens {self.config.max_prompt_tokens}, "
                 f"llm.context_window {self.llm.settings.context_window})")
-        timeout = None
-        if self.deadline is not None:
-            timeout = self.deadline - time.monotonic()
-            if timeout <= 0.5:
-                raise RunBudgetError(self._budget_spent())
-            timeout = min(timeout, self.llm.settings.timeout_s)
-        log = CallLog()
-        self.calls.append(log)
+        if self.deadline is None:
+            return None
+        timeout = self.deadline - time.monotonic()
+        if timeout <= 0.5:
+            raise RunBudgetError(self._budget_spent())
+        return min(timeout, self.llm.settings.timeout_s)
+
+    @contextmanager
+    def _budget_guard(self) -> Iterator[None]:
+        """An endpoint failure at the run budget's end is the budget's doing: say so."""
         try:
-            return self.llm.chat_json(messages, self.prompt.output,
-                                      model=self.model, temperature=self.config.temperature,
-                                      max_tokens=self.reply_budget, json_schema=schema,
-                                      timeout=timeout, log=log, agent=self.config.agent_name)
-        except LLMError:
-            if self.deadline is not None and time.monotonic() >= self.deadline - 0.5:
+            yield
+        except LLMError as err:
+            if (not isinstance(err, NoLogprobsError) and self.deadline is not None
+                    and time.monotonic() >= self.deadline - 0.5):
                 raise RunBudgetError(self._budget_spent() + " while this agent waited for the "
                                      "model") from None
             raise
@@ -230,6 +260,7 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
     decision = resolve_mode(agent_cfg, cfg, llm_available=llm is not None)
     sp.extras.llm_usage.pop(name, None)  # an earlier run's calls are not this run's
     sp.extras.llm_calls.pop(name, None)
+    sp.extras.judgments.pop(name, None)
     if decision.mode == "llm" and nothing_to_ask and agent_cfg.mode == "auto":
         decision = ModeDecision("deterministic", f"no model call needed: {nothing_to_ask}")
     if decision.mode == "llm":

@@ -46,4 +46,5 @@ def call_record(log: CallLog, limit: int, redact: Callable[[str], str] = lambda 
     raw, raw_cut = clip(redact(log.raw), limit)
     parsed = None if log.parsed is None else json.loads(redact(json.dumps(log.parsed)))
     return AgentCall(messages=messages, raw=raw, raw_cut=raw_cut or None,
-                     parsed=parsed, error=redact(log.error) or None)
+                     parsed=parsed, error=redact(log.error) or None, items=log.items,
+                     probabilities=log.probabilities)

@@ -24,6 +24,15 @@ call) steps down to the next one (json_schema → llama_cpp → json_object) and
 remembers it. The reply is validated with the pydantic model. A repair round (the validation
 error sent back) is made only when it can succeed: in ``json_object`` mode, when the reply was
 not cut off. A reply cut off at ``max_tokens`` is reported as such (``ReplyCutOffError``).
+
+Token log-probabilities (``llm.logprobs``): ``judge`` asks for one generated token with its
+``top_logprobs`` and reads them as probabilities over a few answers (a yes/no relevance
+judgment costs one token and comes with ``P(yes)``); ``chat_json(..., logprobs=True)`` keeps
+each generated token's alternatives (``CallLog.tokens``) so that an agent can read how sure the
+model was of an enum value (``ragstream.agents.choices.value_probabilities``). llama.cpp's
+``llama-server``, Ollama and OpenAI give them. In ``auto`` a server that refuses them (HTTP 400,
+422, 500 or 501 on a request that asked) or answers without them is not asked again, and the
+agents use their compact lists instead (``offers_logprobs``).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -67,6 +76,10 @@ class ReplyCutOffError(AgentOutputError):
     """The reply reached ``max_tokens`` before its JSON was complete."""
 
 
+class NoLogprobsError(LLMError):
+    """The endpoint gives no token log-probabilities (it refused them, or sent none)."""
+
+
 FORMS = ("json_schema", "llama_cpp", "ollama", "json_object")
 #: the form to try next when an endpoint refuses one (``llm.structured_output = auto``)
 STEP_DOWN = {"json_schema": "llama_cpp", "llama_cpp": "json_object", "ollama": "json_object"}
@@ -90,6 +103,15 @@ class Usage:
 
 
 @dataclass
+class TokenChoice:
+    """One generated token, its log-probability and the alternatives the server listed."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
 class CallLog:
     """What one ``chat_json`` call did, filled in as it goes (also when it fails): the form of
     the request, whether the first reply was valid, why the model stopped, the time taken; the
@@ -106,6 +128,12 @@ class CallLog:
     error: str = ""
     messages: list[dict[str, str]] = field(default_factory=list)
     parsed: dict[str, Any] | None = None
+    #: the reply's tokens with their alternatives, when log-probabilities were asked for
+    tokens: list[TokenChoice] = field(default_factory=list)
+    #: what the agent read from them (``judge``: each answer's probability)
+    probabilities: dict[str, float] | None = None
+    #: what the payload's numbers stand for (chunk ids, sentence keys), set by the agent
+    items: list[str] | None = None
 
 
 @dataclass
@@ -183,6 +211,8 @@ class LLMClient:
         self._lock = threading.Lock()
         self._form: str | None = None  # the structured-output form, once known
         self._confirmed = False  # True once the endpoint accepted a structured request
+        #: whether the endpoint gives token log-probabilities: None until a request asked
+        self._logprobs: bool | None = None if settings.logprobs != "off" else False
 
     @property
     def model(self) -> str:
@@ -252,6 +282,46 @@ class LLMClient:
                               if configured == "auto" else configured)
             return self._form
 
+    def offers_logprobs(self) -> bool | None:
+        """Whether the endpoint gives token log-probabilities: True once it sent some, False
+        when it refused or ignored them (or ``llm.logprobs`` is off), None before it was asked."""
+        with self._lock:
+            return self._logprobs
+
+    def _logprob_args(self, wanted: bool) -> dict[str, Any]:
+        if not wanted or self.offers_logprobs() is False:
+            return {}
+        return {"logprobs": True, "top_logprobs": self.settings.logprobs_top}
+
+    def _note_logprobs(self, resp: Any, asked: bool) -> list[TokenChoice]:
+        """The reply's tokens with their alternatives; a reply without them, though asked,
+        tells the client not to ask again (``llm.logprobs`` auto)."""
+        if not asked:
+            return []
+        choice = resp.choices[0] if getattr(resp, "choices", None) else None
+        content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+        tokens = [TokenChoice(t.token, float(t.logprob),
+                              [(a.token, float(a.logprob)) for a in (t.top_logprobs or [])])
+                  for t in content]
+        with self._lock:
+            if self.settings.logprobs == "auto" or tokens:
+                self._logprobs = bool(tokens)
+        return tokens
+
+    def _refused_logprobs(self, err: Any, kwargs: dict[str, Any]) -> bool:
+        """Whether ``err`` answers a request that asked for log-probabilities, from a server
+        that has never given them (``auto``): then they are not asked for again."""
+        if ("logprobs" not in kwargs or self.settings.logprobs != "auto"
+                or err.status_code not in _REFUSED):
+            return False
+        with self._lock:
+            if self._logprobs:
+                return False
+            self._logprobs = False
+        kwargs.pop("logprobs", None)
+        kwargs.pop("top_logprobs", None)
+        return True
+
     def _response_format(self, form: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
         """The request's extra arguments that ask for ``schema`` in ``form``."""
         if form == "json_schema":
@@ -280,6 +350,8 @@ class LLMClient:
                     resp = client.chat.completions.create(
                         **kwargs, **self._response_format(form, name, schema))
                 except openai.APIStatusError as err:
+                    if self._refused_logprobs(err, kwargs):
+                        continue
                     if not (probing and err.status_code in _REFUSED):
                         raise
                     with self._lock:
@@ -297,10 +369,13 @@ class LLMClient:
     def chat_json(self, messages: list[dict[str, str]], schema: type[T], *, model: str = "",
                   temperature: float = 0.0, max_tokens: int = 800,
                   json_schema: dict[str, Any] | None = None, timeout: float | None = None,
-                  log: CallLog | None = None, agent: str = "") -> JSONResult[T]:
+                  log: CallLog | None = None, agent: str = "",
+                  logprobs: bool = False) -> JSONResult[T]:
         """A JSON object validated as ``schema``, the request constrained by ``json_schema``
         (default: the model's own schema). ``timeout`` (seconds) overrides ``llm.timeout_s``
-        for this call; ``log`` is filled in as the call goes, also when it fails."""
+        for this call; ``log`` is filled in as the call goes, also when it fails. With
+        ``logprobs`` the reply's tokens and their alternatives go to ``log.tokens`` where the
+        endpoint gives them."""
         log = log if log is not None else CallLog()
         spec = json_schema or inline_schema(schema.model_json_schema())
         started = time.perf_counter()
@@ -312,10 +387,11 @@ class LLMClient:
             for attempt in range(2):
                 form = self.structured_form()
                 log.messages = convo
+                extra = self._logprob_args(logprobs and attempt == 0)
                 form, resp = self._create(
                     form, schema.__name__, spec, model=model or self.model,
                     messages=_for_openai(convo), temperature=temperature,
-                    max_tokens=max_tokens, timeout=timeout or self.settings.timeout_s)
+                    max_tokens=max_tokens, timeout=timeout or self.settings.timeout_s, **extra)
                 log.form = form
                 if not hasattr(resp, "choices"):  # a 200 whose body is no chat completion
                     raise LLMError(f"{self.describe()} answered with something that is not a "
@@ -325,6 +401,7 @@ class LLMClient:
                 choice = resp.choices[0] if resp.choices else None
                 log.raw = raw = (choice.message.content or "") if choice else ""
                 log.finish_reason = str(getattr(choice, "finish_reason", "") or "")
+                log.tokens = self._note_logprobs(resp, "logprobs" in extra)
                 try:
                     value = schema.model_validate(json.loads(_strip_fences(raw)))
                     log.first_try_valid = attempt == 0
@@ -358,6 +435,72 @@ class LLMClient:
             log.seconds = round(time.perf_counter() - started, 3)
             if watcher is not None:
                 watcher.call_ended(agent or schema.__name__)
+
+    def judge(self, messages: list[dict[str, str]], answers: Sequence[str] = ("yes", "no"), *,
+              model: str = "", timeout: float | None = None, log: CallLog | None = None,
+              agent: str = "") -> dict[str, float]:
+        """The model's probability of each of ``answers``, read from the top log-probabilities
+        of the one token it generates (temperature 0), normalized over the answers it listed
+        (``answer_probabilities``). Raises ``NoLogprobsError`` when the endpoint gives none
+        and ``AgentOutputError`` when none of the listed tokens is one of the answers."""
+        log = log if log is not None else CallLog()
+        log.form = "logprobs"
+        log.messages = list(messages)
+        started = time.perf_counter()
+        watcher = _WATCHER.get()
+        if watcher is not None:
+            watcher.call_started(agent or "judge", model or self.model)
+        try:
+            if self.offers_logprobs() is False:
+                raise NoLogprobsError(f"{self.describe()} gives no token log-probabilities")
+            kwargs: dict[str, Any] = {
+                "model": model or self.model, "messages": _for_openai(log.messages),
+                "temperature": 0.0, "max_tokens": 1,
+                "timeout": timeout or self.settings.timeout_s, **self._logprob_args(True)}
+            resp = self._complete(kwargs, timeout)
+            log.usage.calls += 1
+            log.usage.add(getattr(resp, "usage", None))
+            choice = resp.choices[0] if getattr(resp, "choices", None) else None
+            log.raw = (choice.message.content or "") if choice else ""
+            log.finish_reason = str(getattr(choice, "finish_reason", "") or "")
+            log.tokens = self._note_logprobs(resp, "logprobs" in kwargs)
+            if not log.tokens:
+                raise NoLogprobsError(f"{self.describe()} answered without token "
+                                      f"log-probabilities")
+            probs = answer_probabilities(log.tokens[0], answers)
+            if probs is None:
+                listed = ", ".join(repr(t) for t, _ in log.tokens[0].top[:5])
+                raise AgentOutputError(f"none of the model's likeliest first tokens ({listed}) "
+                                       f"is one of {', '.join(answers)}")
+            log.probabilities = probs
+            log.first_try_valid = True
+            log.parsed = {"answer": max(probs, key=lambda a: probs[a]), "probabilities": probs}
+            return probs
+        except (LLMError, AgentOutputError) as err:
+            log.error = str(err)
+            raise
+        finally:
+            log.seconds = round(time.perf_counter() - started, 3)
+            if watcher is not None:
+                watcher.call_ended(agent or "judge")
+
+    def _complete(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
+        """One plain chat completion; a refusal of the log-probabilities is remembered and
+        the request sent again without them."""
+        import openai
+
+        while True:
+            short = kwargs.get("timeout", self.settings.timeout_s) < self.settings.timeout_s
+            client = self._client.with_options(max_retries=0) if short else self._client
+            with self._errors(timeout):
+                try:
+                    return client.chat.completions.create(**kwargs)
+                except openai.APIStatusError as err:
+                    if self._refused_logprobs(err, kwargs):
+                        raise NoLogprobsError(self.redact(
+                            f"{self.describe()} refused token log-probabilities (HTTP "
+                            f"{err.status_code}: {err.message})")) from None
+                    raise
 
     def stream_chat(self, messages: list[dict[str, str]], result: StreamResult, *,
                     model: str = "", temperature: float = 0.0, max_tokens: int = 1500,
@@ -398,6 +541,34 @@ class LLMClient:
                 f"the answer stream from {self.describe()} broke off: {err}")) from None
         finally:
             stream.close()  # the client's Stream sits in a reference cycle: never wait for GC
+
+
+def _answer_key(token: str) -> str:
+    return token.strip().strip(".,:;!\"'").lower()
+
+
+def answer_probabilities(token: TokenChoice, answers: Sequence[str]) -> dict[str, float] | None:
+    """Each answer's probability from one generated token's alternatives: the probabilities
+    of the listed tokens that spell it (any case, spaces and punctuation aside; a token that
+    is the start of exactly one answer counts for it), normalized over the answers. None when
+    no listed token spells one."""
+    import math
+
+    keys = [a.lower() for a in answers]
+    mass = dict.fromkeys(keys, 0.0)
+    seen: set[str] = set()
+    for text, logprob in token.top or [(token.token, token.logprob)]:
+        key = _answer_key(text)
+        if not key or text in seen:  # "Yes" and " yes" are two tokens: both count
+            continue
+        seen.add(text)
+        hits = [a for a in keys if a == key] or [a for a in keys if a.startswith(key)]
+        if len(hits) == 1:
+            mass[hits[0]] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return {a: round(mass[k] / total, 6) for a, k in zip(answers, keys)}
 
 
 def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
