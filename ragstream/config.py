@@ -225,6 +225,12 @@ class LLMSettings(_Strict):
     run_budget_s: float = Field(90.0, gt=0, le=86_400, description=(
         "seconds of model calls one pass of the agents may spend; when they are spent, the "
         "remaining agents run deterministically and say why"))
+    logprobs: Literal["auto", "on", "off"] = Field("auto", description=(
+        "whether agent calls ask for token log-probabilities (a yes/no judgment's or an enum "
+        "choice's probability): auto (ask; a server that refuses them is asked no more), on "
+        "(ask, and a refusal is an error), off (never: agents use their compact lists)"))
+    logprobs_top: int = Field(10, ge=2, le=20, description=(
+        "alternatives per generated token asked for (top_logprobs)"))
     inspect_chars: int = Field(8000, ge=200, le=1_000_000, description=(
         "characters of each message and reply the agent inspector keeps (sp.extras.llm_calls); "
         "a longer one keeps its start and end and says how much of its middle was cut"))
@@ -253,8 +259,22 @@ class AnswerSettings(_Strict):
         "the LLM answer's prompt, at most; 0 = what llm.context_window leaves beside "
         "max_tokens (which bounds it in any case): whole source texts that do not fit are "
         "left out, the condensed context that cites them stays"))
+    check_citations: bool = Field(True, description=(
+        "check the LLM's answer once it has streamed: every [n] names a source, one names a "
+        "top_sources source, each citing sentence shares min_shared_terms content terms with "
+        "a source it cites, and some sentence cites; an answer that fails is set aside and "
+        "the extractive answer given instead. Off: an answer citing nothing is kept, "
+        "labelled unsupported (offer_extractive)"))
+    top_sources: int = Field(3, ge=1, le=1000, description=(
+        "at least one citation of the LLM's answer names one of the Sources block's first "
+        "this many sources (the best-ranked chunks of the final selection)"))
+    min_shared_terms: int = Field(2, ge=0, le=50, description=(
+        "each sentence of the LLM's answer that cites shares at least this many content terms "
+        "(stemmed, stop words out) with one of the sources it cites; a sentence with fewer "
+        "content terms needs all it has; 0 turns this check off"))
     offer_extractive: bool = Field(True, description=(
-        "when an LLM answer cites no source, give the extractive answer beside it"))
+        "when an LLM answer cites no source and is kept (check_citations off), give the "
+        "extractive answer beside it"))
     form: Literal["auto", "text", "sentences"] = Field("auto", description=(
         "how the LLM writes the answer: 'text' (free Markdown, citations asked for), "
         "'sentences' (JSON constrained by a schema: each sentence with the source numbers it "
@@ -402,6 +422,11 @@ class A2Config(AgentCommon):
     )
     confidence_default: str = Field(
         "low", description="what an out-of-enum confidence from the LLM is clamped to")
+    choice_margin: float = Field(0.2, ge=0, le=1, description=(
+        "LLM mode: where the model's value differs from the keyword rule's, it is taken only "
+        "when its probability exceeds the runner-up value's by at least this much (read from "
+        "the token log-probabilities); below it the rule's choice stands. Without "
+        "probabilities from the endpoint the model's value is taken"))
 
     @model_validator(mode="after")
     def _confidence_consistent(self) -> A2Config:
@@ -425,11 +450,38 @@ class A3Config(AgentCommon):
         0.8, ge=0, le=1, description="word 3-shingle Jaccard at or above which a chunk duplicates"
     )
     llm_max_candidates: int = Field(
-        8, ge=1, le=1000, description="LLM mode: candidates sent to the model, at most")
+        10, ge=1, le=1000, description="LLM mode: candidates sent to the model, at most")
     llm_sentences: int = Field(
         2, ge=1, le=20, description="LLM mode: sentences shown per candidate (closest to the prompt)")
     llm_chars: int = Field(
         200, ge=40, le=4000, description="LLM mode: characters shown per candidate, at most")
+    judge: Literal["auto", "probability", "list"] = Field("auto", description=(
+        "LLM mode: how the model judges: 'probability' (one yes/no token per candidate, read "
+        "as P(relevant) from its log-probabilities), 'list' (one call listing the candidates "
+        "to drop), 'auto' (probability where the endpoint gives log-probabilities, else list)"))
+    protect_top_k: int = Field(3, ge=0, le=1000, description=(
+        "LLM mode: the first k reranked candidates are never dropped on the model's word"))
+    weak_relative: float = Field(0.7, ge=0, le=1, description=(
+        "LLM mode: a candidate the rules keep is 'weak' when its score is below weak_relative "
+        "× the best; only a weak one can be dropped, and only when the model agrees"))
+    llm_drop_max: float = Field(0.15, ge=0, le=1, description=(
+        "LLM mode: the model agrees a candidate is weak when its P(relevant) is at most this "
+        "(in list mode: when it lists the candidate to drop)"))
+    llm_rescue_min: float = Field(0.9, ge=0, le=1, description=(
+        "LLM mode: a candidate the rules drop as off-topic is kept when the model's "
+        "P(relevant) is at least this (a confident model rescues it; list mode never does)"))
+    judge_sections: dict[str, str] = Field(default_factory=lambda: {
+        "Role": "You are a search relevance judge. You do not answer questions: you say whether "
+                "a passage is on the topic of a question.",
+        "Rules": "Answer with one word, Yes or No."}, description=(
+        "LLM mode, probability: the system message of each yes/no call, section by section"))
+
+    @model_validator(mode="after")
+    def _rescue_above_drop(self) -> A3Config:
+        if self.llm_rescue_min <= self.llm_drop_max:
+            raise ValueError(f"llm_rescue_min ({self.llm_rescue_min:g}) must exceed llm_drop_max "
+                             f"({self.llm_drop_max:g}): a probability cannot both rescue and drop")
+        return self
 
 
 class A4Config(AgentCommon):
@@ -440,6 +492,11 @@ class A4Config(AgentCommon):
         12, ge=1, le=1000, description="LLM mode: candidate sentences sent to the model, at most")
     llm_max_facts: int = Field(
         12, ge=1, le=200, description="LLM mode: sentences the model may choose, at most")
+    rule_share: float = Field(
+        0.5, ge=0, le=1, description="LLM mode: the share of budget_tokens the deterministic "
+        "selection keeps (its statements, best first, while they fit); the model's choice gets "
+        "the rest. 0: the model's choice alone (plus the top chunk's best sentence); 1: the "
+        "rules alone")
     max_sentences_per_chunk: int = Field(3, ge=1, le=100)
     min_sentence_score: float = Field(0.15, ge=0, le=1)
     rank_weight: float = Field(
@@ -508,6 +565,11 @@ class A5Config(AgentCommon):
         cues: list[str] = Field(min_length=1)
 
     default_format: FormatKind = "markdown"
+    choice_margin: float = Field(0.2, ge=0, le=1, description=(
+        "LLM mode: where the model's kind, answer language or code language differs from the "
+        "rules', it is taken only when its probability exceeds the runner-up value's by at "
+        "least this much (read from the token log-probabilities); below it the rules' choice "
+        "stands. Without probabilities from the endpoint the model's value is taken"))
     #: kinds in priority order: a tie in keyword count goes to the kind listed first
     kinds: dict[FormatKind, A5Config.Kind] = Field(default_factory=dict)
     #: language tag for code fences -> words naming it
@@ -596,6 +658,17 @@ class AgentsConfig(_Strict):
 
 
 # --------------------------------------------------------------------------- all of it
+
+
+#: settings for a small local model (a 0.5B–3B GGUF on a laptop's CPU): the answer's prompt
+#: stays short (whole source texts are left out once the condensed context and the prompt take
+#: 1,500 tokens) and its reply bounded. ``eval --profile local`` and the real-model tier use it.
+LOCAL_MODEL_PROFILE: dict[str, Any] = {
+    "settings.llm.context_window": 8192,
+    "settings.llm.timeout_s": 300.0,
+    "settings.answer.max_prompt_tokens": 1500,
+    "settings.answer.max_tokens": 400,
+}
 
 
 class AppConfig(_Strict):

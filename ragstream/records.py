@@ -106,13 +106,43 @@ class AgentCall(Record):
     first-try validity, finish reason) are the agent's ``llm_usage`` entry; the mode and the
     fallback reason its ``agent_modes`` entry."""
 
-    OPTIONAL = frozenset({"raw_cut", "parsed", "error"})
+    OPTIONAL = frozenset({"raw_cut", "parsed", "error", "items", "probabilities"})
 
     messages: list[SentMessage]
     raw: str = Field("", description="the reply's text as the model sent it")
     raw_cut: int | None = Field(None, description="characters cut from the reply's middle")
     parsed: dict[str, Any] | None = Field(None, description="the reply validated, as JSON")
     error: str | None = Field(None, description="why the call gave no valid reply")
+    items: list[str] | None = Field(None, description=(
+        "what the call's numbers stand for, in order (A3: chunk ids; A4: sentence keys): "
+        "numbers 1..n of the payload are items[0..n-1]"))
+    probabilities: dict[str, float] | None = Field(None, description=(
+        "the probabilities read from the reply's token log-probabilities (A3: 'yes' for "
+        "the passage judged; A2/A5: each field's chosen value)"))
+
+
+class Judgment(Record):
+    """One decision of an agent that asked the model, the rule's and the model's side by side:
+    what the rule decided, what the model said (with its probability where the endpoint gives
+    one), what stood and who decided it. An agent in LLM mode writes one per item it decided
+    (``sp.extras.judgments[agent]``); ``changed`` is what ``eval --mode llm`` counts."""
+
+    OPTIONAL = frozenset({"model", "probability", "why"})
+
+    item: str = Field(description="what was decided: a chunk id (A3, A4) or a field (A2, A5)")
+    rule: str = Field(description="the rule's verdict: kept / dropped, or the value it chose")
+    model: str | None = Field(None, description="the model's verdict, when it judged the item")
+    probability: float | None = Field(None, description=(
+        "the model's probability: A3, that the chunk helps answer the prompt; A2/A5, of the "
+        "value it chose"))
+    final: str = Field(description="what stood")
+    decided_by: Literal["rule", "llm", "you"]
+    why: str | None = Field(None, description="why that one stood (the threshold it met or missed)")
+
+    @property
+    def changed(self) -> bool:
+        """Whether the model's word changed the rule's decision."""
+        return self.decided_by == "llm" and self.final != self.rule
 
 
 # --------------------------------------------------------------------------- A0
@@ -203,15 +233,29 @@ class A3Clamp(Record):
 
 
 class A3Record(Record):
-    """How many chunks the gate kept and dropped; in LLM mode what it had to correct."""
+    """The gate's counts; in LLM mode how the model judged (``judge``: probability or list),
+    the thresholds its word was weighed with, how many decisions it changed, and what it
+    could not judge (candidates it was not sent, numbers naming no candidate, clamped tags)."""
 
-    OPTIONAL = frozenset({"clamped", "unjudged", "unknown_numbers"})
+    OPTIONAL = frozenset({"clamped", "unjudged", "unknown_numbers", "judge", "judge_note", "sent",
+                          "protect_top_k", "weak_relative", "llm_drop_max", "llm_rescue_min",
+                          "changed"})
 
     kept: int
     dropped: int
     working_set: int
+    judge: str | None = Field(None, description="LLM mode: 'probability' (yes/no with "
+                                                "log-probabilities) or 'list'")
+    judge_note: str | None = Field(None, description="why it judged by list where it could not "
+                                                     "read probabilities")
+    sent: int | None = Field(None, description="candidates the model was asked about")
+    protect_top_k: int | None = None
+    weak_relative: float | None = None
+    llm_drop_max: float | None = None
+    llm_rescue_min: float | None = None
+    changed: int | None = Field(None, description="decisions the model's word changed")
     clamped: list[A3Clamp] | None = None
-    unjudged: list[str] | None = Field(None, description="chunk ids the LLM did not judge")
+    unjudged: list[str] | None = Field(None, description="chunk ids sent whose judgment failed")
     unknown_numbers: list[int] | None = Field(None, description="numbers naming no candidate")
 
 
@@ -243,7 +287,7 @@ class A4Record(Record):
     """A4's budget, what it used, and the statements both S_CTX_MD and the answer are made of."""
 
     OPTIONAL = frozenset({"uncovered_terms", "invalid_citations", "uncited_dropped",
-                          "trimmed_for_budget", "edited"})
+                          "trimmed_for_budget", "edited", "rule_share", "statements_by"})
 
     budget_tokens: int
     used_tokens: int
@@ -256,6 +300,11 @@ class A4Record(Record):
     invalid_citations: list[int] | None = Field(None, description="LLM mode: numbers naming no source")
     uncited_dropped: list[str] | None = Field(None, description="LLM mode: statements without a source")
     trimmed_for_budget: int | None = Field(None, description="LLM mode: statements cut to fit")
+    rule_share: float | None = Field(None, description="LLM mode: the share of the budget the "
+                                                       "deterministic selection kept")
+    statements_by: dict[str, int] | None = Field(None, description=(
+        "LLM mode: how many statements each decided: rule (within rule_share, or the top "
+        "chunk's best sentence), llm (the model's choice beyond them), you (pinned chunks)"))
     edited: str | None = Field(None, description="what a person's edits changed in the "
                                                  "statements, e.g. '2 statements changed by hand: "
                                                  "1 rewritten, 1 moved'")
@@ -321,10 +370,13 @@ class QALogRecord(Record):
 # --------------------------------------------------------------------------- edits
 
 
-EditKind = Literal["field", "pin", "exclude", "add",
+EditKind = Literal["field", "pin", "exclude", "add", "drop",
                    "statement_text", "statement_remove", "statement_move",
                    "rule_text", "rule_remove", "rule_move", "rule_add"]
 CHUNK_KINDS = ("pin", "exclude", "add")
+#: chunk decisions the A3 gate applies (not Retrieval): ``drop`` — the gate drops the chunk.
+#: They share a chunk's slot with ``CHUNK_KINDS`` (one decision per chunk).
+GATE_KINDS = ("drop",)
 STATEMENT_KINDS = ("statement_text", "statement_remove", "statement_move")
 RULE_KINDS = ("rule_text", "rule_remove", "rule_move", "rule_add")
 #: the body fields A2 decides (an edit of one acts on A2); every other field acts on A0
@@ -333,9 +385,11 @@ A2_FIELDS = ("system", "audience", "tone", "depth", "confidence")
 
 def edit_stage(kind: EditKind, target: str = "") -> str:
     """The stage that applies an edit of ``kind`` first (a field: A2's at A2, the rest at A0;
-    chunks at Retrieval; statements at A4; rules at A5)."""
+    chunks at Retrieval, a drop at A3; statements at A4; rules at A5)."""
     if kind == "field":
         return "A2_PromptShaper" if target in A2_FIELDS else "A0_PreProcessing"
+    if kind in GATE_KINDS:
+        return "A3_NLI_Gate"
     if kind in CHUNK_KINDS:
         return "Retrieval"
     return "A4_Condenser" if kind in STATEMENT_KINDS else "A5_Format_Enforcer"
@@ -372,8 +426,8 @@ class Edit(BaseModel):
     @property
     def slot(self) -> tuple[str, str]:
         """What a later edit of the same slot replaces: one decision per chunk, per field, per
-        statement (text, place) and per rule."""
-        if self.kind in CHUNK_KINDS:
+        statement (text, place) and per rule (a pin and a drop of one chunk share its slot)."""
+        if self.kind in CHUNK_KINDS or self.kind in GATE_KINDS:
             return "chunk", self.target
         if self.kind == "rule_add":
             return self.kind, self.after or ""
@@ -384,7 +438,7 @@ class Edit(BaseModel):
         was = f" (was {self.before})" if self.before not in (None, "") else ""
         if self.kind == "field":
             return f"{self.target} = {self.after!r}{was}"
-        if self.kind in CHUNK_KINDS:
+        if self.kind in CHUNK_KINDS or self.kind in GATE_KINDS:
             return f"{self.kind} {self.target}{was}"
         what = "statement" if self.kind in STATEMENT_KINDS else "rule"
         action = self.kind.split("_", 1)[1]
@@ -432,7 +486,7 @@ class Extras(Record):
         "semantic_used", "a0_body", "a0_sources", "a2_decisions", "retrieval", "reranker", "a3", "a4",
         "format_enforcer", "qa_log",
     })
-    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls", "edit_outcomes"})
+    OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls", "edit_outcomes", "judgments"})
 
     a0_decisions: list[A0Decision] | None = None
     normalized_map: dict[str, str | None] | None = Field(
@@ -448,6 +502,8 @@ class Extras(Record):
     llm_usage: dict[str, AgentUsage] = Field(default_factory=dict)
     llm_calls: dict[str, list[AgentCall]] = Field(
         default_factory=dict, description="each agent's model calls: messages, reply, result")
+    judgments: dict[str, list[Judgment]] = Field(default_factory=dict, description=(
+        "per agent that asked the model: each decision, the rule's and the model's side by side"))
     a2_decisions: list[A2Decision] | None = None
     retrieval: RetrievalRecord | None = None
     reranker: RerankerRecord | None = None

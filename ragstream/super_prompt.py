@@ -145,6 +145,9 @@ class ViewRow(BaseModel):
     status: RowStatus = "kept"
     reason: str = ""
     decided_by: DecidedBy = "rule"
+    rule_status: RowStatus | None = Field(None, description=(
+        "what the rules alone decided, where a model or a person could decide otherwise "
+        "(A3, A4 in LLM mode)"))
 
 
 class ConversationTurn(BaseModel):
@@ -213,11 +216,21 @@ class Answer(BaseModel):
     first_token_ms: float | None = None
     error: str = Field("", description="the LLM error an extractive fallback replaced")
     unsupported: str = Field("", description=(
-        "why an LLM answer counts as unsupported (it cites no valid source); empty otherwise"))
+        "why an LLM answer kept as the answer counts as unsupported (it cites no valid "
+        "source; only with answer.check_citations off, which otherwise sets it aside); empty "
+        "otherwise"))
     extractive_text: str = Field("", description=(
         "the extractive answer offered beside an unsupported LLM answer"))
+    set_aside: str = Field("", description=(
+        "the LLM's answer when it failed the citation checks (answer.check_citations) and the "
+        "extractive answer replaced it as ``text``; empty otherwise"))
+    set_aside_reason: str = Field("", description=(
+        "why it was set aside: the checks it failed, each with its setting and value"))
+    checks: str = Field("", description=(
+        "the citation checks an LLM answer passed, with their settings; empty when none ran"))
     form: str = Field("", description=(
-        "how the LLM wrote it (answer.form): 'text' or 'sentences'; empty for other modes"))
+        "how the LLM wrote it (answer.form): 'text' or 'sentences' — the set-aside answer's "
+        "too; empty when the LLM gave none"))
     raw: str = Field("", description="the sentence form's JSON reply, as the model sent it")
 
     @property

@@ -36,14 +36,18 @@ def with_llm(services, cfg: AppConfig, environ: dict[str, str] | None = None):
 
 def every_agent(stream: dict) -> Callable[[dict], Reply]:
     """A responder for the scripted server: each agent (A2, A3, A4, A5) replies valid JSON in
-    its compact contract (A3 drops candidates after the 4th as off-topic, A4 chooses one
-    sentence from each of two sources), and a streamed request gets ``stream["reply"]``."""
+    its compact contract (A3 drops candidates after the 4th as off-topic, or, asked yes/no
+    with log-probabilities, says Yes at 0.8 — neither sure enough to rescue nor doubtful
+    enough to drop; A4 chooses one sentence from each of two sources), and a streamed request
+    gets ``stream["reply"]``."""
 
     def route(body: dict) -> Reply:
         system = body["messages"][0]["content"]
         user = body["messages"][-1]["content"]
         if body.get("stream"):
             return stream["reply"]
+        if "Passage: " in user and body.get("max_tokens") == 1:  # A3's yes/no judgment
+            return Reply.judgment(0.8)
         if "A2_PromptShaper" in system:
             return Reply.json({"system": "wizard", "audience": "developer", "tone": "concise",
                                "depth": "overview", "confidence": "high"})

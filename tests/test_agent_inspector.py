@@ -61,7 +61,8 @@ def recorder(server):
 @pytest.fixture(scope="module")
 def llm(kb_engine, server):
     cfg = llm_config(kb_engine.cfg, server, structured_output="json_object", api_key_env=KEY_ENV,
-                     max_attempts=1)
+                     max_attempts=1)  # A3 in one list call (its yes/no calls: test_a3_weighed)
+    cfg = cfg.with_overrides({"agents.A3_NLI_Gate.judge": "list"})
     return cfg, with_llm(kb_engine.services, cfg, environ={KEY_ENV: KEY})
 
 
@@ -186,7 +187,7 @@ def test_the_json_export_holds_the_records_and_reads_back(llm, recorder):
     data = json.loads(sp.to_json())["extras"]["llm_calls"]
     assert list(data) == AGENTS
     a4 = data["A4_Condenser"][0]
-    assert set(a4) == {"messages", "raw", "parsed"}  # nothing cut, no error: left out
+    assert set(a4) == {"messages", "raw", "parsed", "items"}  # nothing cut, no error: left out
     assert a4["raw"] == sp.extras.llm_calls["A4_Condenser"][0].raw
     assert [m["role"] for m in a4["messages"]] == ["system", "user"]
     assert SuperPrompt.from_json(sp.to_json()).extras.llm_calls == sp.extras.llm_calls
@@ -194,6 +195,7 @@ def test_the_json_export_holds_the_records_and_reads_back(llm, recorder):
 
 def test_long_texts_are_cut_in_the_middle_and_say_so(kb_engine, server, recorder):
     cfg = llm_config(kb_engine.cfg, server, structured_output="json_object", inspect_chars=400)
+    cfg = cfg.with_overrides({"agents.A3_NLI_Gate.judge": "list"})
     sp = controller.run_all(controller.new_prompt(PROMPT), cfg, with_llm(kb_engine.services, cfg),
                             until="A3_NLI_Gate")
     (req,) = requests_of(server, "A3_NLI_Gate")
@@ -253,8 +255,10 @@ def test_the_cli_run_json_carries_the_records_and_never_the_key(kb_engine, serve
     assert KEY not in out.stdout and KEY not in out.stderr
     calls = json.loads(out.stdout)["extras"]["llm_calls"]
     assert list(calls) == AGENTS
-    for agent in AGENTS:
-        (req,) = requests_of(server, agent)
-        assert calls[agent][0]["messages"] == [{"role": m["role"], "content": m["content"]}
-                                               for m in req.messages]
-        assert req.authorization == f"Bearer {KEY}"
+    for agent in AGENTS:  # A3: one yes/no call per candidate, each recorded
+        requests = requests_of(server, agent)
+        assert len(calls[agent]) == len(requests) == (10 if agent == "A3_NLI_Gate" else 1)
+        for call, req in zip(calls[agent], requests):
+            assert call["messages"] == [{"role": m["role"], "content": m["content"]}
+                                        for m in req.messages]
+            assert req.authorization == f"Bearer {KEY}"

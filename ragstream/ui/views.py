@@ -98,7 +98,7 @@ SOURCE_SECTION = "source § section"
 #: under "Open a chunk" and the whole reason in the chunk journey
 TABLE_WIDTH = 780
 #: fixed column widths in pixels; the text columns share what is left
-COLUMN_WIDTHS: dict[str, int] = {"rank": 40, "status": 62}
+COLUMN_WIDTHS: dict[str, int] = {"rank": 40, "status": 62, "rule": 62, "by": 40}
 #: the chunk tables' checkbox columns (the person's decisions): label and help
 CHECK_COLUMNS: dict[str, tuple[str, str]] = {
     "pin": ("pin", "Pin: keep this chunk through A3 and A4, in the final selection (pinned ones "
@@ -135,6 +135,7 @@ def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
     keys = list(dict.fromkeys(k for r in view for k in r.scores))
     main = next((k for k in keys if all(r.scores.get(k) == r.score for r in view)), None)
     score_col = f"score ({main})" if main else "score"
+    weighed = any(r.rule_status is not None for r in view)
     rows = []
     for r in view:
         c = chunks.get(r.chunk_id)
@@ -147,6 +148,9 @@ def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
         for key, value in r.scores.items():
             if key != main and key not in JOURNEY_ONLY:
                 row[key] = int(value) if _is_count(key) else value
+        if weighed:  # LLM mode: the rules' verdict beside what stood, and who decided
+            row["rule"] = r.rule_status or r.status
+            row["by"] = r.decided_by
         row["status"] = r.status
         row["reason"] = r.reason
         rows.append(row)
@@ -317,13 +321,59 @@ def history_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
 
 
 def mode_rows(sp: SuperPrompt) -> list[dict[str, str]]:
-    """How each agent ran (mode and why), plus the ReRanker's backend."""
+    """How each agent ran (mode and why; A4 in LLM mode with ``a4_note``), plus the
+    ReRanker's backend."""
     rows = [{"component": agent, "ran as": info.mode, "why": info.reason}
             for agent, info in sp.extras.agent_modes.items()]
+    a4 = a4_note(sp)
+    for row in rows:
+        if a4 and row["component"] == "A4_Condenser":
+            row["why"] = f"{row['why']}; {a4}" if row["why"] else a4
     rr = sp.extras.reranker
     if rr:
         rows.append({"component": "ReRanker backend", "ran as": rr.backend, "why": rr.reason})
     return rows
+
+
+def a3_note(sp: SuperPrompt) -> str | None:
+    """How A3 weighed the model's word, with its thresholds: "LLM mode, P(relevant) for the
+    first 10: a candidate is dropped only when its score is weak (< 0.7 × best) and the model
+    agrees (P ≤ 0.15), never among the first 3; P ≥ 0.9 rescues one the rules drop. The model
+    changed 1 decision."; None when the model did not judge."""
+    a3 = sp.extras.a3
+    if a3 is None or a3.judge is None:
+        return None
+    how = ("P(relevant) from a yes/no token" if a3.judge == "probability"
+           else "the list of candidates to drop")
+    agrees = f"P ≤ {a3.llm_drop_max:g}" if a3.judge == "probability" else "it lists it to drop"
+    rescue = (f"; P ≥ {a3.llm_rescue_min:g} rescues one the rules drop"
+              if a3.judge == "probability" else "; a list cannot rescue")
+    changed = a3.changed or 0
+    return (f"LLM mode ({how}, {a3.sent} candidates asked): a candidate is dropped only when "
+            f"its score is weak (< {a3.weak_relative:g} × best) and the model agrees ({agrees}), "
+            f"never among the first {a3.protect_top_k}{rescue}. The model changed {changed} "
+            f"decision{'' if changed == 1 else 's'}." + (f" ({a3.judge_note})" if a3.judge_note else ""))
+
+
+def decision_note(sp: SuperPrompt, view: str) -> str | None:
+    """The line above a chunk table that says how its stage weighed the model's word, with
+    the thresholds (A3, A4 in LLM mode); None otherwise."""
+    if view == View.A3:
+        return a3_note(sp)
+    return a4_note(sp) if view == View.A4 else None
+
+
+def a4_note(sp: SuperPrompt) -> str | None:
+    """What A4 decided in LLM mode, beside its threshold: "LLM mode: 3 statements kept by rule
+    (rule_share 0.5 of 900 tokens), 2 chosen by the model"; None in deterministic mode."""
+    a4 = sp.extras.a4
+    if a4 is None or a4.statements_by is None or a4.rule_share is None:
+        return None
+    by = a4.statements_by
+    note = (f"LLM mode: {by.get('rule', 0)} statements kept by rule (rule_share "
+            f"{a4.rule_share:g} of {a4.budget_tokens} tokens), {by.get('llm', 0)} chosen by "
+            "the model")
+    return note + (f", {by['you']} from chunks you pinned" if by.get("you") else "")
 
 
 #: what each view's score is, for the chart's x axis; stages with the same kind share a scale

@@ -59,13 +59,16 @@ def prompt_tokens(request) -> int:
     return sum(count_tokens(m["content"]) + 4 for m in request.messages)
 
 
-def test_a3_sends_numbered_best_sentences_and_reads_drops_by_number(sp_reranked, llm, server):
+def test_a3_list_mode_sends_numbered_best_sentences_and_reads_drops_by_number(sp_reranked, llm,
+                                                                            server):
     cfg, services = llm
+    cfg = with_agent(cfg, "A3_NLI_Gate", judge="list")
     server.script(Reply.json({"drop": [{"n": 3, "tag": "off-topic"}, {"n": 2, "tag": "boring"},
                                        {"n": 99, "tag": "duplicate"}]}))
     sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", cfg, services)
     acfg = cfg.agents.A3_NLI_Gate
     assert sp.extras.agent_modes["A3_NLI_Gate"].mode == "llm"
+    assert server.calls == 1 and "logprobs" not in server.chat_requests[-1]
     request = server.chat_requests[-1]
     sent = payload(request)["candidates"]
     ranked = [r.chunk_id for r in sp_reranked.view("reranked")]
@@ -83,17 +86,28 @@ def test_a3_sends_numbered_best_sentences_and_reads_drops_by_number(sp_reranked,
     assert schema["maxItems"] == len(sent)
     assert schema["items"]["properties"]["n"]["maximum"] == len(sent)
     assert schema["items"]["properties"]["tag"]["enum"] == ["duplicate", "off-topic", "conflicting"]
+    assert sp.extras.llm_calls["A3_NLI_Gate"][0].items == ranked[:len(sent)]
 
+    # ranks 2 and 3 are among the first protect_top_k: the model's word does not drop them
     rows = {r.chunk_id: r for r in sp.view("a3")}
-    assert rows[ranked[2]].status == "dropped" and rows[ranked[2]].reason == "LLM: off-topic"
-    assert rows[ranked[1]].status == "dropped" and rows[ranked[1]].reason == "LLM: dropped"
+    for cid in ranked[1:3]:
+        assert rows[cid].status == "kept" and rows[cid].decided_by == "rule"
+        assert "protected: among the first 3 (protect_top_k)" in rows[cid].reason
     assert rows[ranked[0]].status == "kept"
     assert A3Clamp(n=2, field="tag", value="boring", clamped_to="") in sp.extras.a3.clamped
     assert sp.extras.a3.unknown_numbers == [99]
-    working = ranked[:sp.extras.a3.working_set]
-    assert sp.extras.a3.unjudged == working[len(sent):]
-    assert rows[working[-1]].reason.startswith(
-        f"not sent to the LLM (beyond llm_max_candidates={acfg.llm_max_candidates}); by rule:")
+    assert sp.extras.a3.judge == "list" and sp.extras.a3.sent == len(sent)
+    judged = {j.item: j for j in sp.extras.judgments["A3_NLI_Gate"]}
+    assert set(judged) == set(ranked[:len(sent)])
+    assert judged[ranked[2]].model == "dropped" and judged[ranked[2]].final == "kept"
+    assert judged[ranked[2]].probability is None and not judged[ranked[2]].changed
+    # the rules decide the candidates the model was not sent, against their own floor
+    plain = controller.run_stage(sp_reranked, "A3_NLI_Gate", with_agent(
+        cfg, "A3_NLI_Gate", mode="deterministic"), services)
+    rule_rows = {r.chunk_id: r for r in plain.view("a3")}
+    for cid in ranked[len(sent):]:
+        assert (rows[cid].status, rows[cid].reason) == (rule_rows[cid].status, rule_rows[cid].reason)
+        assert rows[cid].decided_by == "rule"
     assert sp.final_selection_ids == [r.chunk_id for r in sp.view("a3") if r.status == "kept"]
     usage = sp.extras.llm_usage["A3_NLI_Gate"]
     assert usage.calls == 1 and usage.first_try_valid and usage.form == "json_schema"
@@ -101,17 +115,17 @@ def test_a3_sends_numbered_best_sentences_and_reads_drops_by_number(sp_reranked,
     assert sp.base_context_chunks == sp_reranked.base_context_chunks  # chunks untouched
 
 
-def test_a3_sends_only_what_fits_its_prompt_budget(sp_reranked, llm, server):
+def test_a3_list_mode_sends_only_what_fits_its_prompt_budget(sp_reranked, llm, server):
     cfg, services = llm
-    cfg = with_agent(cfg, "A3_NLI_Gate", max_prompt_tokens=700, llm_max_candidates=40)
+    cfg = with_agent(cfg, "A3_NLI_Gate", max_prompt_tokens=700, llm_max_candidates=40,
+                     judge="list")
     server.script(Reply.json({"drop": []}))
     sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", cfg, services)
     request = server.chat_requests[-1]
     sent = payload(request)["candidates"]
     assert 0 < len(sent) < 40 and prompt_tokens(request) <= 700
-    first_unsent = sp.extras.a3.unjudged[0]
-    reason = {r.chunk_id: r.reason for r in sp.view("a3")}[first_unsent]
-    assert reason.startswith("not sent to the LLM (over the prompt budget of 700 tokens)")
+    assert sp.extras.a3.sent == len(sent)
+    assert len(sp.extras.judgments["A3_NLI_Gate"]) == len(sent)
     # with a window too small for even one candidate, the rules decide and say why
     tiny = with_agent(cfg, "A3_NLI_Gate", max_prompt_tokens=64)
     sp = controller.run_stage(sp_reranked, "A3_NLI_Gate", tiny, services)
@@ -137,6 +151,7 @@ def sp_gated(kb_engine):
 
 def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, llm_a4, server):
     cfg, services = llm_a4
+    cfg = with_agent(cfg, "A4_Condenser", rule_share=0.0)  # the model's choice alone
     server.script(Reply.json({"facts": [2, 1, 99, 2],
                               "open_issues": ["Speed of the cross-encoder is not covered."]}))
     sp = controller.run_stage(sp_gated, "A4_Condenser", cfg, services)
@@ -150,7 +165,8 @@ def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, 
     assert schema["open_issues"]["maxItems"] == 2
     sentences = [line.split("] ", 1)[1] for line in lines]
     statements = sp.extras.a4.condensed
-    assert [s.text for s in statements] == [sentences[1], sentences[0]]  # the model's order
+    # the model's order (sentence 1, the top chunk's best, is in anyway: where the model put it)
+    assert [s.text for s in statements] == [sentences[1], sentences[0]]
     chunks = sp.chunk_map()
     for s in statements:  # the sources' own sentences, with their spans
         a, b = s.span
@@ -166,6 +182,7 @@ def test_a4_chooses_sentences_by_number_and_keeps_their_text_and_span(sp_gated, 
 def test_a4_llm_mode_keeps_a_pinned_chunk_the_model_passed_over(kb_engine, sp_gated, llm_a4,
                                                                  server):
     cfg, services = llm_a4
+    cfg = with_agent(cfg, "A4_Condenser", rule_share=0.0)  # the model's choice alone
     pinned = sp_gated.final_selection_ids[-1]  # A3 kept it; the model is told to choose [1] only
     sp = controller.record_edit(sp_gated, new_edit(sp_gated, "pin", pinned, "pin"))
     server.script(Reply.json({"facts": [1], "open_issues": []}))
