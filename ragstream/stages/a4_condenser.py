@@ -26,8 +26,30 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
 
 ``final_selection_ids`` becomes the chunks that contributed (≤ N3), in A3 order.
 
-LLM mode chooses among the same sentences by number (see ``_llm_condense``): the statements
-are still the sources' own sentences, in the model's order of usefulness.
+LLM mode (``_llm_condense``): the model's judgment is weighed against the rules', never
+trusted blindly. It never writes text: it is offered the best sentences, numbered, and replies
+with the numbers of those that help, most useful first (and at most two open issues), so every
+statement is still a sentence of its source, with its span. The extractive selection above is
+computed too, and the statements are, in order:
+
+1. the best sentence of each chunk the person pinned;
+2. the extractive statements, best score first, while their tokens fit ``rule_share`` ×
+   ``budget_tokens`` (``rule_share`` 0.5 by default: "kept by rule"), and the best sentence of
+   the top chunk (A3's best-ranked kept chunk), always;
+3. the model's chosen sentences not in yet, in its order, within the rest of the budget,
+   (1 − ``rule_share``) × ``budget_tokens``, and N3 chunks.
+
+Over ``budget_tokens``, the model's open issues and then its statements give way from the end;
+the rules' statements only when the budget cannot hold them otherwise; the top chunk's and the
+pinned chunks' best sentences never. ``rule_share`` 0 is the model's choice with the top
+chunk's best sentence; 1 the extractive statements alone. Each candidate chunk's decision is
+recorded with the rule's verdict (in the extractive selection or not), the model's (one of its
+sentences chosen or not; none when none was offered) and what stood, with who decided
+(``extras.judgments["A4_Condenser"]``); the view rows say who decided ("rule" for a chunk in
+through the rules' share or the top chunk, "llm" for one only the model brought in, "you") and
+the reason names the share ("kept by rule: within rule_share 0.5 of the 900-token budget",
+"chosen by the model"); ``extras.a4`` records ``rule_share`` and how many statements each
+decided (``statements_by``), which the page says beside A4's mode (``ui.views.a4_note``).
 
 The person's edits: chunks pinned or added (and kept by A3) come first among the candidates
 and in ``final_selection_ids`` (within N3), each with at least its best sentence (whatever its
@@ -54,7 +76,7 @@ from ragstream.backends.llm import inline_schema
 from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AppConfig
-from ragstream.records import A4Record, Statement, StatementKind
+from ragstream.records import A4Record, Judgment, Statement, StatementKind
 from ragstream.render import (
     CONDENSED_EMPTY,
     CONDENSED_HEADER,
@@ -64,7 +86,7 @@ from ragstream.render import (
     rerank_query,
 )
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.super_prompt import DecidedBy, RowStatus, SuperPrompt, View, ViewRow
 from ragstream.text import jaccard, words
 
 NAME = "A4_Condenser"
@@ -75,18 +97,21 @@ EMPTY = CONDENSED_EMPTY
 @dataclass
 class Condensation:
     """What either mode produces: the statements and open issues, the surviving ids (the
-    numbering of the citations), the view rows and what the mode has to say about its run."""
+    numbering of the citations), the view rows and what the mode has to say about its run
+    (``A4Record`` fields); ``picked``: the statements' sentences (indices in the
+    ``SentencePool``), in the statements' order."""
 
     statements: list[Statement]
     open_issues: list[str]
     selected: list[str]
     rows: list[ViewRow]
     info: dict[str, Any] = field(default_factory=dict)
+    picked: list[int] = field(default_factory=list)
 
 
 class A4Output(BaseModel):
     """The reply: the numbers of the sentences that help answer the prompt, most useful
-    first, and what the prompt asks that the sentences do not answer."""
+    first, and what the prompt asks that the sentences do not answer: numbers, never text."""
 
     facts: Items(int, 64, "sentence numbers, most useful first")  # type: ignore[valid-type]
     open_issues: Items(Text(160), 2, "what the sentences leave unanswered")  # type: ignore[valid-type]
@@ -210,14 +235,15 @@ def sentence_pool(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, servic
 
 
 def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services,
-                pinned: int = 0) -> Condensation:
+                pinned: int = 0, pool: SentencePool | None = None) -> Condensation:
     """Deterministic mode: the best sentences by score, then trimmed to the token budget with
     the lowest-ranked chunks giving way first; statements in order of score. The first
-    ``pinned`` candidates are the person's: each keeps its best sentence and its place."""
+    ``pinned`` candidates are the person's: each keeps its best sentence and its place.
+    ``pool``: the candidates' sentences when already scored (LLM mode)."""
     acfg = cfg.agents.A4_Condenser
     enc = cfg.settings.chunking.encoding
     chunks = sp.chunk_map()
-    pool = sentence_pool(sp, candidates, cfg, services)
+    pool = pool if pool is not None else sentence_pool(sp, candidates, cfg, services)
     flat, sims, scores = pool.flat, pool.sims, pool.scores
     chunk_edits = edits.chunk_edits(sp.edits)
 
@@ -274,11 +300,11 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             del per_chunk[ci]
             budget_dropped.add(ci)
 
+    def by_score(picked: list[int]) -> list[int]:
+        return sorted(picked, key=lambda i: (-float(scores[i]), flat[i][0], flat[i][1]))
+
     def statements_of(picked: list[int]) -> list[Statement]:
-        return [Statement(text=flat[i][2], kind=_kind(flat[i][2], acfg.constraint_cues),
-                          chunk_ids=[candidates[flat[i][0]]], span=pool.spans[i],
-                          score=round(float(scores[i]), DIGITS))
-                for i in sorted(picked, key=lambda i: (-float(scores[i]), flat[i][0], flat[i][1]))]
+        return [_statement(pool, i, candidates, acfg.constraint_cues) for i in by_score(picked)]
 
     head = count_tokens(CONDENSED_HEADER + "\n### Facts\n\n### Constraints\n", enc)
     cost = {i: count_tokens(f"- {flat[i][2]} [{len(candidates)}]\n", enc) for i in taken}
@@ -340,7 +366,19 @@ def _extractive(sp: SuperPrompt, candidates: list[str], cfg: AppConfig, services
             row = ViewRow(chunk_id=cid, rank=len(rows) + 1, score=round(top, DIGITS),
                           scores={"best_sentence": round(top, DIGITS)}, status="dropped", reason=reason)
         rows.append(row)
-    return Condensation(statements, issues, selected, rows, {"uncovered_terms": missing})
+    return Condensation(statements, issues, selected, rows, {"uncovered_terms": missing},
+                        by_score(taken))
+
+
+def _statement(pool: SentencePool, i: int, candidates: list[str], cues: list[str],
+               scored: bool = True) -> Statement:
+    """Sentence ``i`` of the pool as a statement: its text, kind, chunk, span and (when
+    ``scored``) its score; LLM mode leaves the score out, so that the order it chose stands
+    (``answer.extractive_statements`` sorts scored statements)."""
+    ci, _si, text = pool.flat[i]
+    return Statement(text=text, kind=_kind(text, cues), chunk_ids=[candidates[ci]],
+                     span=pool.spans[i],
+                     score=round(float(pool.scores[i]), DIGITS) if scored else None)
 
 
 def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -> list[str]:
@@ -363,24 +401,11 @@ def _uncovered_terms(query: str, texts: list[str], services, ignore: set[str]) -
 # --------------------------------------------------------------------------- LLM mode
 
 
-def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: AppConfig,
-                  services, pinned: int = 0) -> Condensation:
-    """LLM mode (a compact contract): the model chooses, by number, which of the best
-    sentences answer the prompt, most useful first, and names open issues.
-
-    Sent: the prompt and the sentences the extractive mode would consider first (score at
-    least ``min_sentence_score``, not a near-repeat, at most ``max_sentences_per_chunk`` per
-    chunk and N3 chunks), at most ``llm_max_sentences`` and as many as fit the prompt budget,
-    each as ``"n [source]: sentence"``. The reply holds numbers and at most two short open
-    issues, never restated text, so every statement is a sentence of its source, with its
-    span. Statements keep the model's order and are removed from the end until ``S_CTX_MD``
-    fits ``budget_tokens``. The first ``pinned`` candidates are the person's: one the model
-    chose no sentence of gets its best sentence, first, and is in the selection.
-    """
+def _offered(pool: SentencePool, cfg: AppConfig) -> list[int]:
+    """The sentences offered to the model, best score first: those the extractive mode would
+    consider (score at least ``min_sentence_score``, not a near-repeat, at most
+    ``max_sentences_per_chunk`` per chunk and N3 chunks), at most ``llm_max_sentences``."""
     acfg = cfg.agents.A4_Condenser
-    enc = cfg.settings.chunking.encoding
-    n3 = cfg.limits.N3_FINAL_SELECTION_MAX
-    pool = sentence_pool(sp, candidates, cfg, services)
     offered: list[int] = []
     per_chunk: dict[int, int] = {}
     taken_words: list[set[str]] = []
@@ -392,7 +417,7 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
             continue
         if per_chunk.get(ci, 0) >= acfg.max_sentences_per_chunk:
             continue
-        if ci not in per_chunk and len(per_chunk) >= n3:
+        if ci not in per_chunk and len(per_chunk) >= cfg.limits.N3_FINAL_SELECTION_MAX:
             continue
         ws = set(words(s))
         if any(jaccard(ws, o) >= acfg.redundancy_jaccard for o in taken_words):
@@ -400,12 +425,52 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
         offered.append(i)
         taken_words.append(ws)
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
+    return offered
+
+
+def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: AppConfig,
+                  services, pinned: int = 0) -> Condensation:
+    """LLM mode (a compact contract): the model chooses, by number, which of the best
+    sentences answer the prompt, most useful first, and names open issues; its choice is
+    weighed against the rules' (``_extractive``), which keep their share of the budget.
+
+    Sent: the prompt and the sentences the extractive mode would consider first (``_offered``),
+    as many as fit the prompt budget, each as ``"n [source]: sentence"``. The reply holds
+    numbers and at most two short open issues: the model never writes a statement, so every
+    statement is a sentence of its source, with its span (and no score: the order below
+    stands).
+
+    The statements, in this order:
+
+    1. the best sentence of each chunk the person pinned (the first ``pinned`` candidates),
+       whatever the model chose;
+    2. the deterministic selection's statements, best score first, while their tokens fit
+       ``rule_share`` × ``budget_tokens`` ("kept by rule"), and the best sentence of the top
+       chunk (A3's best-ranked kept chunk) always: where the rules put it within their share,
+       else where the model put it, else first of this part;
+    3. the sentences the model chose that are not in yet, in the model's order, while they
+       fit the rest of the budget, (1 − ``rule_share``) × ``budget_tokens``, and N3 chunks.
+
+    Then ``S_CTX_MD`` is held to ``budget_tokens``: the model's open issues give way first,
+    then its statements from the end, then (only in the rare case that is not enough) the
+    rules' from the end; the top chunk's and the pinned chunks' best sentences never.
+    ``rule_share`` 0 is the model's choice (with the top chunk's best sentence); 1 the rules'.
+    Every candidate chunk's decision is recorded with the rule's and the model's verdicts
+    beside it (``extras.judgments["A4_Condenser"]``), and its view row says who decided.
+    """
+    acfg = cfg.agents.A4_Condenser
+    enc = cfg.settings.chunking.encoding
+    n3 = cfg.limits.N3_FINAL_SELECTION_MAX
+    budget, share = acfg.budget_tokens, acfg.rule_share
+    pool = sentence_pool(sp, candidates, cfg, services)
+    flat = pool.flat
+    offered = _offered(pool, cfg)
     if not offered:
         raise PromptBudgetError("no sentence of the kept chunks scores min_sentence_score "
                                 f"{acfg.min_sentence_score:g}: nothing to choose from")
-    source_no = {ci: n for n, ci in enumerate(sorted(per_chunk), start=1)}
-    lines = [f"{k}: [{source_no[pool.flat[i][0]]}] {pool.flat[i][2]}"
-             for k, i in enumerate(offered, start=1)]
+    used_chunks = {pool.flat[i][0] for i in offered}
+    source_no = {ci: n for n, ci in enumerate(sorted(used_chunks), start=1)}
+    lines = [f"{k}: [{source_no[flat[i][0]]}] {flat[i][2]}" for k, i in enumerate(offered, start=1)]
     query = rerank_query(sp.body, sp.extras.body_sources)
 
     def payload(k: int) -> dict:
@@ -421,55 +486,170 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     if not sent:
         raise PromptBudgetError(f"not one sentence fits A4's prompt budget of "
                                 f"{agent.prompt_budget} tokens")
-    out: A4Output = agent.ask(body, schema(sent)).value
+    keys = [f"{candidates[flat[i][0]]}#{pool.spans[i][0]}-{pool.spans[i][1]}" for i in offered[:sent]]
+    out: A4Output = agent.ask(body, schema(sent), items=keys).value
     invalid = sorted({n for n in out.facts if not 1 <= n <= sent})
-    chosen: list[int] = []
-    for n in out.facts:
-        if 1 <= n <= sent and offered[n - 1] not in chosen:
-            chosen.append(offered[n - 1])
-    answered = {pool.flat[i][0] for i in chosen}
-    missing = [pool.best_of(ci) for ci in range(pinned) if ci not in answered]
-    chosen = [i for i in missing if i is not None] + chosen
-    statements = [
-        Statement(text=pool.flat[i][2], kind=_kind(pool.flat[i][2], acfg.constraint_cues),
-                  chunk_ids=[candidates[pool.flat[i][0]]], span=pool.spans[i])
-        for i in chosen
-    ]
+    chosen = list(dict.fromkeys(offered[n - 1] for n in out.facts if 1 <= n <= sent))
+    rules = _extractive(sp, candidates, cfg, services, pinned, pool)
+    cost = {i: count_tokens(f"- {flat[i][2]} [{len(candidates)}]\n", enc)
+            for i in set(rules.picked) | set(chosen)}
+
+    # 1. the person's: each pinned chunk's best sentence
+    person = [b for ci in range(pinned) if (b := pool.best_of(ci)) is not None]
+    in_chunks = set(range(pinned))
+    # 2. the rules' share, and the top chunk's best sentence (when N3 leaves it room)
+    top = candidates.index(sp.final_selection_ids[0]) if sp.final_selection_ids else 0
+    top_best = pool.best_of(top) if top < pinned or pinned < n3 else None
+    if top_best is not None:
+        in_chunks.add(flat[top_best][0])
+    by_rule: list[int] = []
+    by_share: set[int] = set()
+    used, full = 0, False
+    for i in rules.picked:
+        if i in person:
+            continue
+        ci = flat[i][0]
+        full = full or used + cost[i] > share * budget
+        if not full and (ci in in_chunks or len(in_chunks) < n3):
+            by_rule.append(i)
+            by_share.add(i)
+            used += cost[i]
+            in_chunks.add(ci)
+    if top_best is not None and top_best not in person + by_rule + chosen:
+        by_rule.insert(0, top_best)
+    # 3. the model's choice, in its order, within its share of the budget and N3 (the top
+    #    chunk's best sentence, when the model chose it, keeps its place and is never cut)
+    by_model: list[int] = []
+    cut_n3: set[int] = set()
+    for i in chosen:
+        ci = flat[i][0]
+        if i in person or i in by_rule:
+            continue
+        if ci not in in_chunks and len(in_chunks) >= n3:
+            cut_n3.add(ci)
+            continue
+        by_model.append(i)
+        in_chunks.add(ci)
+    cut: list[int] = []
+    cut_rule: list[int] = []
+
+    def cut_model() -> bool:
+        """Cut the model's last statement (not the top chunk's best sentence), if any."""
+        spare = [i for i in by_model if i != top_best]
+        if spare:
+            by_model.remove(spare[-1])
+            cut.append(spare[-1])
+        return bool(spare)
+
+    while sum(cost[i] for i in by_model if i != top_best) > (1 - share) * budget:
+        cut_model()
     issues = [" ".join(t.split()) for t in out.open_issues if t.strip()]
-    trimmed = 0
+    trimmed = len(cut)
     while True:
+        picked = person + by_rule + by_model
+        statements = [_statement(pool, i, candidates, acfg.constraint_cues, scored=False)
+                      for i in picked]
         selected = [c for ci, c in enumerate(candidates)
-                    if ci < pinned or any(c in s.chunk_ids for s in statements)]
-        md = render_condensed(statements, issues, selected)
-        if count_tokens(md, enc) <= acfg.budget_tokens or not (statements or issues):
+                    if ci < pinned or any(flat[i][0] == ci for i in picked)]
+        if count_tokens(render_condensed(statements, issues, selected), enc) <= budget:
+            break
+        spare = [i for i in by_rule if i != top_best]
+        if issues:
+            issues.pop()
+        elif cut_model():
+            pass
+        elif spare:
+            by_rule.remove(spare[-1])
+            cut_rule.append(spare[-1])
+        else:  # only the top chunk's and the person's best sentences are left
             break
         trimmed += 1
-        (issues if issues else statements).pop()
 
-    number = {c: n for n, c in enumerate(selected, start=1)}
-    offered_chunks = {candidates[pool.flat[i][0]] for i in offered[:sent]}
-    rows: list[ViewRow] = []
-    chunk_edits = edits.chunk_edits(sp.edits)
-    for ci, c in enumerate(candidates):
-        cites = sum(c in s.chunk_ids for s in statements)
-        if c in number:
-            best = max((float(pool.sims[i]) for i in chosen if pool.flat[i][0] == ci), default=0.0)
-            mine = ci < pinned
-            rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=float(cites),
-                                scores={"citations": float(cites), "citation": float(number[c]),
-                                        "best_sentence": round(best, DIGITS)},
-                                reason=chunk_edits.reason(c) if mine else "",
-                                decided_by="you" if mine else "llm"))
-        else:
-            reason = ("none of its sentences chosen by the condenser" if c in offered_chunks
-                      else "no sentence among the best sent to the condenser")
-            rows.append(ViewRow(chunk_id=c, rank=len(rows) + 1, score=0.0,
-                                scores={"citations": 0.0}, status="dropped", reason=reason,
-                                decided_by="llm"))
+    rows, judgments = _llm_decisions(sp, candidates, pool, rules, cfg, pinned=pinned,
+                                     offered=offered[:sent], chosen=chosen, picked=picked,
+                                     selected=selected, by_share=by_share, top_best=top_best,
+                                     cut=set(cut), cut_rule=set(cut_rule), cut_n3=cut_n3)
+    sp.extras.judgments[NAME] = judgments
     return Condensation(statements, issues if statements else [], selected, rows, {
         "invalid_citations": invalid,
         "trimmed_for_budget": trimmed,
-    })
+        "rule_share": share,
+        "statements_by": {"rule": len(by_rule) + (top_best in by_model),
+                          "llm": len(by_model) - (top_best in by_model),
+                          **({"you": len(person)} if pinned else {})},
+    }, picked)
+
+
+def _llm_decisions(sp: SuperPrompt, candidates: list[str], pool: SentencePool,
+                   rules: Condensation, cfg: AppConfig, *, pinned: int, offered: list[int],
+                   chosen: list[int], picked: list[int], selected: list[str], by_share: set[int],
+                   top_best: int | None, cut: set[int], cut_rule: set[int],
+                   cut_n3: set[int]) -> tuple[list[ViewRow], list[Judgment]]:
+    """LLM mode's view rows and judgments, one per candidate chunk: the rules' verdict (in the
+    extractive selection or not), the model's (it chose one of the chunk's sentences, or
+    none; None when none was offered to it), what stood and who decided. A row says
+    ``rule`` when the chunk is in through the rules' share (or is the top chunk), ``llm`` when
+    only the model brought it in, ``you`` when pinned; a judgment ``rule`` when what stood is
+    the rules' verdict."""
+    acfg = cfg.agents.A4_Condenser
+    n3 = cfg.limits.N3_FINAL_SELECTION_MAX
+    budget, share = acfg.budget_tokens, acfg.rule_share
+    flat = pool.flat
+    chunk_edits = edits.chunk_edits(sp.edits)
+    number = {c: n for n, c in enumerate(selected, start=1)}
+    ruled = {r.chunk_id: r.reason for r in rules.rows}
+    sent_to_model = {flat[i][0] for i in offered}
+    model_chose = {flat[i][0] for i in chosen}
+    rule_kept = set(rules.selected)
+    in_share = f"rule_share {share:g} of the {budget}-token budget"
+    rows: list[ViewRow] = []
+    judgments: list[Judgment] = []
+    for ci, cid in enumerate(candidates):
+        mine = [i for i in picked if flat[i][0] == ci]
+        rule: RowStatus = "kept" if cid in rule_kept else "dropped"
+        model = None if ci not in sent_to_model else "kept" if ci in model_chose else "dropped"
+        final: RowStatus = "kept" if cid in number else "dropped"
+        why_model = ("the model chose it too" if model == "kept" else
+                     "the model did not choose it" if model == "dropped" else
+                     "none of its sentences was sent to the model")
+        row_by: DecidedBy
+        judged_by: DecidedBy
+        if ci < pinned:
+            row_by = judged_by = "you"
+            reason = chunk_edits.reason(cid) + ("" if mine else
+                                                " (no prose sentence: in the selection for its text)")
+        elif final == "kept":
+            if any(i in by_share for i in mine):
+                row_by, reason = "rule", f"kept by rule: within {in_share}; {why_model}"
+            elif top_best in mine:
+                row_by, reason = "rule", f"the top chunk: its best sentence is always in; {why_model}"
+            else:
+                row_by, reason = "llm", "chosen by the model" + (
+                    f" (the rules kept it too, beyond {in_share})" if rule == "kept" else "")
+            judged_by = "rule" if rule == final or row_by == "rule" else "llm"
+        else:
+            if ci in cut_n3:
+                reason = f"chosen by the model, but over N3_FINAL_SELECTION_MAX={n3}"
+            elif any(flat[i][0] == ci for i in cut):
+                reason = (f"chosen by the model, but cut to fit the {budget}-token budget "
+                          f"(the model's choice gets {1 - share:g} of it)")
+            elif any(flat[i][0] == ci for i in cut_rule):
+                reason = f"kept by rule, but cut to fit the {budget}-token budget"
+            elif rule == "kept":
+                reason = f"kept by the rules, but beyond {in_share}; {why_model}"
+            else:
+                reason = f"by rule: {ruled.get(cid) or 'not selected'}; {why_model}"
+            row_by = judged_by = "rule" if rule == final else "llm"
+        sims = [float(pool.sims[i]) for i in (mine or range(len(flat))) if flat[i][0] == ci]
+        best = round(max(sims, default=0.0), DIGITS)
+        scores = {"best_sentence": best}
+        if final == "kept":
+            scores |= {"sentences": float(len(mine)), "citation": float(number[cid])}
+        rows.append(ViewRow(chunk_id=cid, rank=len(rows) + 1, score=best, scores=scores,
+                            status=final, reason=reason, decided_by=row_by))
+        judgments.append(Judgment(item=cid, rule=rule, model=model, final=final,
+                                  decided_by=judged_by, why=reason))
+    return rows, judgments
 
 
 def discard(sp: SuperPrompt) -> None:
