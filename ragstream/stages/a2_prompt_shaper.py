@@ -25,11 +25,30 @@ LLM mode (an endpoint is configured; a *Chooser*, one call through ``run_agent``
 * The payload holds the task, context, purpose and format the rules would read (not A0's
   defaults) and the raw prompt; the allowed values of every field and of the confidence are
   the reply schema's enums (shown in the system message, enforced by a constrained endpoint).
-* The reply (:class:`A2LLMOutput`, plain strings so that any value reaches A2) is passed
-  through :func:`clamp`: an out-of-enum value becomes the field's ``default`` (for the
-  confidence, ``confidence_default``) and its decision says ``clamped: true`` with the
-  ``original`` value. Chosen fields have ``source: "llm"``; the confidence gets a decision too.
-* Fields the user wrote are kept verbatim, exactly as in deterministic mode.
+* The call asks for token log-probabilities; where the endpoint gives them, each field's
+  value is read as probabilities over its enum (:func:`ragstream.agents.choices.value_probabilities`)
+  and kept in the call's record (``llm_calls[...].probabilities``: field → P(the model's value)).
+* The model's judgment is weighed against the rules' (:func:`ragstream.agents.choices.weigh`;
+  the rules, i.e. the deterministic mode, always run: it is cheap). Per field, and for the
+  confidence (whose rule is the count of decided fields):
+
+  - the model's value is one of the field's values (:func:`clamp`, compared folded) and
+    differs from the rule's: it is taken when its probability exceeds the runner-up's by at
+    least ``choice_margin`` (A2's config), else the rule's choice stands; without
+    probabilities from the endpoint (or for a repaired reply) it is taken, as before;
+  - it is the rule's value: the rule's decision (the model agrees);
+  - it is none of the values: the rule's choice stands, and the decision says
+    ``clamped: true`` with the ``original`` answer.
+
+  A decision the model's value made has ``source: "llm"``; where the rule's choice stood the
+  decision is the deterministic one (``source`` "rule" with its keywords, or "default";
+  the confidence's "rule"). Every field (and the confidence) gets a ``Judgment`` in
+  ``sp.extras.judgments["A2_PromptShaper"]``: the rule's value, the model's with its
+  probability, what stood, who decided ("rule", "llm", "you") and why, with the threshold
+  (e.g. "P 0.54, researcher 0.46, margin 0.08 < choice_margin 0.2: the rule's choice
+  stands"). The page's Fields tab shows it beside the field.
+* Fields the user wrote (or a person edited) are kept verbatim, exactly as in deterministic
+  mode; their judgment says "you" and still shows what the rule and the model would choose.
 * If the endpoint fails or the reply stays invalid after one repair, the deterministic mode
   runs and ``agent_modes`` records the fallback and why.
 
@@ -44,11 +63,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ragstream import edits, render, staleness
+from ragstream.agents import choices
+from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.agents.replies import Text, bound
 from ragstream.backends.llm import inline_schema
 from ragstream.config import A2Config, A2Field, AppConfig
-from ragstream.records import A2Decision
+from ragstream.records import A2Decision, Judgment
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
@@ -92,6 +113,8 @@ class A2Output(BaseModel):
     values: dict[str, str]
     confidence: str
     decisions: list[A2Decision]
+    #: LLM mode: per field, the rule's value, the model's and what stood (``extras.judgments``)
+    judgments: list[Judgment] = []
 
 
 # --------------------------------------------------------------------------- keyword matching
@@ -181,8 +204,13 @@ def _decide(agent: A2Config, body: dict[str, str], sources: dict[str, str],
     return values, decisions
 
 
+def _folded(body: dict[str, str], sources: dict[str, str]) -> str:
+    """The text the keyword rules read, folded."""
+    return fold("\n".join(body[k] for k in _read_keys(body, sources)))
+
+
 def _deterministic(agent: A2Config, body: dict[str, str], sources: dict[str, str]) -> A2Output:
-    folded = fold("\n".join(body[k] for k in _read_keys(body, sources)))
+    folded = _folded(body, sources)
 
     def by_rules(name: str, field: A2Field) -> A2Decision:
         value, matched = choose_by_rules(field, folded)
@@ -214,29 +242,69 @@ def llm_payload(agent: A2Config, body: dict[str, str], sources: dict[str, str],
 
 
 def from_llm(agent: A2Config, answer: A2LLMOutput, body: dict[str, str],
-             sources: dict[str, str]) -> A2Output:
-    """The LLM's choices, each clamped to its enum; the user's own fields kept verbatim."""
+             sources: dict[str, str], odds: dict[str, Odds | None] | None = None,
+             no_odds: str = choices.NO_PROBABILITY) -> A2Output:
+    """The LLM's choices weighed against the rules' (``choices.weigh``, with ``odds``: each
+    field's probabilities, where the endpoint gave them): the model's value where it stands,
+    else the rule's decision as deterministic mode makes it; the user's own fields kept
+    verbatim. ``judgments`` has the rule's, the model's and the final value of every field."""
+    odds = odds or {}
+    rule = _deterministic(agent, body, sources)
+    rule_by = {d.field: d for d in rule.decisions}
+    folded = _folded(body, sources)
+    weighed: dict[str, choices.Weighed] = {}
+
+    def weigh(name: str, levels: A2Field, rule_value: str, said: str) -> choices.Weighed:
+        value, clamped = clamp(levels, said)
+        model = None if clamped else value
+        got = odds.get(name)
+        got = got if got is not None and got.chosen == model else None
+        weighed[name] = choices.weigh(name, rule_value, said, model, got, agent.choice_margin,
+                                      no_odds)
+        return weighed[name]
 
     def by_llm(name: str, field: A2Field) -> A2Decision:
-        raw = getattr(answer, name)
-        value, clamped = clamp(field, raw)
-        return A2Decision(field=name, value=value, source="llm", clamped=clamped,
-                          original=raw if clamped else None)
+        said = getattr(answer, name)
+        w = weigh(name, field, rule_by[name].value, said)
+        if w.decided_by == "llm":
+            return A2Decision(field=name, value=w.final, source="llm")
+        return rule_by[name].model_copy(update={"clamped": w.model is None,
+                                                "original": said if w.model is None else None})
 
     values, decisions = _decide(agent, body, sources, by_llm)
+    given = {d.field: d.value for d in decisions if d.source in GIVEN}
+    for name, field in agent.fields.items():
+        if name in given:  # what the rule and the model would have chosen, beside it
+            said = getattr(answer, name)
+            value, clamped = clamp(field, said)
+            model = None if clamped else value
+            got = odds.get(name)
+            weighed[name] = choices.given(
+                name, choose_by_rules(field, folded)[0], said, model,
+                got if got is not None and got.chosen == model else None, given[name])
     levels = A2Field(values=list(agent.confidence_values), default=agent.confidence_default)
-    confidence, clamped = clamp(levels, answer.confidence)
-    decisions.append(A2Decision(field="confidence", value=confidence, source="llm",
-                                clamped=clamped,
-                                original=answer.confidence if clamped else None))
-    return A2Output(values=values, confidence=confidence, decisions=decisions)
+    w = weigh("confidence", levels, rule.confidence, answer.confidence)
+    decisions.append(A2Decision(field="confidence", value=w.final,
+                                source="llm" if w.decided_by == "llm" else "rule",
+                                clamped=w.model is None,
+                                original=answer.confidence if w.model is None else None))
+    order = [*agent.fields, "confidence"]
+    return A2Output(values=values, confidence=w.final, decisions=decisions,
+                    judgments=[weighed[n].judgment() for n in order if n in weighed])
 
 
 def _llm(llm_agent: Agent, agent: A2Config, body: dict[str, str], sources: dict[str, str],
          prompt: str) -> A2Output:
-    answer: A2LLMOutput = llm_agent.ask(llm_payload(agent, body, sources, prompt),
-                                        reply_schema(agent)).value
-    return from_llm(agent, answer, body, sources)
+    result = llm_agent.ask(llm_payload(agent, body, sources, prompt), reply_schema(agent),
+                           logprobs=True)
+    allowed: dict[str, list[str]] = {name: field.values for name, field in agent.fields.items()}
+    allowed["confidence"] = agent.confidence_values
+    odds = {name: choices.value_probabilities(result.log.tokens, name, values)
+            for name, values in allowed.items()}
+    result.log.probabilities = {n: o.probability for n, o in odds.items() if o is not None} or None
+    no_odds = choices.no_odds_reason(llm_agent.llm.offers_logprobs(), bool(result.log.tokens),
+                                     result.repaired)
+    return from_llm(agent, result.value, body, sources, odds, no_odds)
 
 
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
@@ -260,6 +328,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
             for n in agent.fields) else "",
     )
 
+    judgments = list(output.judgments)
     decisions = list(output.decisions)
     for d in decisions:
         if d.field not in output.values:  # the confidence's own decision (LLM mode)
@@ -275,6 +344,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
         sources["confidence"] = edits.BY_YOU
         decisions = [d for d in decisions if d.field != "confidence"]
         decisions.append(A2Decision(field="confidence", value=body["confidence"], source="you"))
+        judgments = [j if j.item != "confidence" else j.model_copy(update={
+            "final": body["confidence"], "decided_by": "you",
+            "why": "set by you: neither the rule nor the model changes it"}) for j in judgments]
     for name, edit in mine.items():
         was = next((d.value for d in output.decisions if d.field == name), None)
         said = f" (A2 would choose {was!r})" if was is not None and was != edit.after else ""
@@ -283,6 +355,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sp.body = body
     sp.extras.body_sources = sources
     sp.extras.a2_decisions = decisions
+    if judgments:
+        sp.extras.judgments[AGENT_NAME] = judgments
     sp.prompt_ready = render.compose_prompt_ready(sp.body)
     return sp
 

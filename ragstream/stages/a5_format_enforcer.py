@@ -35,8 +35,13 @@ names), ``lengths`` (the length grammar), ``rules`` (rule sentences, shape and s
 LLM mode (an endpoint is configured; a Writer/Extractor, one call through ``run_agent``): the
 model gets the prompt's format fields and the config's closed lists, and its reply is checked
 against the config into the same ``FormatSpec`` (see :mod:`ragstream.stages.a5.llm`), which
-then also says ``"mode": "llm"``. If the endpoint fails or the reply stays invalid after one
-repair, the deterministic mode runs and ``agent_modes`` records why.
+then also says ``"mode": "llm"``. The rules run too, and the model's kind, answer language and
+code language are weighed against theirs: where they differ, the model's value is taken only
+when its probability (read from the token log-probabilities, where the endpoint gives them)
+exceeds the runner-up's by ``choice_margin``; else the rules' choice stands. Each weighed field
+is a ``Judgment`` in ``sp.extras.judgments["A5_Format_Enforcer"]``. If the endpoint fails or
+the reply stays invalid after one repair, the deterministic mode runs and ``agent_modes``
+records why.
 
 Then the person's rule edits (``edits.apply_list``): a rule rewritten, removed, moved or added;
 ``FormatSpec.edited`` says what changed. Once A5 has run, ``prompt_ready`` shows the rules in
@@ -46,7 +51,7 @@ the System block.
 from __future__ import annotations
 
 from ragstream import edits, staleness
-from ragstream.agents.factory import run_agent
+from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import A5Config, AppConfig
 from ragstream.records import FormatSpec
 from ragstream.render import preview, stated
@@ -102,13 +107,29 @@ def _deterministic(agent: A5Config, body: dict[str, str],
     )
 
 
+def _rule_choice(agent: A5Config, body: dict[str, str],
+                 body_sources: dict[str, str]) -> llm.RuleChoice:
+    """What the rules choose, for LLM mode to weigh the model's choice against: the
+    deterministic spec, and the code language the prompt names first (whatever the kind)."""
+    sources, _ = read_sources(agent, length_grammar(agent), body, body_sources)
+    return llm.RuleChoice(_deterministic(agent, body, body_sources),
+                          first_named(agent, sources, agent.code_languages))
+
+
 def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperPrompt:
     """Write the answer's format rules to ``sp.extras.format_enforcer``."""
     agent = cfg.agents.A5_Format_Enforcer
     body_sources = sp.extras.body_sources or {}
+
+    def by_llm(llm_agent: Agent) -> FormatSpec:
+        spec, judgments = llm.ask(llm_agent, agent, sp.body, body_sources,
+                                  rule=_rule_choice(agent, sp.body, body_sources))
+        sp.extras.judgments[AGENT_NAME] = judgments
+        return spec
+
     spec = run_agent(
         sp, AGENT_NAME, cfg, services,
-        llm_path=lambda llm_agent: llm.ask(llm_agent, agent, sp.body, body_sources),
+        llm_path=by_llm,
         deterministic_path=lambda: _deterministic(agent, sp.body, body_sources),
         output=llm.A5LLMOutput,
         nothing_to_ask="" if any(stated(sp.body, body_sources, k).strip()

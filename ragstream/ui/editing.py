@@ -13,6 +13,7 @@ from typing import Any
 
 from ragstream import controller, edits
 from ragstream.config import AppConfig
+from ragstream.records import Judgment
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View
 
@@ -55,23 +56,28 @@ def choices_line(cfg: AppConfig) -> str:
 def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
     """(source, match, why) of body field ``name``: "you" for an edit, "header" with the
     ladder's rung for a header of the prompt, "prompt text" for text without a header,
-    "derived" / "default" for A0's rules, "rule" / "default" / "LLM" for A2's choice."""
+    "derived" / "default" for A0's rules, "rule" / "default" / "LLM" for A2's choice (in LLM
+    mode with what the model said beside it: its value, probability and margin against
+    ``choice_margin``)."""
     ex = sp.extras
     source = (ex.body_sources or {}).get(name)
     if source == edits.BY_YOU:
         edit = next((e for e in reversed(sp.edits) if e.kind == "field" and e.target == name), None)
         was = f" (was {edit.before!r})" if edit and edit.before else ""
         return "you", "—", f"set by you{was}"
-    if name == "confidence" and source == "a2":
-        return "rule", "—", "A2: how many fields the prompt or a rule decided"
     decision = next((d for d in ex.a2_decisions or [] if d.field == name), None)
-    if decision is not None and decision.source in ("rule", "default", "llm"):
+    judged = next((j for j in ex.judgments.get("A2_PromptShaper", []) if j.item == name), None)
+    weighed = f"; {judgment_note(judged)}" if judged is not None else ""
+    if decision is not None and decision.source == "llm":
+        return "LLM", "—", (f"A2's model chose it over the rule's {judged.rule!r}: {judged.why}"
+                            if judged is not None and judged.why else "A2's model chose it")
+    if name == "confidence" and source == "a2":
+        return "rule", "—", "A2: how many fields the prompt or a rule decided" + weighed
+    if decision is not None and decision.source in ("rule", "default"):
         if decision.source == "rule":
-            return "rule", "keywords", "A2 matched " + ", ".join(repr(m) for m in decision.matched)
-        if decision.source == "llm":
-            said = f" (answered {decision.original!r}, clamped)" if decision.clamped else ""
-            return "LLM", "—", f"A2's model chose it{said}"
-        return "default", "—", "A2: no keyword matched, the field's default"
+            return "rule", "keywords", ("A2 matched " + ", ".join(repr(m) for m in decision.matched)
+                                        + weighed)
+        return "default", "—", "A2: no keyword matched, the field's default" + weighed
     header = next((d for d in ex.a0_decisions or [] if d.key == name and d.header), None)
     if header is not None and source == "user":
         return ("header", RUNGS.get(header.rung, header.rung),
@@ -84,6 +90,31 @@ def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
     if name in sp.body:
         return source or "—", "—", ""
     return "—", "—", "not set" if sp.stage != "raw" else "A0 has not run"
+
+
+def judgment_note(judgment: Judgment) -> str:
+    """What the model said beside a rule's choice that stood, with the threshold, e.g.
+    "model: analyst — P 0.54, researcher 0.46, margin 0.08 < choice_margin 0.2: the rule's
+    choice stands"; the reason alone where the model agreed or decided."""
+    why = judgment.why or ""
+    if (judgment.decided_by == "rule" and judgment.model not in (None, judgment.rule)
+            and not why.startswith("the model's")):  # that reason names the answer itself
+        return f"model: {judgment.model} — {why}"
+    return why
+
+
+def format_choices(sp: SuperPrompt) -> str | None:
+    """A5's weighed choices (kind, answer language, code language), one line for under its
+    rules: each value, who decided and why, with the threshold; None unless A5 weighed the
+    model's choices (LLM mode)."""
+    judged = sp.extras.judgments.get("A5_Format_Enforcer")
+    if not judged:
+        return None
+    who = {"rule": "the rules", "llm": "the model", "you": "you"}
+    parts = [f"{j.item} **{j.final or 'none'}** — {who[j.decided_by]}"
+             + (f" over the rules' {j.rule or 'none'}" if j.decided_by == "llm" else "")
+             + f" ({judgment_note(j)})" for j in judged]
+    return "A5's choices: " + "; ".join(parts) + "."
 
 
 def field_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]]) -> dict[str, str]:
@@ -157,8 +188,10 @@ DECIDED = {"pin": "Pinned", "add": "Added", "exclude": "Excluded"}
 
 
 def chunk_decision(sp: SuperPrompt, chunk_id: str) -> edits.Edit | None:
-    """The person's pin, exclusion or addition of ``chunk_id``, if any."""
-    return edits.chunk_edits(sp.edits).by_id.get(chunk_id)
+    """The person's pin, exclusion, addition or drop (an applied replay) of ``chunk_id``, if
+    any: what "Undo my decision" undoes."""
+    mine = edits.chunk_edits(sp.edits)
+    return mine.by_id.get(chunk_id) or mine.drops.get(chunk_id)
 
 
 @dataclass(frozen=True)

@@ -120,19 +120,26 @@ def test_a2_out_of_enum_values_are_clamped_and_logged(server):
                               "confidence": "very high"}))
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
 
+    # a value outside the enum never stands: the rule's choice does (the keyword rule's,
+    # else the field's default), and the decision keeps what the model answered
     fields = cfg.agents.A2_PromptShaper.fields
-    assert sp.body["system"] == fields["system"].default == "assistant"
+    assert sp.body["system"] == "software engineer"  # the rule: "python" in the context
     assert sp.body["audience"] == "beginner"  # same value, other case: not clamped
     assert sp.body["tone"] == fields["tone"].default == "neutral"
     assert sp.body["depth"] == "overview"
-    assert sp.body["confidence"] == cfg.agents.A2_PromptShaper.confidence_default == "low"
+    assert sp.body["confidence"] == "medium"  # the rule's count: one field decided by a rule
     assert a2_decision(sp, "system").model_dump() == {
-        "field": "system", "value": "assistant", "source": "llm", "matched": [],
-        "clamped": True, "in_enum": True, "original": "pirate captain"}
+        "field": "system", "value": "software engineer", "source": "rule",
+        "matched": ["python"], "clamped": True, "in_enum": True, "original": "pirate captain"}
     assert a2_decision(sp, "tone").original == "sarcastic"
+    assert a2_decision(sp, "tone").source == "default"
     assert a2_decision(sp, "confidence").clamped is True
     assert a2_decision(sp, "confidence").original == "very high"
     assert a2_decision(sp, "audience").clamped is False
+    assert a2_decision(sp, "audience").source == "llm"
+    judged = {j.item: j for j in sp.extras.judgments["A2_PromptShaper"]}
+    assert judged["system"].decided_by == "rule" and judged["system"].model == "pirate captain"
+    assert "not one of the values" in judged["system"].why
     assert mode(sp, "A2_PromptShaper").mode == "llm"
 
 
@@ -190,7 +197,9 @@ def test_a2_rate_limit_is_retried(server):
 
 
 def test_a2_server_errors_three_tries_then_fallback(server):
-    cfg = llm_cfg(server)
+    # log-probabilities off: in auto, a 500 to a request that asks for them is read as their
+    # refusal and the request is sent once more without them (tests/stages/test_a2_a5_margins.py)
+    cfg = llm_cfg(server, logprobs="off")
     server.script(*[Reply.error(500, "boom")] * 3)
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 3
@@ -201,7 +210,7 @@ def test_a2_server_errors_three_tries_then_fallback(server):
 
 
 def test_a2_bad_request_is_not_retried(server):
-    cfg = llm_cfg(server)
+    cfg = llm_cfg(server, logprobs="off")  # else a 400 is read as log-probabilities refused
     server.script(Reply.error(400, "model does not support json_object"))
     sp = a2.run(a2_sp(A2_BODY), cfg, services(cfg))
     assert server.calls == 1
@@ -275,11 +284,13 @@ def test_a5_unknown_kind_is_clamped_and_grounding_rules_come_last(server):
     assert list(fe.model_dump()) == [*FORMAT_SPEC_KEYS, "mode", "clamps"]
     assert fe.mode == "llm" and mode(out, "A5_Format_Enforcer").mode == "llm"
     assert fe.kind == agent.default_format == "markdown"
-    assert fe.clamped is True and fe.kind_source == "llm"
+    # an unknown kind never stands: the rules' kind does, with the rules' source
+    assert fe.clamped is True and fe.kind_source == "default"
     assert fe.language == "de" and fe.code_language == ""
     assert [x.model_dump() for x in fe.length] == [{"unit": "words", "bound": "max", "value": 200}]
-    assert fe.hard_rules == ["Write in German.", "Keep it under 200 words.",
-                                *agent.always_rules]
+    # the rules' kind stood over the model's: its rule comes first
+    assert fe.hard_rules == [agent.kinds["markdown"].rule, "Write in German.",
+                             "Keep it under 200 words.", *agent.always_rules]
     # a clamped kind: the spec line and the shape come from the config, not the model
     assert fe.normalized_format_spec == "Markdown, in German, at most 200 words"
     assert fe.example_shape == agent.kinds["markdown"].example_shape

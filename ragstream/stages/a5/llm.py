@@ -4,28 +4,49 @@ The payload holds the task, format and constraints (not A0's defaults) and the a
 answer languages, code languages and length units. The reply (:class:`A5LLMOutput`, plain
 strings) becomes the same ``FormatSpec`` as in deterministic mode:
 
-* ``kind`` through :func:`clamp_kind` (unknown → ``default_format``); the answer language,
-  code language and length limits are checked against the config tables too. Every value
-  that had to be changed or dropped is listed in ``format_enforcer.clamps``.
+* ``kind`` through :func:`clamp_kind`; the answer language, code language and length limits
+  are checked against the config tables too. Every value that had to be changed or dropped is
+  listed in ``format_enforcer.clamps``.
+* The model's judgment is weighed against the rules' (:class:`RuleChoice`: the deterministic
+  spec, which always runs, and the code language the prompt names) for the enum fields:
+  ``kind``, ``language`` and, when the kind is code, ``code_language``
+  (:func:`ragstream.agents.choices.weigh`). The call asks for token log-probabilities; where
+  the endpoint gives them each field's value is read as probabilities over its enum and kept
+  in the call's record (``llm_calls[...].probabilities``). A value the model chose that the
+  rules did not is taken when its probability exceeds the runner-up's by at least
+  ``choice_margin`` (A5's config), else the rules' choice stands; without probabilities (or
+  for a repaired reply) it is taken, as before. A value outside the config's lists never
+  stands: the rules' choice does (and the clamp says so). Each weighed field is a
+  ``Judgment`` (rule, model with its probability, final, who decided, why with the threshold).
+  Length units and bounds are enums too, but a list of limits has no rule to weigh against
+  item by item: they are only checked.
+* ``kind_source`` and ``matched`` are the rules' where the rules' kind stood or the model
+  agreed; "llm" where the model's kind was taken over the rules'.
 * ``hard_rules``: the model's rules, one line each, without empty or duplicate ones (or the
   kind's rule if it gave none), then the ``always_rules`` — always present and always last,
-  exactly as in deterministic mode.
-* ``example_shape`` and ``normalized_format_spec`` are the model's unless the kind was clamped
-  (then they are built from the config, as in deterministic mode).
+  exactly as in deterministic mode. Where the rules' choice stood over a model's value, the
+  model's rules that restate the config's rule for its value are taken out and the config's
+  rule for the value that stood comes first.
+* ``example_shape`` is the model's unless its kind did not stand, ``normalized_format_spec``
+  unless one of its weighed values did not (then they are built from the config, as in
+  deterministic mode).
 """
 
 from __future__ import annotations
 
 import re
-from typing import get_args
+from dataclasses import dataclass
+from typing import cast, get_args
 
 from pydantic import BaseModel, Field
 
+from ragstream.agents import choices
+from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
 from ragstream.config import A5Config, FormatKind
-from ragstream.records import FormatClamp, FormatSpec, LengthLimit
+from ragstream.records import FormatClamp, FormatSpec, Judgment, LengthLimit
 from ragstream.render import stated
 from ragstream.stages.a5.lengths import merge_lengths
 from ragstream.stages.a5.rules import as_rule, dedupe, shape, spec_line
@@ -145,31 +166,104 @@ def _clean_rules(agent: A5Config, rules: list[str]) -> list[str]:
     return dedupe(out)
 
 
-def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[FormatClamp]]:
-    """The model's answer as a ``FormatSpec``, every value checked against the config; and the
-    list of values that were clamped or dropped."""
+@dataclass(frozen=True)
+class RuleChoice:
+    """What A5's rules choose for the fields the model's choice is weighed against: the
+    deterministic spec, and the code language the prompt names first (whatever the kind)."""
+
+    spec: FormatSpec
+    code_language: str = ""
+
+
+def _config_rule(agent: A5Config, field: str, value: str) -> str:
+    """The config's hard rule that states ``value`` of ``field`` ("" for none)."""
+    if not value:
+        return ""
+    if field == "kind":
+        spec = agent.kinds.get(cast(FormatKind, value))
+        return spec.rule if spec else ""
+    if field == "language":
+        lang = agent.answer_languages.get(value)
+        return agent.language_rule.format(name=lang.name) if lang else ""
+    return agent.code_language_rule.format(language=value)
+
+
+def _restate(agent: A5Config, rules: list[str], weighed: list[choices.Weighed]) -> list[str]:
+    """The model's rules where the rules' choice stood over the model's value: its rules that
+    restate the config's rule for its own value are taken out, and the config's rule for the
+    value that stood goes first."""
+    first: list[str] = []
+    for w in weighed:
+        if w.final == w.model:
+            continue
+        gone = fold(_config_rule(agent, w.field, w.model or ""))
+        rules = [r for r in rules if not gone or fold(r) != gone]
+        if rule := _config_rule(agent, w.field, w.final):
+            first.append(rule)
+    return dedupe(first + rules)
+
+
+def from_llm(agent: A5Config, answer: A5LLMOutput, rule: RuleChoice | None = None,
+             odds: dict[str, Odds | None] | None = None,
+             no_odds: str = choices.NO_PROBABILITY) -> tuple[FormatSpec, list[FormatClamp]]:
+    """The model's answer as a ``FormatSpec``, weighed against ``rule`` (``weigh_reply``);
+    and the list of values that were clamped or dropped."""
+    spec, clamps, _ = weigh_reply(agent, answer, rule, odds, no_odds)
+    return spec, clamps
+
+
+def weigh_reply(agent: A5Config, answer: A5LLMOutput, rule: RuleChoice | None = None,
+                odds: dict[str, Odds | None] | None = None,
+                no_odds: str = choices.NO_PROBABILITY,
+                ) -> tuple[FormatSpec, list[FormatClamp], list[Judgment]]:
+    """The model's answer as a ``FormatSpec``, every value checked against the config and the
+    enum fields (kind, answer language, and for kind code the code language) weighed against
+    ``rule``'s (``choices.weigh``, with ``odds``: their probabilities, where the endpoint gave
+    them; without ``rule``, the deterministic spec of an empty prompt); the values that were
+    clamped or dropped; and a ``Judgment`` per weighed field."""
+    rule = rule or RuleChoice(FormatSpec(kind=agent.default_format, kind_source="default"))
+    odds = odds or {}
     clamps: list[FormatClamp] = []
+    weighed: list[choices.Weighed] = []
 
     def note(field: str, value: object, clamped_to: object, why: str) -> None:
         clamps.append(FormatClamp(field=field, value=value, clamped_to=clamped_to, why=why))
 
-    kind, kind_clamped = clamp_kind(agent, answer.kind)
+    def weigh(field: str, rule_value: str, said: str, model: str | None) -> str:
+        got = odds.get(field)
+        w = choices.weigh(field, rule_value, said, model,
+                          got if got is not None and got.chosen == model else None,
+                          agent.choice_margin, no_odds)
+        weighed.append(w)
+        return w.final
+
+    model_kind, kind_clamped = clamp_kind(agent, answer.kind)
+    kind = cast(FormatKind, weigh("kind", rule.spec.kind, answer.kind,
+                                  None if kind_clamped else model_kind))
     if kind_clamped:
-        note("kind", answer.kind, kind, "not one of the allowed kinds: default_format")
+        note("kind", answer.kind, kind, "not one of the allowed kinds: the rules' kind")
+    models_kind = not kind_clamped and kind == model_kind
     spec = agent.kinds.get(kind)
 
     code_language = _clamp_code_language(agent, answer.code_language)
-    if code_language is None:
-        note("code_language", answer.code_language, "", "not one of code_languages")
-        code_language = ""
-    if code_language and kind != "code":
-        note("code_language", answer.code_language, "", f"kind is {kind}, not code")
+    if kind == "code":
+        chosen = weigh("code_language", rule.code_language, answer.code_language, code_language)
+        if code_language is None:
+            note("code_language", answer.code_language, chosen,
+                 "not one of code_languages: the rules' choice")
+        code_language = chosen
+    else:
+        if code_language is None:
+            note("code_language", answer.code_language, "", "not one of code_languages")
+        elif code_language:
+            note("code_language", answer.code_language, "", f"kind is {kind}, not code")
         code_language = ""
 
-    language = _clamp_language(agent, answer.language)
-    if language is None:
-        note("language", answer.language, "", "not one of answer_languages")
-        language = ""
+    model_language = _clamp_language(agent, answer.language)
+    language = weigh("language", rule.spec.language, answer.language, model_language)
+    if model_language is None:
+        note("language", answer.language, language,
+             "not one of answer_languages: the rules' choice")
     language_name = agent.answer_languages[language].name if language else ""
 
     limits = []
@@ -192,30 +286,43 @@ def from_llm(agent: A5Config, answer: A5LLMOutput) -> tuple[FormatSpec, list[For
         note("names", names, [], f"kind {kind} has no columns or keys")
         names = []
 
-    rules = _clean_rules(agent, answer.hard_rules)
+    rules = _restate(agent, _clean_rules(agent, answer.hard_rules), weighed)
     if not rules and spec and spec.rule:
         rules = [spec.rule]
     rules = dedupe(rules + list(agent.always_rules))
 
     example = answer.example_shape.strip("\n")
     line = " ".join(answer.normalized_format_spec.split())
-    if kind_clamped or not example.strip():
+    if not models_kind or not example.strip():
         example = shape(agent, kind, names)
-    if kind_clamped or not line:
+    if any(w.final != w.model for w in weighed) or not line:
         line = spec_line(agent, kind, code_language, names, language_name, length)
 
+    kind_source, matched = ("llm", []) if models_kind and kind != rule.spec.kind else (
+        rule.spec.kind_source, list(rule.spec.matched))
     return FormatSpec(
-        kind=kind, kind_source="llm", matched=[], clamped=kind_clamped,
+        kind=kind, kind_source=kind_source, matched=matched, clamped=kind_clamped,
         code_language=code_language, language=language, length=length, names=names,
         hard_rules=rules, example_shape=example, normalized_format_spec=line,
-    ), clamps
+    ), clamps, [w.judgment() for w in weighed]
 
 
 def ask(llm_agent: Agent, agent: A5Config, body: dict[str, str],
-        body_sources: dict[str, str]) -> FormatSpec:
-    """One call to the model, its reply checked into a ``FormatSpec`` with ``mode`` "llm"
-    and the clamps."""
-    answer: A5LLMOutput = llm_agent.ask(llm_payload(agent, body, body_sources),
-                                        reply_schema(agent)).value
-    spec, clamps = from_llm(agent, answer)
-    return spec.model_copy(update={"mode": "llm", "clamps": clamps})
+        body_sources: dict[str, str], rule: RuleChoice | None = None,
+        ) -> tuple[FormatSpec, list[Judgment]]:
+    """One call to the model (with token log-probabilities, where the endpoint gives them),
+    its reply weighed against ``rule`` and checked into a ``FormatSpec`` with ``mode`` "llm"
+    and the clamps; and the judgments. The call's record keeps each weighed field's
+    probability (``probabilities``: field → P(the model's value))."""
+    result = llm_agent.ask(llm_payload(agent, body, body_sources), reply_schema(agent),
+                           logprobs=True)
+    allowed: dict[str, list[str]] = {
+        "kind": list(agent.kinds), "language": ["", *agent.answer_languages],
+        "code_language": ["", *agent.code_languages]}
+    odds = {name: choices.value_probabilities(result.log.tokens, name, values)
+            for name, values in allowed.items()}
+    result.log.probabilities = {n: o.probability for n, o in odds.items() if o is not None} or None
+    no_odds = choices.no_odds_reason(llm_agent.llm.offers_logprobs(), bool(result.log.tokens),
+                                     result.repaired)
+    spec, clamps, judgments = weigh_reply(agent, result.value, rule, odds, no_odds)
+    return spec.model_copy(update={"mode": "llm", "clamps": clamps}), judgments
