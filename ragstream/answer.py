@@ -13,23 +13,39 @@
   (``answer.max_prompt_tokens`` and ``llm.context_window``): whole source texts that do not
   fit are left out (S_CTX_MD cites the same numbers), then the conversation. The answer
   streams; ``on_token`` gets each piece. If the endpoint fails, the extractive answer is given
-  instead and the error is kept in ``Answer.error``. An LLM answer none of whose sentences
-  (of at least ``answer.min_sentence_words`` words) cites a valid source is *unsupported*
+  instead and the error is kept in ``Answer.error``.
+  Once it has streamed, the answer's citations are checked (``answer.check_citations``,
+  ``citation_checks``): some sentence (of at least ``answer.min_sentence_words`` words) cites
+  a valid source; every ``[n]`` names a source of the Sources block; one names a source among
+  its first ``answer.top_sources``; and each sentence that cites shares at least
+  ``answer.min_shared_terms`` content terms (the keyword index's stemmed, stop-word-free
+  ``terms``; a sentence with fewer needs all it has) with one of the sources it cites. An
+  answer that fails is *set aside*: after ``SET_ASIDE_NOTICE`` the extractive answer streams
+  and becomes the answer (``text``, ``citations``, confidence — mode ``extractive``,
+  ``mode_reason`` "the model's answer was set aside: …"); the model's text is kept in
+  ``Answer.set_aside`` and the failed checks, each naming its setting, in
+  ``Answer.set_aside_reason``; its model, usage and first-token time stay recorded. An answer
+  that passes keeps mode ``llm``, and ``Answer.checks`` says what it passed. ``unsupported``
+  and ``extractive_text`` describe the answer given, so they stay empty here: the given
+  answer is the cited extractive one. With ``check_citations`` off, the answer is kept
+  whatever it cites; one none of whose sentences cites a valid source is *unsupported*
   (``Answer.unsupported`` says why) and, with ``answer.offer_extractive``, the extractive
   answer is kept beside it (``Answer.extractive_text``).
   The answer's *form* (``answer.form``): ``text`` is free Markdown as above; ``sentences``
   asks for JSON constrained by a schema — ``{"sentences": [{"text", "sources": [n, …]}]}``,
   at most ``answer.max_sentences`` sentences, each naming at least one of the source numbers
   (an ``enum``) — rendered as Markdown with the ``[n]`` after each sentence and streamed
-  sentence by sentence as the JSON arrives. ``auto`` picks sentences for a llama.cpp or
-  Ollama endpoint (small local models drop ``[n]`` in free text) unless A5 asks for a format
-  that is no list of sentences (table, code, JSON, YAML, email).
-* ``extractive`` — no endpoint: a short answer from A4's statements (``extractive_statements``):
-  the best one first, then the best of the next sources, then the rest by score; those that
-  only mention the question's words (a worked example, a quoted prompt, a list of file names:
-  ``mention_only``) left out; at most ``answer.max_sentences`` (the prompt's own length, or
-  ``max_sentences_long`` for "list every …"/"in detail"), each with its ``[n]``, and the
-  command a sentence ending in ':' introduces. A paragraph, or a list when A5 asks for one.
+  sentence by sentence as the JSON arrives, and checked as free text is. ``auto`` picks
+  sentences for a llama.cpp or Ollama endpoint (small local models drop ``[n]`` in free
+  text) unless A5 asks for a format that is no list of sentences (table, code, JSON, YAML,
+  email).
+* ``extractive`` — no endpoint (or a failed call, or a model's answer set aside): a short
+  answer from A4's statements (``extractive_statements``): the best one first, then the
+  best of the next sources, then the rest by score; those that only mention the question's
+  words (a worked example, a quoted prompt, a list of file names: ``mention_only``) left
+  out; at most ``answer.max_sentences`` (the prompt's own length, or ``max_sentences_long``
+  for "list every …"/"in detail"), each with its ``[n]``, and the command a sentence ending
+  in ':' introduces. A paragraph, or a list when A5 asks for one.
   ``prompt_ready`` keeps the whole condensed context. Deterministic; ``on_token`` gets it
   sentence by sentence.
 
@@ -85,6 +101,12 @@ NO_STATEMENTS = ("The selected sources did not yield a statement that answers th
                  "see the Sources block of the super-prompt.")
 FALLBACK_NOTICE = ("_The answer stream broke off; below is an extractive answer from the "
                    "sources instead._")
+SET_ASIDE_NOTICE = ("_The model's answer failed the citation checks and is set aside; below is "
+                    "an extractive answer from the sources instead._")
+#: a sentence that fails the content check is quoted up to this many characters …
+QUOTE_CHARS = 80
+#: … and this many of them are named
+QUOTED_SENTENCES = 2
 _LEVELS = ("Low", "Medium", "High")
 CITATION_RULE = (
     "## Citations (mandatory)\n"
@@ -234,6 +256,87 @@ def cited_share(text: str, valid: set[int], acfg: AnswerSettings) -> tuple[int, 
     cited = sum(1 for s in sents
                 if any(n in valid for n in citation_numbers(s, acfg.max_citation_range)))
     return cited, len(sents)
+
+
+# --------------------------------------------------------------------------- citation checks
+
+
+def term_reader(services, cfg: AppConfig) -> Callable[[str], set[str]]:
+    """The keyword index's ``terms`` (stemmed, stop words out), as retrieval reads text."""
+    kw = getattr(services, "keyword_index", None)
+    if kw is None:
+        from ragstream.backends.keyword_index import KeywordIndex
+
+        kw = KeywordIndex(cfg.settings.retrieval.stemmer, cfg.settings.retrieval.stopwords)
+    return kw.terms
+
+
+def _quote(sentence: str) -> str:
+    flat = " ".join(sentence.split())
+    return f'"{flat[:QUOTE_CHARS].rstrip()}…"' if len(flat) > QUOTE_CHARS else f'"{flat}"'
+
+
+def weak_sentences(text: str, sp: SuperPrompt, acfg: AnswerSettings,
+                   terms: Callable[[str], set[str]]) -> list[str]:
+    """The sentences of ``text`` that cite a source but share fewer than
+    ``answer.min_shared_terms`` content terms (``terms``; at most as many as the sentence has)
+    with each source they cite (its title, headings and text)."""
+    chunks, ids = sp.chunk_map(), sp.final_selection_ids
+    known: dict[int, set[str]] = {}
+    weak: list[str] = []
+    for sentence in answer_sentences(text, 1):
+        nums = [n for n in citation_numbers(sentence, acfg.max_citation_range)
+                if 1 <= n <= len(ids) and ids[n - 1] in chunks]
+        if not nums:  # cites nothing, or only numbers naming no source (the range check's)
+            continue
+        own = terms(_CITE.sub(" ", sentence))
+        need = min(acfg.min_shared_terms, len(own))
+        if need == 0:
+            continue
+        for n in nums:
+            if n not in known:
+                chunk = chunks[ids[n - 1]]
+                known[n] = terms(f"{chunk.title}\n{chunk.heading_label}\n{chunk.text}")
+        if not any(len(own & known[n]) >= need for n in nums):
+            weak.append(sentence)
+    return weak
+
+
+def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
+                    terms: Callable[[str], set[str]]) -> tuple[list[str], str]:
+    """Check an LLM answer's citations (see the module docstring). Returns the checks it
+    fails, each naming its setting (none: it passes), and a line saying what it passed."""
+    n_sources = len(sp.final_selection_ids)
+    cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
+    valid = {c.n for c in cites if c.valid}
+    if not cited_share(text, valid, acfg)[0]:
+        return [UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
+                + f" (sentences of {acfg.min_sentence_words} words or more count: "
+                  f"answer.min_sentence_words)"], ""
+    failed: list[str] = []
+    if invalid:
+        many = len(invalid) != 1
+        failed.append(f"citation{'s' if many else ''} {', '.join(f'[{n}]' for n in invalid)} "
+                      f"name{'' if many else 's'} no source (the Sources block has "
+                      f"[1]–[{n_sources}])")
+    if not any(n <= acfg.top_sources for n in valid):
+        failed.append(f"no citation names one of the top {acfg.top_sources} sources "
+                      f"(answer.top_sources)")
+    weak = weak_sentences(text, sp, acfg, terms) if acfg.min_shared_terms else []
+    if weak:
+        quoted = ", ".join(_quote(s) for s in weak[:QUOTED_SENTENCES])
+        more = len(weak) - QUOTED_SENTENCES
+        many = len(weak) != 1
+        failed.append(f"{len(weak)} cited sentence{'s share' if many else ' shares'} fewer "
+                      f"than {acfg.min_shared_terms} content terms (answer.min_shared_terms) "
+                      f"with each source {'they cite' if many else 'it cites'}: {quoted}"
+                      + (f" and {more} more" if more > 0 else ""))
+    content = (f"each citing sentence shares at least {acfg.min_shared_terms} content terms "
+               f"with a source it cites (answer.min_shared_terms)" if acfg.min_shared_terms
+               else "content not compared (answer.min_shared_terms 0)")
+    passed = (f"every citation names a source; one names one of the top {acfg.top_sources} "
+              f"sources (answer.top_sources); {content}")
+    return failed, "" if failed else passed
 
 
 # --------------------------------------------------------------------------- confidence
@@ -657,6 +760,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     emit = _Emitter(on_token, started)
     signals = retrieval_signals(sp)
     model, usage, error, form_used, raw = "", AnswerUsage(), "", "", ""
+    set_aside, set_aside_reason, checks = "", "", ""
     first_ms: float | None = None
 
     empty = no_results_reason(sp, signals, acfg)
@@ -707,6 +811,12 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
         model = result.model
         usage = AnswerUsage(prompt_tokens=result.usage.prompt_tokens,
                             completion_tokens=result.usage.completion_tokens)
+    if mode == "llm" and acfg.check_citations:
+        failed, checks = citation_checks(text, sp, acfg, term_reader(services, cfg))
+        if failed:
+            set_aside, set_aside_reason = text, "; ".join(failed)
+            mode, mode_reason = "extractive", f"the model's answer was set aside: {set_aside_reason}"
+            emit("\n\n" + SET_ASIDE_NOTICE + "\n\n")
     if mode == "extractive":
         pieces = extractive_pieces(sp, acfg)
         for piece in pieces:
@@ -725,7 +835,8 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,
-                  unsupported=unsupported, extractive_text=beside, form=form_used, raw=raw,
+                  unsupported=unsupported, extractive_text=beside, set_aside=set_aside,
+                  set_aside_reason=set_aside_reason, checks=checks, form=form_used, raw=raw,
                   latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
 
 

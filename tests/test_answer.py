@@ -325,7 +325,7 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
     cfg, services = llm_env
     cfg = cfg.with_overrides({"settings.llm.context_window": 128_000})  # room for every source
     good = ("Start it with the chroma run command [1]. It listens on the loopback "
-            "interface [2]. Check the heartbeat before use [1][2].")
+            "interface [1]. RAGstream can talk to a Chroma server over HTTP [1][2].")
     server.script(Reply.text(good), Reply.text(good.replace("[1][2]", "[1][99]")))
     tokens: list[str] = []
     ans = answer(on_topic, cfg, services, on_token=tokens.append)
@@ -353,9 +353,10 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
                                                                     (2, ids[1], True)]
     assert ans.confidence == "High" and "3 of 3 sentences" in ans.confidence_reason
 
-    bad = answer(on_topic, cfg, services)
-    assert bad.invalid_citations == [99]
-    assert [c.n for c in bad.sources] == [1, 2]
+    unchecked = cfg.with_overrides({"settings.answer.check_citations": False})
+    bad = answer(on_topic, unchecked, services)  # checked, [99] would set it aside
+    assert bad.mode == "llm" and bad.invalid_citations == [99]
+    assert [c.n for c in bad.sources] == [1]
     assert Answer.model_validate(bad.model_dump()).citations[-1].valid is False
     assert bad.confidence == "Medium" and "[99]" in bad.confidence_reason
 
@@ -363,6 +364,7 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
 def test_an_answer_citing_nothing_is_unsupported_and_gets_the_extractive_one_beside(
         kb_engine, on_topic, llm_env, server, capsys):
     cfg, services = llm_env
+    cfg = cfg.with_overrides({"settings.answer.check_citations": False})  # checked: set aside
     server.script(Reply.text("Chroma is a database. It is good."), Reply.text("Fine [42]."),
                   Reply.text("Also uncited."))
     ans = answer(on_topic, cfg, services)
@@ -502,10 +504,11 @@ def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_
     assert "response_format" not in server.requests[-1]
 
     forced = cfg.with_overrides({"settings.answer.form": "sentences"})
-    server.script(Reply.text(json.dumps({"sentences": [{"text": "Run it.", "sources": [1]}]})))
+    server.script(Reply.text(json.dumps({"sentences": [{"text": "Run it with chroma run.",
+                                                         "sources": [1]}]})))
     ans = answer(on_topic, forced, services)
     assert server.requests[-1]["response_format"]["type"] == "json_schema"
-    assert ans.text == "Run it [1].\n" and "answer.form is sentences" in ans.mode_reason
+    assert ans.text == "Run it with chroma run [1].\n" and "answer.form is sentences" in ans.mode_reason
 
     table = kb_engine.run(ON_TOPIC + " Answer as a table with columns step and command.")
     assert table.extras.format_enforcer.kind == "table"

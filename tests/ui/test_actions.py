@@ -157,7 +157,7 @@ def test_llm_answer_streams_and_a_broken_stream_falls_back_with_the_notice(kb_en
                                                                             server):
     cfg = answer_only(llm_config(kb_engine.cfg, server))
     engine = Engine(cfg, with_llm(kb_engine.services, cfg))
-    good = "Start it with the chroma run command [1]. It listens on loopback [2]."
+    good = "Start it with the chroma run command [1]. It listens on loopback [1]."
     server.script(Reply.text(good), Reply.text("Start it with the chroma run [1] and", cut_after=3))
 
     st_state = session(finished)
