@@ -15,6 +15,9 @@ kind                      what it says                       acts on (and every 
 ``pin``                   keep chunk ``target``              Retrieval → ReRanker → A3 → A4
 ``exclude``               drop chunk ``target``              Retrieval
 ``add``                   bring chunk ``target`` in, pinned  Retrieval → … → A4
+``drop``                  the gate drops chunk ``target``    A3 → A4 (a model's word the
+                                                             person applied: the Agents
+                                                             tab's replay, ``ragstream.replay``)
 ``statement_text``        statement ``target`` reads         A4
                           ``after``
 ``statement_remove``      leave statement ``target`` out     A4
@@ -32,7 +35,8 @@ notes, per edit it read, whether it applied and how (``extras.edit_outcomes``): 
 chunk is no longer a candidate, or no longer in the knowledge base, says so there and stays
 in the list.
 
-One edit per *slot*: pinning a chunk that was excluded replaces the exclusion, setting a field
+One edit per *slot*: pinning a chunk that was excluded (or dropped) replaces the exclusion (or
+the drop), and the other way round; setting a field
 twice keeps the latest value (and the first ``before``), removing a statement replaces its
 rewrite and its move.
 
@@ -51,7 +55,7 @@ from typing import Any, TypeVar
 
 from ragstream.config import AppConfig
 from ragstream.errors import EditError as EditError
-from ragstream.records import CHUNK_KINDS, STATEMENT_KINDS, EditOutcome, Statement
+from ragstream.records import CHUNK_KINDS, GATE_KINDS, STATEMENT_KINDS, EditOutcome, Statement
 from ragstream.records import Edit as Edit
 from ragstream.records import EditKind as EditKind
 from ragstream.records import edit_stage as stage_of
@@ -63,6 +67,8 @@ from ragstream.text import fold
 BY_YOU = "you"
 #: the reasons a view row gives for a person's decision
 PINNED, EXCLUDED, ADDED = "pinned by you", "excluded by you", "added by you"
+#: the reason an A3 row gives for a chunk the person dropped there (a ``drop`` edit)
+DROPPED = "dropped by you"
 
 
 def now() -> str:
@@ -205,12 +211,15 @@ def _items(sp: SuperPrompt, kind: EditKind) -> list[tuple[str, str]] | None:
 
 @dataclass(frozen=True)
 class ChunkEdits:
-    """The person's chunk decisions: pinned and added ids (in the order made) and excluded ids."""
+    """The person's chunk decisions: pinned and added ids (in the order made) and excluded ids
+    (``by_id``: Retrieval's kinds, by chunk), and the chunks the A3 gate is to drop
+    (``drops``: ``drop`` edits by chunk, in the order made)."""
 
     pinned: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
     excluded: frozenset[str] = frozenset()
     by_id: dict[str, Edit] = field(default_factory=dict)
+    drops: dict[str, Edit] = field(default_factory=dict)
 
     @property
     def kept(self) -> tuple[str, ...]:
@@ -229,10 +238,12 @@ class ChunkEdits:
 def chunk_edits(edits: Iterable[Edit]) -> ChunkEdits:
     """The chunk decisions among ``edits``."""
     mine = sorted((e for e in edits if e.kind in CHUNK_KINDS), key=lambda e: e.id)
+    gate = sorted((e for e in edits if e.kind in GATE_KINDS), key=lambda e: e.id)
     return ChunkEdits(pinned=tuple(e.target for e in mine if e.kind == "pin"),
                       added=tuple(e.target for e in mine if e.kind == "add"),
                       excluded=frozenset(e.target for e in mine if e.kind == "exclude"),
-                      by_id={e.target: e for e in mine})
+                      by_id={e.target: e for e in mine},
+                      drops={e.target: e for e in gate})
 
 
 def field_edits(edits: Iterable[Edit], stage: str) -> dict[str, Edit]:

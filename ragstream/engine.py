@@ -9,6 +9,11 @@
     sp = engine.pin(sp, "kb/reranking.md#2")   # the person's decision, recorded in sp.edits
     sp = engine.resume(sp)                     # re-run from the first affected stage
 
+    # an agent's model call sent again with an edited message, and its decision applied
+    rep = engine.replay(sp, "A3_NLI_Gate", 0, [system_text, edited_user_text])
+    print(rep.call.raw, rep.call.probabilities, engine.replay_decision(sp, rep).lines)
+    sp = engine.resume(engine.apply_replay(sp, rep))   # recorded as your edits of A3
+
 The CLI and the Streamlit page use the same object.
 """
 
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ragstream import controller, edits, staleness
+from ragstream import replay as replays
 from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.services import Services, build_services
@@ -151,6 +157,10 @@ class Engine:
         """Bring ``chunk_id`` in though Retrieval did not return it, pinned."""
         return self._chunk(sp, "add", chunk_id)
 
+    def drop(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+        """Have the A3 gate drop ``chunk_id`` ("dropped by you"); it replaces a pin of it."""
+        return self._chunk(sp, "drop", chunk_id)
+
     def _chunk(self, sp: SuperPrompt, kind: edits.EditKind, chunk_id: str) -> SuperPrompt:
         edits.check_chunk(self.services.index(), chunk_id)
         return self.edit(sp, kind, chunk_id, kind, before=edits.chunk_status(sp, chunk_id))
@@ -198,6 +208,29 @@ class Engine:
               seen: SuperPrompt | None) -> SuperPrompt:
         before = edits.check_item(sp, kind, key, after, seen)
         return self.edit(sp, kind, key, after, before=before)
+
+    # -- replay: an agent's model call sent again, its decision applied as your edits -----
+
+    def replay(self, sp: SuperPrompt, agent: str, call_index: int,
+               messages: list[str] | None = None, cfg: AppConfig | None = None) -> replays.Replayed:
+        """Send call ``call_index`` (0-based, of ``sp.extras.llm_calls[agent]``) to the
+        endpoint again as the agent would, its messages' texts replaced by ``messages`` (one
+        per message; None: unchanged). The endpoint's error is in the result, not raised;
+        ``ReplayError`` without an endpoint or such a call (``ragstream.replay``)."""
+        return replays.replay(sp, agent, call_index, messages, cfg or self.cfg, self.services)
+
+    def replay_decision(self, sp: SuperPrompt, replayed: replays.Replayed,
+                        cfg: AppConfig | None = None) -> replays.Decision:
+        """What ``replayed``'s stage would decide with its reply, as edits and lines."""
+        return replayed.decision(sp, cfg or self.cfg, self.services)
+
+    def apply_replay(self, sp: SuperPrompt, replayed: replays.Replayed,
+                     cfg: AppConfig | None = None) -> SuperPrompt:
+        """Record the decision ``replayed`` would make as the person's edits of its stage
+        (that stage and the later ones go out of date; ``resume`` runs them again).
+        ``ReplayError`` when there is nothing to apply."""
+        decision = self.replay_decision(sp, replayed, cfg)
+        return replays.apply(self, sp, decision, cfg)
 
     def undo_edits(self, sp: SuperPrompt, ids: list[int] | None = None) -> SuperPrompt:
         """Drop the edits numbered ``ids`` (every edit when None: "Clear edits"); the stages

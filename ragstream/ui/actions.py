@@ -12,6 +12,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +29,7 @@ from ragstream.errors import (
     UploadNameError,
 )
 from ragstream.ingest.ingestor import decode_text, refused
+from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale
 from ragstream.super_prompt import Filters, SuperPrompt
 from ragstream.ui import state as S
@@ -614,7 +616,7 @@ def change_chunks(engine: Engine, st_state: S.SessionState, changes: list) -> bo
             if c.action in ("pin", "exclude"):
                 sp = (engine.pin if c.action == "pin" else engine.exclude)(sp, c.chunk_id)
             else:
-                gone = [e.id for e in sp.edits if e.kind in ("pin", "add", "exclude")
+                gone = [e.id for e in sp.edits if e.kind in ("pin", "add", "exclude", "drop")
                         and e.target == c.chunk_id]
                 sp = engine.undo_edits(sp, gone) if gone else sp
         return sp
@@ -685,3 +687,73 @@ def undo_edit(engine: Engine, st_state: S.SessionState, edit_id: int | None = No
 def find_chunks(engine: Engine, text: str, limit: int = 12) -> list[tuple[Any, str]]:
     """The knowledge base's chunks that hold ``text`` (then its best keyword matches)."""
     return engine.find_chunks(text, limit) if text.strip() else []
+
+
+# --------------------------------------------------------------------------- replay (the Agents tab)
+
+
+@dataclass(frozen=True)
+class ShownReplay:
+    """The Agents tab's last replay: which call (agent, index, and its digest, so that a call
+    the stage made anew does not show another's replay), the replayed call and its decision."""
+
+    agent: str
+    index: int
+    digest: str
+    replayed: Replayed
+    decision: Decision
+
+
+def replay_send(engine: Engine, st_state: S.SessionState, agent: str, index: int) -> bool:
+    """Send call ``index`` of ``agent`` again with the messages as the tab's text boxes hold
+    them, and keep the reply and the decision it would make (``REPLAY``). No endpoint, or a
+    call the stage would not make now, sets ``ERROR``; the endpoint's own failure is shown as
+    the reply's error."""
+    from ragstream.ui import inspector
+
+    st_state[S.ERROR] = None
+    sp = st_state[S.SP]
+    calls = sp.extras.llm_calls.get(agent, [])
+    try:
+        cfg = session_config(engine, st_state)
+        if not 0 <= index < len(calls):
+            raise ReplayError(f"{agent} has no call {index + 1} in this pass any more: pick one "
+                              f"of its calls.")
+        call = calls[index]
+        texts = [st_state.get(f.key) if st_state.get(f.key) is not None else f.text
+                 for f in inspector.replay_fields(sp, agent, index)]
+        replayed = engine.replay(sp, agent, index, texts, cfg)
+        decision = engine.replay_decision(sp, replayed, cfg)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return False
+    st_state[S.REPLAY] = ShownReplay(agent, index, call_digest(call), replayed, decision)
+    return True
+
+
+def shown_replay(st_state: S.SessionState, agent: str, index: int) -> ShownReplay | None:
+    """The kept replay of call ``index`` of ``agent``, while that call is the one in the state."""
+    shown = st_state.get(S.REPLAY)
+    if not isinstance(shown, ShownReplay) or (shown.agent, shown.index) != (agent, index):
+        return None
+    calls = st_state[S.SP].extras.llm_calls.get(agent, [])
+    if index >= len(calls) or call_digest(calls[index]) != shown.digest:
+        return None
+    return shown
+
+
+def replay_apply(engine: Engine, st_state: S.SessionState) -> bool:
+    """Record the kept replay's decision as the person's edits of its stage (weighed again
+    against the state as it is now); its stage and the later ones go out of date, and the
+    page's banner and ↻ Re-run take over. The replay is then forgotten."""
+    shown = st_state.get(S.REPLAY)
+    if not isinstance(shown, ShownReplay):
+        st_state[S.NOTICE] = "Nothing to apply: send a call again first."
+        return False
+    cfg = session_config(engine, st_state)
+    n = len(shown.decision.proposals)
+    done = _edit(engine, st_state, lambda sp: engine.apply_replay(sp, shown.replayed, cfg),
+                 f"Applied to {shown.agent}: {n} edit{'s' if n != 1 else ''} recorded as yours.")
+    if done:
+        st_state[S.REPLAY] = None
+    return done

@@ -3,7 +3,15 @@
 For every agent stage that ran in LLM mode, or tried to and fell back to its rules: the
 figures of its calls (``sp.extras.llm_usage``), its mode and fallback reason
 (``sp.extras.agent_modes``) and what it sent and got back (``sp.extras.llm_calls``: the
-messages, the raw reply, the parsed result). The page only draws what these return.
+messages, the raw reply, the parsed result).
+
+Replay (``ragstream.replay``): for one call of the agent shown, each message in a text box
+(``replay_fields``, prefilled with the message as recorded), a button that sends them again,
+and the new reply with the decision it would make (``replay_view``: the raw reply, the parsed
+reply or the error, the probabilities, the decision's lines and the "Apply to <stage>" button's
+label and whether it can be pressed). Without an endpoint the tab says so
+(``REPLAY_NEEDS_ENDPOINT``) and offers no send button. The page only draws what these return;
+the session state is handled in ``ragstream.ui.actions`` (``replay_send``, ``replay_apply``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from typing import Any
 from ragstream import controller
 from ragstream.agents.trace import cut_marker
 from ragstream.records import AgentCall, SentMessage
+from ragstream.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui.views import TABLE_WIDTH
 
@@ -202,3 +211,104 @@ def call_views(sp: SuperPrompt, agent: str) -> list[CallView]:
     """Every model call of ``agent`` in this pass, as the tab shows it."""
     calls = sp.extras.llm_calls.get(agent, [])
     return [call_view(c, i, len(calls)) for i, c in enumerate(calls, start=1)]
+
+
+# --------------------------------------------------------------------------- replay
+
+#: what the replay section says without an endpoint (and no send button is drawn)
+REPLAY_NEEDS_ENDPOINT = NEEDS_ENDPOINT
+#: what "Send again" does, on hover
+SEND_HELP = ("Send these messages to the endpoint again, as the agent makes the call (its model, "
+             "reply schema and budget). Nothing changes in the pass until you apply the decision.")
+
+
+@dataclass(frozen=True)
+class ReplayField:
+    """One message of the call to replay, as an editable text box: its widget key (new for
+    every call, so a new call starts from its own messages), label, text and height."""
+
+    key: str
+    label: str
+    text: str
+    height: int
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    """A replayed call as the tab shows it: the raw reply, the parsed reply or the error, the
+    probabilities in words, the decision's lines, and the apply button's label, state and help."""
+
+    raw: MessageView
+    parsed: dict[str, Any] | None
+    error: str | None
+    probabilities: str
+    lines: list[str]
+    why_not: str
+    apply_label: str
+    can_apply: bool
+    apply_help: str
+
+
+def replay_calls(sp: SuperPrompt, agent: str) -> list[int]:
+    """The calls of ``agent`` one may replay (0-based indices in ``llm_calls[agent]``)."""
+    return list(range(len(sp.extras.llm_calls.get(agent, []))))
+
+
+def call_label(sp: SuperPrompt, agent: str, index: int) -> str:
+    """``Call 3 of 8 · kb/faq.md#2``: the call's number and what it judged, for the picker."""
+    calls = sp.extras.llm_calls.get(agent, [])
+    items = calls[index].items if index < len(calls) else None
+    what = f" · {items[0]}" if items and len(items) == 1 else \
+        f" · {len(items)} items" if items else ""
+    return f"Call {index + 1} of {len(calls)}{what}"
+
+
+def replay_key(agent: str, index: int, call: AgentCall, n: int) -> str:
+    """The widget key of message ``n`` (1-based) of call ``index`` of ``agent``."""
+    return f"replay_{agent}_{index}_{call_digest(call)}_{n}"
+
+
+def replay_fields(sp: SuperPrompt, agent: str, index: int) -> list[ReplayField]:
+    """A text box per message of call ``index``, prefilled as recorded (a message the record
+    cut is sent as shown, and its label says so)."""
+    calls = sp.extras.llm_calls.get(agent, [])
+    if not 0 <= index < len(calls):
+        return []
+    call = calls[index]
+    out = []
+    for n, m in enumerate(call.messages, start=1):
+        note = (f" · {m.cut:,} characters were cut from the record: it is sent as shown"
+                if m.cut else "")
+        out.append(ReplayField(replay_key(agent, index, call, n), f"{n}. {m.role}{note}",
+                               m.content, 220 if m.role == "system" else 160))
+    return out
+
+
+def probability_words(replayed: Replayed, decision: Decision | None) -> str:
+    """The reply's probabilities in words: ``P(yes) 0.97 · P(no) 0.03`` for a judgment;
+    ``P(tone = the model's value) 0.91 · …`` where the stage read them from a JSON reply."""
+    if replayed.call.probabilities:
+        return " · ".join(f"P({k}) {v:.2f}" for k, v in replayed.call.probabilities.items())
+    if decision is not None and decision.probabilities:
+        return " · ".join(f"P({k}) {v:.2f}" for k, v in decision.probabilities.items())
+    return ""
+
+
+def replay_view(replayed: Replayed, decision: Decision) -> ReplayView:
+    """How the tab shows a replayed call and the decision it would make."""
+    call = replayed.call
+    note = _length_note(call.raw, call.raw_cut) if call.raw else "no reply"
+    raw = MessageView(f"New reply · {note} · {replayed.seconds:.2f} s", call.raw,
+                      "json" if call.parsed and not replayed.judgment else "text")
+    if decision.applicable:
+        n = len(decision.proposals)
+        help_text = (f"Record {'this edit' if n == 1 else f'these {n} edits'} as yours: "
+                     f"{decision.stage} and the later stages go out of date, and ↻ Re-run "
+                     f"brings them back with the edits applied.")
+    else:
+        help_text = decision.why_not or "The reply would change nothing the edits can say."
+    return ReplayView(raw=raw, parsed=call.parsed, error=call.error,
+                      probabilities=probability_words(replayed, decision),
+                      lines=decision.lines, why_not=decision.why_not,
+                      apply_label=f"Apply to {decision.stage}", can_apply=decision.applicable,
+                      apply_help=help_text)

@@ -35,6 +35,7 @@ BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded res
                                   # out of date) for the discarded stages until they run again
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
+REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
 
 
 
@@ -88,6 +89,7 @@ def init_state(state: SessionState) -> None:
         BEFORE_EDITS: None,
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
+        REPLAY: None,
     }
     for key, value in defaults.items():
         if key not in state:
