@@ -55,6 +55,8 @@ def chunk_table(src, view: str, title: str, note: str | None) -> None:
     with st.expander(f"{title} — {len(rows)} rows, {kept} kept{flag}", expanded=view == shown_views[-1][0]):
         if note:
             st.warning(note, icon=":material/update:")
+        if weighed := views.decision_note(src, view):
+            st.caption(weighed)
         key = f"view_{view}_{state[S.EDIT_NONCE]}"
         columns: dict = views.table_columns(rows)
         st.data_editor(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
@@ -106,6 +108,46 @@ def item_list(items: list[editing.Item], what: str, prefix: str) -> None:
                     on_click=do, args=(actions.item_action, what, "move", item.key, i + 1))
         drop.button("✕", key=f"{key}_remove", help=f"Remove this {what}",
                     on_click=do, args=(actions.item_action, what, "remove", item.key))
+
+
+def draw_replay(agent: str) -> None:
+    """The Agents tab's replay of one of ``agent``'s calls: its messages to edit, "Send again",
+    the new reply and the decision it would make, and "Apply to <stage>"."""
+    st.markdown("#### Replay a call")
+    if engine.services.llm is None:
+        st.info(inspector.REPLAY_NEEDS_ENDPOINT, icon=":material/link_off:")
+        return
+    choices = inspector.replay_calls(sp, agent)
+    if not choices:
+        return
+    index = choices[0] if len(choices) == 1 else st.selectbox(
+        "Call to replay", choices, key=f"replay_pick_{agent}",
+        format_func=lambda i: inspector.call_label(sp, agent, i))
+    for field in inspector.replay_fields(sp, agent, index):
+        st.text_area(field.label, value=field.text, key=field.key, height=field.height)
+    st.button("Send again", key="replay_send", icon=":material/replay:", help=inspector.SEND_HELP,
+              on_click=do, args=(actions.replay_send, agent, index))
+    shown = actions.shown_replay(state, agent, index)
+    if shown is None:
+        return
+    view = inspector.replay_view(shown.replayed, shown.decision)
+    st.markdown(f"**{view.raw.title}**")
+    st.code(view.raw.text, language=view.raw.language, wrap_lines=True)
+    if view.error:
+        st.markdown("**Error**")
+        st.code(view.error, language="text", wrap_lines=True)
+    if view.parsed is not None:
+        st.markdown("**Parsed reply**")
+        st.json(view.parsed)
+    if view.probabilities:
+        st.markdown(f"**Probabilities** · {view.probabilities}")
+    st.markdown("**What the stage would decide**")
+    if view.why_not:
+        st.caption(view.why_not)
+    if view.lines:
+        st.markdown("\n".join(f"- {line}" for line in view.lines))
+    st.button(view.apply_label, key="replay_apply", type="primary", disabled=not view.can_apply,
+              help=view.apply_help, on_click=do, args=(actions.replay_apply,))
 
 
 # --------------------------------------------------------------------------- start
@@ -409,7 +451,15 @@ if sp.answer is not None:
                    + (f" · {ans.error}" if ans.error else ""))
         if ans.unsupported:
             st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
+        if ans.set_aside:
+            st.warning(f"**The model's answer was set aside** — {ans.set_aside_reason}. Below is "
+                       "the extractive answer from the sources instead.", icon=":material/report:")
+        elif ans.checks:
+            st.caption(f"Citation checks passed: {ans.checks}.")
         st.markdown(ans.text)
+        if ans.set_aside:
+            with st.expander("The model's answer (set aside)", expanded=False):
+                st.markdown(ans.set_aside)
         if ans.extractive_text:
             with st.expander("Extractive answer from the sources (every sentence cited)",
                              expanded=True):
@@ -542,6 +592,8 @@ with tab_context:
     else:
         if note := editing.stage_note(a5_index, a5_discarded, stale):
             st.warning(note, icon=":material/update:")
+        if chosen := editing.format_choices(a5_src):
+            st.caption(chosen)
         item_list(rules, "rule", "rule")
         c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
         new_rule = c1.text_input("Add a rule of your own", key=f"new_rule_{state[S.EDIT_NONCE]}",
@@ -628,8 +680,11 @@ with tab_agents:
             if call.parsed is not None:
                 st.markdown("**Parsed result**")
                 st.json(call.parsed)
+        draw_replay(agent)
     else:
         st.caption(inspector.empty_note(engine.services.llm is not None))
+        if engine.services.llm is None:
+            st.info(inspector.REPLAY_NEEDS_ENDPOINT, icon=":material/link_off:")
 with tab_eval:
     st.caption("Answer quality and retrieval on a question set: does the answer's first sentence "
                "(first three) cite the section that answers the question; MRR@10 of that section "
