@@ -6,7 +6,8 @@
 Runs ``PROMPTS`` (answerable, unanswerable, German headers, format requests, a conversation
 follow-up) on the bundled knowledge base in auto mode with the ``LOCAL_PROFILE`` settings,
 then answers each, and prints per agent the share of calls whose first reply was valid JSON,
-the share of runs that fell back to the rules, the median seconds per call, and overall the
+the share of runs that fell back to the rules, the median seconds per call, the decisions it
+judged beside the rules and how many its word changed (``extras.judgments``), and overall the
 median time of a whole run plus answer, the median time to the first answer token, and the
 share of answerable prompts answered with at least one valid citation. ``pytest -m
 real_llm`` (``tests/test_real_llm.py``) runs the same prompts with assertions and prints the
@@ -25,6 +26,7 @@ from typing import Literal
 
 import pytest
 
+from ragstream.config import LOCAL_MODEL_PROFILE
 from ragstream.engine import Engine
 from ragstream.super_prompt import Answer, SuperPrompt
 
@@ -35,14 +37,8 @@ Kind = Literal["answerable", "unanswerable", "german", "format", "follow-up"]
 AGENTS = ("A0_PreProcessing", "A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser",
           "A5_Format_Enforcer")
 
-#: settings for a small model on a laptop: the answer's prompt stays short (whole source texts
-#: are left out when the condensed context and the prompt take 1,500 tokens)
-LOCAL_PROFILE = {
-    "settings.llm.context_window": 8192,
-    "settings.llm.timeout_s": 300.0,
-    "settings.answer.max_prompt_tokens": 1500,
-    "settings.answer.max_tokens": 400,
-}
+#: settings for a small model on a laptop (``ragstream.config.LOCAL_MODEL_PROFILE``)
+LOCAL_PROFILE = LOCAL_MODEL_PROFILE
 
 
 @dataclass(frozen=True)
@@ -91,6 +87,9 @@ class AgentCall:
     first_try_valid: bool | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: decisions the model judged beside the rules, and those its word changed
+    judged: int = 0
+    changed: int = 0
 
 
 @dataclass
@@ -111,6 +110,10 @@ class RunRecord:
     unsupported: bool
     answer: str
     agents: dict[str, AgentCall] = field(default_factory=dict)
+    #: the model's answer failed the citation checks and the extractive one was given
+    set_aside: bool = False
+    #: A3 kept nothing although its rules alone would have kept something
+    emptied: bool = False
 
 
 def run_prompt(engine: Engine, prompt: RealPrompt,
@@ -131,7 +134,8 @@ def run_prompt(engine: Engine, prompt: RealPrompt,
         first_token_s=round(ans.first_token_ms / 1000, 2) if ans.first_token_ms else None,
         answer_mode=ans.mode, answer_form=ans.form, valid_citations=len(ans.sources),
         cited=ans.mode == "llm" and not ans.unsupported,
-        unsupported=bool(ans.unsupported), answer=ans.text)
+        unsupported=bool(ans.unsupported), answer=ans.text, set_aside=bool(ans.set_aside),
+        emptied=emptied_by_gate(sp))
     for name in AGENTS:
         mode = sp.extras.agent_modes.get(name)
         if mode is None:
@@ -143,8 +147,16 @@ def run_prompt(engine: Engine, prompt: RealPrompt,
             replied=bool(usage and usage.finish_reason),
             first_try_valid=usage.first_try_valid if usage else None,
             prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0)
+            completion_tokens=usage.completion_tokens if usage else 0,
+            judged=len(sp.extras.judgments.get(name, [])),
+            changed=sum(j.changed for j in sp.extras.judgments.get(name, [])))
     return sp, ans, record
+
+
+def emptied_by_gate(sp: SuperPrompt) -> bool:
+    """Whether A3 kept no chunk although its rules alone would have kept one."""
+    rows = sp.view("a3")
+    return bool(rows) and not sp.kept_ids("a3") and any(r.rule_status == "kept" for r in rows)
 
 
 def _median(values: list[float]) -> float | None:
@@ -171,6 +183,8 @@ def figures(records: list[RunRecord]) -> dict:
             "fallback": round(sum(a.fallback for a in runs) / len(runs), 3),
             "median_s_per_call": _median([a.seconds for a in calls if a.seconds is not None]),
             "median_prompt_tokens": _median([float(a.prompt_tokens) for a in replies]),
+            "judged": sum(a.judged for a in runs),
+            "changed": sum(a.changed for a in runs),
         }
     answerable = [r for r in records if r.kind != "unanswerable"]
     unanswerable = [r for r in records if r.kind == "unanswerable"]
@@ -186,6 +200,8 @@ def figures(records: list[RunRecord]) -> dict:
              and r.answer_mode == "llm"]),
         "answerable_with_valid_citation": (round(sum(r.cited for r in answerable)
                                                  / len(answerable), 3) if answerable else None),
+        "answers_set_aside": sum(r.set_aside for r in records),
+        "selections_emptied_by_gate": sum(r.emptied for r in records),
         "unanswerable_refused": (round(
             sum(r.answer_mode == "no-results" for r in unanswerable) / len(unanswerable), 3)
             if unanswerable else None),
@@ -196,14 +212,14 @@ def render(figs: dict, model: str = "") -> str:
     """The figures as a small text table."""
     lines = [f"Real-model figures{f' ({model})' if model else ''}, {figs['prompts']} prompts",
              f"{'agent':<20} {'calls':>5} {'replies':>7} {'1st-try valid':>13} {'fallback':>8} "
-             f"{'median s/call':>13} {'median prompt tok':>17}"]
+             f"{'median s/call':>13} {'median prompt tok':>17} {'judged':>6} {'changed':>7}"]
     for name, a in figs["agents"].items():
         valid = "-" if a["first_try_valid"] is None else f"{a['first_try_valid']:.0%}"
         med = "-" if a["median_s_per_call"] is None else f"{a['median_s_per_call']:.1f}"
         tok = "-" if a["median_prompt_tokens"] is None else f"{a['median_prompt_tokens']:.0f}"
         lines.append(f"{name:<20} {a['model_calls']:>5} {a['replies']:>7} {valid:>13} "
                      f"{a['fallback']:>8.0%} "
-                     f"{med:>13} {tok:>17}")
+                     f"{med:>13} {tok:>17} {a.get('judged', 0):>6} {a.get('changed', 0):>7}")
     share = figs["first_try_valid_all_replies"]
     cited, refused = figs["answerable_with_valid_citation"], figs["unanswerable_refused"]
     lines += [
@@ -214,6 +230,9 @@ def render(figs: dict, model: str = "") -> str:
         f"answerable prompts answered with a valid citation: "
         f"{'-' if cited is None else f'{cited:.0%}'}; unanswerable refused without an answer "
         f"call: {'-' if refused is None else f'{refused:.0%}'}",
+        f"model answers set aside by the citation checks: {figs.get('answers_set_aside', 0)}; "
+        f"selections the gate emptied while the rules would fill them: "
+        f"{figs.get('selections_emptied_by_gate', 0)}",
     ]
     return "\n".join(lines)
 

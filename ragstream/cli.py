@@ -442,6 +442,10 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["offline", "llm"]),
               help="With --answers: the answer modes to run (repeatable); default offline, and "
                    "llm when an endpoint is configured.")
+@click.option("--profile", type=click.Choice(["files", "local"]), default="files", show_default=True,
+              help="With --answers: 'local' applies the small-local-model settings "
+                   "(config.LOCAL_MODEL_PROFILE: a 1,500-token answer prompt, 400-token answer) "
+                   "over config/, as the real-model tier does.")
 @click.option("--split", default="test", show_default=True, help="The qrels file: qrels/SPLIT.tsv.")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Only the first N judged queries (with --answers: the first N questions of each set).")
@@ -452,7 +456,7 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
 def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tuple[str, ...],
-                 split: str, limit: int | None, subset: str, as_json: bool,
+                 profile: str, split: str, limit: int | None, subset: str, as_json: bool,
                  out: str | None) -> None:
     """Evaluate retrieval on a BEIR data set, or answers on question sets, and print a table
     or JSON (optionally also to a file)."""
@@ -463,9 +467,13 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
                                "or more question sets: answer quality).")
     try:
         if answer_sets:
+            from ragstream.config import LOCAL_MODEL_PROFILE
             from ragstream.measure.answer_eval import evaluate_answers, format_answers
 
-            result = evaluate_answers(answer_sets, load_config(), modes=list(modes) or None,
+            cfg = load_config()
+            if profile == "local":
+                cfg = cfg.with_overrides(LOCAL_MODEL_PROFILE)
+            result = evaluate_answers(answer_sets, cfg, modes=list(modes) or None,
                                       progress=_stderr_progress(), limit=limit)
             as_text = format_answers
         else:

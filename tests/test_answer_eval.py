@@ -20,6 +20,7 @@ from ragstream.measure.answer_eval import (
     format_answers,
     grade,
     load_questions,
+    roc_auc,
 )
 from ragstream.services import build_services
 
@@ -195,8 +196,9 @@ def test_llm_mode_is_run_beside_offline_when_an_endpoint_is_configured(tiny, tin
     qs, engine = tiny_engine
     stream = {"reply": Reply.text("The first source says this [1]. The second adds that [2].")}
     with FakeOpenAI(models=["test-model"], responder=every_agent(stream)) as server:
-        base = llm_config(engine.cfg.with_overrides({
-            "settings.paths.index_dir": str(engine.cfg.index_dir.parent.parent)}), server)
+        base = llm_config(engine.cfg.with_overrides({  # a canned answer: its words are no source's
+            "settings.paths.index_dir": str(engine.cfg.index_dir.parent.parent),
+            "settings.answer.check_citations": False}), server)
         services = with_llm(engine.services, base)
         result = evaluate_answers([tiny], base, services_for=lambda c: services)
         assert server.chat_requests  # the model was asked
@@ -211,3 +213,19 @@ def test_llm_mode_is_run_beside_offline_when_an_endpoint_is_configured(tiny, tin
     # sources 1 and 2 are the ReRanker's best: the answering section is among them for some
     assert any(r["first3"] for r in llm["rows"])
     assert llm["first3"] == round(sum(r["first3"] for r in llm["rows"]) / 3, 4)
+    # per agent: what the model's word changed, beside the rules' decisions
+    agents = llm["agents"]
+    a3 = agents["per_agent"]["A3_NLI_Gate"]
+    assert a3["judged"] == agents["a3_pairs"] > 0 and a3["changed"] == 0  # P 0.8: no change
+    assert (a3["helped"], a3["hurt"], agents["a3_emptied"]) == (0, 0, 0)
+    assert {"A2_PromptShaper", "A4_Condenser"} <= set(agents["per_agent"])
+    assert offline["agents"]["per_agent"] == {} and offline["agents"]["a3_auc"] is None
+    text = format_answers(result)
+    assert "A3 ROC AUC of P(relevant) vs answers" in text and "A3_NLI_Gate" in text
+
+
+def test_roc_auc_of_the_models_probability():
+    assert roc_auc([(0.9, True), (0.1, False)]) == 1.0
+    assert roc_auc([(0.1, True), (0.9, False)]) == 0.0
+    assert roc_auc([(0.5, True), (0.5, False), (0.7, True), (0.2, False)]) == 0.875
+    assert roc_auc([(0.5, True)]) is None  # one class only: no AUC

@@ -1,6 +1,7 @@
 """Auto mode against a real model (`pytest -m real_llm`), e.g. a llama.cpp or Ollama server.
 
-Set RAGSTREAM_TEST_LLM_BASE_URL (e.g. http://127.0.0.1:8765/v1) and RAGSTREAM_TEST_LLM_MODEL;
+Set RAGSTREAM_TEST_LLM_BASE_URL (e.g. http://127.0.0.1:8765/v1, llama.cpp's ``llama-server``:
+``../shared/LOCAL_LLM.md`` and the README) and RAGSTREAM_TEST_LLM_MODEL;
 for a hosted API also the key in OPENAI_API_KEY (or RAGSTREAM_TEST_LLM_KEY_ENV naming another
 variable). Not part of the default run. The prompts are ``benchmarks.real_llm.PROMPTS``
 (answerable, unanswerable, German headers, format requests, a conversation follow-up), run
@@ -78,6 +79,14 @@ def test_auto_mode_with_a_real_model(real, prompt):
     assert len(sp.final_selection_ids) <= cfg.limits.N3_FINAL_SELECTION_MAX
     assert set(sp.final_selection_ids) <= set(ids)
     assert ans.text.strip()
+    # the model is evidence, never the last word: it never empties what the rules would fill
+    rows = sp.view("a3")
+    if any(r.rule_status == "kept" for r in rows):
+        assert sp.kept_ids("a3"), "the gate emptied a selection its rules would fill"
+    if modes["A3_NLI_Gate"].mode == "llm":
+        judged = sp.extras.judgments["A3_NLI_Gate"]
+        by_id = {r.chunk_id: r for r in rows}
+        assert judged and all(by_id[j.item].rule_status == j.rule for j in judged)
     for c in ans.sources:  # a valid citation names a chunk that was in the prompt
         assert c.chunk_id == sp.final_selection_ids[c.n - 1]
     if ans.mode == "llm":  # unsupported exactly when no sentence cites a valid source

@@ -26,6 +26,13 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
    two), the median answer length in sentences, and the median time of pipeline + answer;
    and, for retrieval, the MRR@10 of the first answering chunk in the Retrieval and the
    ReRanker stages (the section as the relevant item).
+4. **Agents (LLM mode).** Each agent that asked the model records its decisions beside the
+   rules' (``extras.judgments``). Per agent: how many decisions the model judged, how many it
+   changed (``changed``), and of the changes on chunks (A3, A4) how many *helped* (an answering
+   chunk kept that the rules would drop) or *hurt* (an answering chunk lost that the rules
+   would keep); for A3 the ROC AUC of the model's P(relevant) against "this chunk answers the
+   question" (0.5 = no better than chance), and how many passes the gate emptied while the
+   rules would have kept something (``emptied``, which must stay 0).
 """
 
 from __future__ import annotations
@@ -206,6 +213,64 @@ def first_answering_rank(sp: SuperPrompt, stage: str, sections: Sequence[Section
     return None
 
 
+CHUNK_AGENTS = ("A3_NLI_Gate", "A4_Condenser")
+
+
+def agent_figures(sp: SuperPrompt, sections: Sequence[Section], folder: str) -> dict[str, Any]:
+    """What each agent's model did to the rules' decisions in one pass: per agent the
+    decisions judged and changed, and for chunk agents the changes that kept (helped) or lost
+    (hurt) an answering chunk; A3's (P(relevant), answers) pairs; whether A3 emptied a
+    selection the rules would fill."""
+    chunks = sp.chunk_map()
+
+    def answers(cid: str) -> bool:
+        return cid in chunks and any(s.holds(chunks[cid], folder) for s in sections)
+
+    out: dict[str, Any] = {}
+    for agent, judgments in sp.extras.judgments.items():
+        changed = [j for j in judgments if j.changed]
+        figures = {"judged": len(judgments), "changed": len(changed)}
+        if agent in CHUNK_AGENTS:
+            figures["helped"] = sum(j.final == "kept" and answers(j.item) for j in changed)
+            figures["hurt"] = sum(j.final == "dropped" and answers(j.item) for j in changed)
+        out[agent] = figures
+    a3 = sp.extras.judgments.get("A3_NLI_Gate", [])
+    out["a3_pairs"] = [(j.probability, answers(j.item)) for j in a3 if j.probability is not None]
+    rows = sp.view(View.A3)
+    out["a3_emptied"] = bool(rows) and not sp.kept_ids(View.A3) and any(
+        r.rule_status == "kept" for r in rows)
+    return out
+
+
+def roc_auc(pairs: Sequence[tuple[float, bool]]) -> float | None:
+    """The ROC AUC of scores against labels (Mann–Whitney U, ties counted half); None when
+    one class is missing."""
+    pos = [p for p, y in pairs if y]
+    neg = [p for p, y in pairs if not y]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 4)
+
+
+def agents_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The per-agent figures summed over a mode's questions (see ``agent_figures``)."""
+    total: dict[str, dict[str, int]] = {}
+    pairs: list[tuple[float, bool]] = []
+    emptied = 0
+    for r in rows:
+        figures = r.get("agents") or {}
+        pairs.extend((float(p), bool(y)) for p, y in figures.get("a3_pairs", []))
+        emptied += bool(figures.get("a3_emptied"))
+        for agent, f in figures.items():
+            if isinstance(f, dict):
+                into = total.setdefault(agent, {})
+                for k, v in f.items():
+                    into[k] = into.get(k, 0) + v
+    return {"per_agent": total, "a3_auc": roc_auc(pairs), "a3_pairs": len(pairs),
+            "a3_emptied": emptied}
+
+
 def _mrr10(ranks: Sequence[int | None]) -> float:
     return round(sum(1.0 / r for r in ranks if r is not None and r <= 10) / len(ranks), 4) \
         if ranks else 0.0
@@ -236,6 +301,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "median_ms": round(_median([r["ms"] for r in rows]), 1),
         "mrr10_retrieval": _mrr10([r["retrieval_rank"] for r in rows]),
         "mrr10_rerank": _mrr10([r["rerank_rank"] for r in rows]),
+        "agents": agents_summary(rows),
     }
 
 
@@ -262,6 +328,8 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             "rerank_rank": first_answering_rank(sp, View.RERANKED, qs.sections[q.id],
                                                 qs.docs.name),
             "first_sentence": g.sentences[0] if g.sentences else "",
+            "agents": agent_figures(sp, qs.sections[q.id], qs.docs.name),
+            "agent_modes": {a: m.mode for a, m in sp.extras.agent_modes.items()},
             "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
         })
         if progress:
@@ -334,6 +402,19 @@ def format_answers(result: dict[str, Any]) -> str:
                      f"{r['median_sentences_short']:>10.1f} {r['max_sentences_short']:>10} "
                      f"{r['mrr10_retrieval']:>11.3f} {r['mrr10_rerank']:>10.3f} "
                      f"{r['median_ms']:>8.0f}")
+    judged = [r for r in result["results"] if r["agents"]["per_agent"]]
+    if judged:
+        lines.append(f"\n{'set':<12} {'mode':<9} {'agent':<19} {'judged':>7} {'changed':>8} "
+                     f"{'helped':>7} {'hurt':>5}")
+        for r in judged:
+            for agent, f in sorted(r["agents"]["per_agent"].items()):
+                lines.append(f"{r['set']:<12} {r['mode']:<9} {agent:<19} {f['judged']:>7} "
+                             f"{f['changed']:>8} {f.get('helped', '—'):>7} {f.get('hurt', '—'):>5}")
+            a = r["agents"]
+            auc = "—" if a["a3_auc"] is None else f"{a['a3_auc']:.3f}"
+            lines.append(f"{r['set']:<12} {r['mode']:<9} A3 ROC AUC of P(relevant) vs answers: "
+                         f"{auc} over {a['a3_pairs']} judged chunks; selections emptied by the "
+                         f"gate: {a['a3_emptied']}")
     t = result["targets"]
     lines.append(f"targets (offline): first3 ≥ {t['first3']:.2f}, median sentences ≤ "
                  f"{t['median_sentences']:g}")
