@@ -16,8 +16,10 @@
   instead and the error is kept in ``Answer.error``.
   Once it has streamed, the answer's citations are checked (``answer.check_citations``,
   ``citation_checks``): some sentence (of at least ``answer.min_sentence_words`` words) cites
-  a valid source; every ``[n]`` names a source of the Sources block; one names a source among
-  its first ``answer.top_sources``; and each sentence that cites shares at least
+  a valid source; every ``[n]`` names a source of the Sources block; one of its first
+  ``answer.lead_sentences`` (3) sentences cites one of the first ``answer.top_sources`` (1)
+  sources — the ReRanker's strongest evidence leads, as in the extractive answer; and each
+  sentence that cites shares at least
   ``answer.min_shared_terms`` content terms (the keyword index's stemmed, stop-word-free
   ``terms``; a sentence with fewer needs all it has) with one of the sources it cites. An
   answer that fails is *set aside*: after ``SET_ASIDE_NOTICE`` the extractive answer streams
@@ -302,6 +304,11 @@ def weak_sentences(text: str, sp: SuperPrompt, acfg: AnswerSettings,
     return weak
 
 
+def top_label(top: int) -> str:
+    """"source [1]" or "one of the top 3 sources"."""
+    return "source [1]" if top == 1 else f"one of the top {top} sources"
+
+
 def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
                     terms: Callable[[str], set[str]]) -> tuple[list[str], str]:
     """Check an LLM answer's citations (see the module docstring). Returns the checks it
@@ -319,8 +326,11 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
         failed.append(f"citation{'s' if many else ''} {', '.join(f'[{n}]' for n in invalid)} "
                       f"name{'' if many else 's'} no source (the Sources block has "
                       f"[1]–[{n_sources}])")
-    if not any(n <= acfg.top_sources for n in valid):
-        failed.append(f"no citation names one of the top {acfg.top_sources} sources "
+    lead = " ".join(answer_sentences(text, acfg.min_sentence_words)[:acfg.lead_sentences])
+    if not any(1 <= n <= acfg.top_sources
+               for n in citation_numbers(lead, acfg.max_citation_range)):
+        failed.append(f"none of its first {acfg.lead_sentences} sentences "
+                      f"(answer.lead_sentences) cites {top_label(acfg.top_sources)} "
                       f"(answer.top_sources)")
     weak = weak_sentences(text, sp, acfg, terms) if acfg.min_shared_terms else []
     if weak:
@@ -334,8 +344,9 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
     content = (f"each citing sentence shares at least {acfg.min_shared_terms} content terms "
                f"with a source it cites (answer.min_shared_terms)" if acfg.min_shared_terms
                else "content not compared (answer.min_shared_terms 0)")
-    passed = (f"every citation names a source; one names one of the top {acfg.top_sources} "
-              f"sources (answer.top_sources); {content}")
+    passed = (f"every citation names a source; one of its first {acfg.lead_sentences} "
+              f"sentences cites {top_label(acfg.top_sources)} (answer.lead_sentences, "
+              f"answer.top_sources); {content}")
     return failed, "" if failed else passed
 
 

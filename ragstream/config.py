@@ -265,9 +265,12 @@ class AnswerSettings(_Strict):
         "a source it cites, and some sentence cites; an answer that fails is set aside and "
         "the extractive answer given instead. Off: an answer citing nothing is kept, "
         "labelled unsupported (offer_extractive)"))
-    top_sources: int = Field(3, ge=1, le=1000, description=(
-        "at least one citation of the LLM's answer names one of the Sources block's first "
-        "this many sources (the best-ranked chunks of the final selection)"))
+    top_sources: int = Field(1, ge=1, le=1000, description=(
+        "one of the LLM answer's first lead_sentences sentences cites one of the Sources "
+        "block's first this many sources (the best-ranked chunks of the final selection): an "
+        "answer that does not open with the strongest evidence is set aside"))
+    lead_sentences: int = Field(3, ge=1, le=1000, description=(
+        "the opening sentences of the LLM answer in which a top_sources citation must appear"))
     min_shared_terms: int = Field(2, ge=0, le=50, description=(
         "each sentence of the LLM's answer that cites shares at least this many content terms "
         "(stemmed, stop words out) with one of the sources it cites; a sentence with fewer "

@@ -72,7 +72,8 @@ def test_a_good_answer_passes_the_checks_unchanged(on_topic, llm_env, server):
     assert ans.set_aside == "" and ans.set_aside_reason == ""
     assert SET_ASIDE_NOTICE not in "".join(tokens)
     assert [c.n for c in ans.sources] == [1, 2] and ans.invalid_citations == []
-    assert "one names one of the top 3 sources (answer.top_sources)" in ans.checks
+    assert ("one of its first 3 sentences cites source [1] (answer.lead_sentences, "
+            "answer.top_sources)") in ans.checks
     assert "at least 2 content terms" in ans.checks and "(answer.min_shared_terms)" in ans.checks
 
 
@@ -97,11 +98,24 @@ def test_citing_none_of_the_top_sources_sets_the_answer_aside(on_topic, plain, l
     server.script(Reply.text(text), Reply.text(text))
     ans = answer(on_topic, cfg, services)
     assert_set_aside(ans, plain, text)
-    assert ans.set_aside_reason == "no citation names one of the top 3 sources (answer.top_sources)"
+    assert ans.set_aside_reason == ("none of its first 3 sentences (answer.lead_sentences) "
+                                    "cites source [1] (answer.top_sources)")
 
     wider = cfg.with_overrides({"settings.answer.top_sources": 5})
     kept = answer(on_topic, wider, services)
     assert kept.mode == "llm" and kept.text == text and "top 5 sources" in kept.checks
+
+
+def test_source_one_must_be_cited_in_the_answers_opening(on_topic, plain, llm_env, server):
+    cfg, services = llm_env
+    late = " ".join(source_sentence(on_topic, n) + f" [{n}]." for n in (2, 3, 4, 1))
+    server.script(Reply.text(late), Reply.text(late))
+    ans = answer(on_topic, cfg, services)  # [1] only in the fourth sentence: set aside
+    assert_set_aside(ans, plain, late)
+    assert "none of its first 3 sentences (answer.lead_sentences)" in ans.set_aside_reason
+    opening = cfg.with_overrides({"settings.answer.lead_sentences": 4})
+    kept = answer(on_topic, opening, services)
+    assert kept.mode == "llm" and kept.text == late
 
 
 def test_a_cited_sentence_sharing_nothing_with_its_source_sets_the_answer_aside(

@@ -192,6 +192,9 @@ class DoneEvent(BaseModel):
         "why the LLM answer is unsupported (no sentence cites a valid source); '' otherwise"))
     extractive_text: str = Field("", description=(
         "the extractive answer offered beside an unsupported LLM answer"))
+    set_aside_reason: str = Field("", description=(
+        "why the model's answer was set aside by the citation checks (the streamed text ends "
+        "with the extractive answer given instead); '' when it was kept"))
     total_tokens: int = Field(description="prompt + completion tokens of the answer's LLM call "
                                           "(0 when no LLM answered)")
     token_events: int = Field(description="how many token events were sent")
@@ -368,6 +371,7 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
                 context_key=context_key, mode=ans.mode, confidence=ans.confidence,
                 confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
                 unsupported=ans.unsupported, extractive_text=ans.extractive_text,
+                set_aside_reason=ans.set_aside_reason,
                 total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
                 token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
                 qa_log_id=qa.id if qa else None))

@@ -33,9 +33,11 @@ statement is still a sentence of its source, with its span. The extractive selec
 computed too, and the statements are, in order:
 
 1. the best sentence of each chunk the person pinned;
-2. the extractive statements, best score first, while their tokens fit ``rule_share`` ×
-   ``budget_tokens`` (``rule_share`` 0.5 by default: "kept by rule"), and the best sentence of
-   the top chunk (A3's best-ranked kept chunk), always;
+2. the extractive statements, best score first (when they do not all fit the share, the best
+   of each chunk they cite first: ``coverage_first``, so the model cannot lose a source the
+   rules keep), while their
+   tokens fit ``rule_share`` × ``budget_tokens`` (``rule_share`` 0.5 by default: "kept by
+   rule"), and the best sentence of the top chunk (A3's best-ranked kept chunk), always;
 3. the model's chosen sentences not in yet, in its order, within the rest of the budget,
    (1 − ``rule_share``) × ``budget_tokens``, and N3 chunks.
 
@@ -444,10 +446,12 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
 
     1. the best sentence of each chunk the person pinned (the first ``pinned`` candidates),
        whatever the model chose;
-    2. the deterministic selection's statements, best score first, while their tokens fit
-       ``rule_share`` × ``budget_tokens`` ("kept by rule"), and the best sentence of the top
-       chunk (A3's best-ranked kept chunk) always: where the rules put it within their share,
-       else where the model put it, else first of this part;
+    2. the deterministic selection's statements, best score first (when they do not all fit
+       the share, the best of each chunk it selected first, so that the model cannot lose a
+       source the rules keep), while their tokens fit ``rule_share`` × ``budget_tokens``
+       ("kept by rule"), and the best sentence of the top chunk (A3's best-ranked kept
+       chunk) always: where the rules put it within their share, else where the model put
+       it, else first of this part;
     3. the sentences the model chose that are not in yet, in the model's order, while they
        fit the rest of the budget, (1 − ``rule_share``) × ``budget_tokens``, and N3 chunks.
 
@@ -505,7 +509,8 @@ def _llm_condense(agent: Agent, sp: SuperPrompt, candidates: list[str], cfg: App
     by_rule: list[int] = []
     by_share: set[int] = set()
     used, full = 0, False
-    for i in rules.picked:
+    fits = sum(cost[i] for i in rules.picked if i not in person) <= share * budget
+    for i in rules.picked if fits else coverage_first(rules.picked, flat):
         if i in person:
             continue
         ci = flat[i][0]
@@ -650,6 +655,17 @@ def _llm_decisions(sp: SuperPrompt, candidates: list[str], pool: SentencePool,
         judgments.append(Judgment(item=cid, rule=rule, model=model, final=final,
                                   decided_by=judged_by, why=reason))
     return rows, judgments
+
+
+def coverage_first(picked: list[int], flat: list[tuple[int, int, str]]) -> list[int]:
+    """The rules' statements (best score first) reordered so that each chunk's best comes
+    before any chunk's second: within the rules' share of the budget every chunk the rules
+    selected keeps a sentence, and with it its place in the final selection."""
+    best: dict[int, int] = {}  # chunk → its first (best) statement
+    for i in picked:
+        best.setdefault(flat[i][0], i)
+    firsts = list(best.values())
+    return firsts + [i for i in picked if i not in firsts]
 
 
 def discard(sp: SuperPrompt) -> None:

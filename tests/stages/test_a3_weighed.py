@@ -213,3 +213,12 @@ def test_the_a3_table_shows_the_rule_beside_what_stood_and_the_thresholds(
     plain = controller.run_stage(sp_reranked, A3, kb_engine.cfg, kb_engine.services)
     assert "rule" not in views.view_rows(plain, "a3")[0]
     assert views.decision_note(plain, "a3") is None
+
+
+def test_a_model_that_keeps_everything_changes_nothing_it_is_not_sure_of(
+        kb_engine, sp_reranked, rules, server):
+    cfg, services = setup(kb_engine, server)
+    server.responder, _ = judged_by(sp_reranked, lambda rank: 0.75)  # "Yes", not sure enough
+    sp = controller.run_stage(sp_reranked, A3, cfg, services)
+    assert {c: r.status for c, r in rows(sp).items()} == {c: r.status for c, r in rules.items()}
+    assert sp.extras.a3.changed == 0 and all(j.model == "kept" for j in sp.extras.judgments[A3])
