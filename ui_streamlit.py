@@ -683,8 +683,6 @@ with tab_agents:
         draw_replay(agent)
     else:
         st.caption(inspector.empty_note(engine.services.llm is not None))
-        if engine.services.llm is None:
-            st.info(inspector.REPLAY_NEEDS_ENDPOINT, icon=":material/link_off:")
 with tab_eval:
     st.caption("Answer quality and retrieval on a question set: does the answer's first sentence "
                "(first three) cite the section that answers the question; MRR@10 of that section "

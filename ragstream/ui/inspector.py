@@ -31,7 +31,8 @@ from ragstream.ui.views import TABLE_WIDTH
 NO_ENDPOINT = ("No agent runs in LLM mode: no LLM endpoint is configured, so every agent ran its "
                "rules. To inspect the model calls, set `llm.base_url` and `llm.model` in "
                "`config/settings.json` (or `RAGSTREAM_LLM_BASE_URL` and `RAGSTREAM_LLM_MODEL`, "
-               "the key in the variable `llm.api_key_env` names) and run the stages again.")
+               "the key in the variable `llm.api_key_env` names) and run the stages again; "
+               "replaying a call needs the endpoint too.")
 NO_CALL_YET = ("No agent has called the model in this pass yet. Run the stages: A0 calls it only "
                "for header labels its rules cannot map (when `semantic_enabled`), A2 and A5 only "
                "when the prompt leaves them something to decide, and an agent whose config sets "
