@@ -108,6 +108,8 @@ CHECK_COLUMNS: dict[str, tuple[str, str]] = {
 #: wide enough for the label and the editable column's pencil mark
 CHECK_COLUMN_WIDTH = 58
 SCORE_COLUMN_WIDTH = 54
+#: score columns whose name does not fit SCORE_COLUMN_WIDTH (the whole name shows on hover)
+SHORT_LABELS: dict[str, str] = {"p_relevant": "P(rel)"}
 #: how the text columns share the rest: (column, share, fewest pixels)
 TEXT_COLUMNS: list[tuple[str, float, int]] = [("chunk id", 0.3, 110), (SOURCE_SECTION, 0.4, 120),
                                                ("reason", 0.3, 60)]
@@ -186,7 +188,8 @@ def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[
             out[name] = {"width": COLUMN_WIDTHS[name]}
         elif name not in text:  # a score: a short label, its whole name on hover
             fmt = "%d" if not name.startswith("score") and _is_count(name) else "%.3f"
-            label = "score" if name.startswith("score") else name.replace("_", " ")
+            label = "score" if name.startswith("score") else \
+                SHORT_LABELS.get(name, name.replace("_", " "))
             out[name] = {"width": SCORE_COLUMN_WIDTH, "label": label, "help": name,
                          "type_config": {"type": "number", "format": fmt}}
     if "reason" in text and not any(r.get("reason") for r in rows):
