@@ -110,6 +110,18 @@ def item_list(items: list[editing.Item], what: str, prefix: str) -> None:
                     on_click=do, args=(actions.item_action, what, "remove", item.key))
 
 
+def draw_reply(raw, error: str | None, parsed, parsed_title: str) -> None:
+    """A model reply as the Agents tab shows it: the raw text, the error, the parsed result."""
+    st.markdown(f"**{raw.title}**")
+    st.code(raw.text, language=raw.language, wrap_lines=True)
+    if error:
+        st.markdown("**Error**")
+        st.code(error, language="text", wrap_lines=True)
+    if parsed is not None:
+        st.markdown(f"**{parsed_title}**")
+        st.json(parsed)
+
+
 def draw_replay(agent: str) -> None:
     """The Agents tab's replay of one of ``agent``'s calls: its messages to edit, "Send again",
     the new reply and the decision it would make, and "Apply to <stage>"."""
@@ -131,14 +143,7 @@ def draw_replay(agent: str) -> None:
     if shown is None:
         return
     view = inspector.replay_view(shown.replayed, shown.decision)
-    st.markdown(f"**{view.raw.title}**")
-    st.code(view.raw.text, language=view.raw.language, wrap_lines=True)
-    if view.error:
-        st.markdown("**Error**")
-        st.code(view.error, language="text", wrap_lines=True)
-    if view.parsed is not None:
-        st.markdown("**Parsed reply**")
-        st.json(view.parsed)
+    draw_reply(view.raw, view.error, view.parsed, "Parsed reply")
     if view.probabilities:
         st.markdown(f"**Probabilities** · {view.probabilities}")
     st.markdown("**What the stage would decide**")
@@ -672,14 +677,7 @@ with tab_agents:
             for message in call.messages:
                 with st.expander(message.title):
                     st.code(message.text, language=message.language, wrap_lines=True)
-            st.markdown(f"**{call.raw.title}**")
-            st.code(call.raw.text, language=call.raw.language, wrap_lines=True)
-            if call.error:
-                st.markdown("**Error**")
-                st.code(call.error, language="text", wrap_lines=True)
-            if call.parsed is not None:
-                st.markdown("**Parsed result**")
-                st.json(call.parsed)
+            draw_reply(call.raw, call.error, call.parsed, "Parsed result")
         draw_replay(agent)
     else:
         st.caption(inspector.empty_note(engine.services.llm is not None))

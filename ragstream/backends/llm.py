@@ -378,12 +378,8 @@ class LLMClient:
         endpoint gives them."""
         log = log if log is not None else CallLog()
         spec = json_schema or inline_schema(schema.model_json_schema())
-        started = time.perf_counter()
-        watcher = _WATCHER.get()
-        if watcher is not None:
-            watcher.call_started(agent or schema.__name__, model or self.model)
         convo = list(messages)
-        try:
+        with _watched(log, agent or schema.__name__, model or self.model):
             for attempt in range(2):
                 form = self.structured_form()
                 log.messages = convo
@@ -428,13 +424,6 @@ class LLMClient:
                         f"{json.dumps(spec, ensure_ascii=False)}")},
                 ]
             raise AssertionError("unreachable")
-        except (LLMError, AgentOutputError) as err:
-            log.error = str(err)
-            raise
-        finally:
-            log.seconds = round(time.perf_counter() - started, 3)
-            if watcher is not None:
-                watcher.call_ended(agent or schema.__name__)
 
     def judge(self, messages: list[dict[str, str]], answers: Sequence[str] = ("yes", "no"), *,
               model: str = "", timeout: float | None = None, log: CallLog | None = None,
@@ -446,11 +435,7 @@ class LLMClient:
         log = log if log is not None else CallLog()
         log.form = "logprobs"
         log.messages = list(messages)
-        started = time.perf_counter()
-        watcher = _WATCHER.get()
-        if watcher is not None:
-            watcher.call_started(agent or "judge", model or self.model)
-        try:
+        with _watched(log, agent or "judge", model or self.model):
             if self.offers_logprobs() is False:
                 raise NoLogprobsError(f"{self.describe()} gives no token log-probabilities")
             kwargs: dict[str, Any] = {
@@ -476,13 +461,6 @@ class LLMClient:
             log.first_try_valid = True
             log.parsed = {"answer": max(probs, key=lambda a: probs[a]), "probabilities": probs}
             return probs
-        except (LLMError, AgentOutputError) as err:
-            log.error = str(err)
-            raise
-        finally:
-            log.seconds = round(time.perf_counter() - started, 3)
-            if watcher is not None:
-                watcher.call_ended(agent or "judge")
 
     def _complete(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
         """One plain chat completion; a refusal of the log-probabilities is remembered and
@@ -569,6 +547,25 @@ def answer_probabilities(token: TokenChoice, answers: Sequence[str]) -> dict[str
     if total <= 0:
         return None
     return {a: round(mass[k] / total, 6) for a, k in zip(answers, keys)}
+
+
+@contextmanager
+def _watched(log: CallLog, agent: str, model: str) -> Iterator[None]:
+    """One agent call's bookkeeping: the watcher hears it start and end, ``log`` gets its
+    seconds and, when it fails, the error."""
+    started = time.perf_counter()
+    watcher = _WATCHER.get()
+    if watcher is not None:
+        watcher.call_started(agent, model)
+    try:
+        yield
+    except (LLMError, AgentOutputError) as err:
+        log.error = str(err)
+        raise
+    finally:
+        log.seconds = round(time.perf_counter() - started, 3)
+        if watcher is not None:
+            watcher.call_ended(agent)
 
 
 def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
