@@ -33,26 +33,10 @@ def server():
 
 
 @pytest.fixture
-def page_env(kb_engine, tmp_path_factory):
-    """The page over the session's index; the LLM variables as each test sets them."""
-    import streamlit as st
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
-    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("agents-page") / "uploads"))
-    for name in ("RAGSTREAM_LLM_BASE_URL", "RAGSTREAM_LLM_MODEL"):
-        mp.delenv(name, raising=False)
-    st.cache_resource.clear()
-    yield mp
-    st.cache_resource.clear()
-    mp.undo()
-
-
-@pytest.fixture
-def with_llm(page_env, server):
-    page_env.setenv("RAGSTREAM_LLM_BASE_URL", server.base_url)
-    page_env.setenv("RAGSTREAM_LLM_MODEL", "test-model")
-    page_env.setenv("OPENAI_API_KEY", KEY)
+def with_llm(llm_page_env, server):
+    llm_page_env.setenv("RAGSTREAM_LLM_BASE_URL", server.base_url)
+    llm_page_env.setenv("RAGSTREAM_LLM_MODEL", "test-model")
+    llm_page_env.setenv("OPENAI_API_KEY", KEY)
     server.reset()
     yield server
     server.reset()
@@ -79,7 +63,7 @@ def run_page() -> AppTest:
     return at
 
 
-def test_offline_the_tab_says_how_to_turn_llm_mode_on(page_env):
+def test_offline_the_tab_says_how_to_turn_llm_mode_on(llm_page_env):
     at = run_page()
     tab = agents_tab(at)
     assert not tab.selectbox and not tab.code

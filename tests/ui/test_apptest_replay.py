@@ -48,25 +48,9 @@ def server(kb_engine):
 
 
 @pytest.fixture
-def page_env(kb_engine, tmp_path_factory):
-    """The page over the session's index, without an LLM endpoint unless a test sets one."""
-    import streamlit as st
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
-    mp.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path_factory.mktemp("replay-page") / "uploads"))
-    for name in ("RAGSTREAM_LLM_BASE_URL", "RAGSTREAM_LLM_MODEL"):
-        mp.delenv(name, raising=False)
-    st.cache_resource.clear()
-    yield mp
-    st.cache_resource.clear()
-    mp.undo()
-
-
-@pytest.fixture
-def with_endpoint(page_env, server):
-    page_env.setenv("RAGSTREAM_LLM_BASE_URL", server.base_url)
-    page_env.setenv("RAGSTREAM_LLM_MODEL", "test-model")
+def with_endpoint(llm_page_env, server):
+    llm_page_env.setenv("RAGSTREAM_LLM_BASE_URL", server.base_url)
+    llm_page_env.setenv("RAGSTREAM_LLM_MODEL", "test-model")
     server.reset()
     yield server
     server.reset()
@@ -139,7 +123,7 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
     assert controller.next_stage(sp) is None and not any("discarded" in w.value for w in at.warning)
 
 
-def test_without_an_endpoint_the_tab_says_replay_needs_one(page_env, server, kb_engine):
+def test_without_an_endpoint_the_tab_says_replay_needs_one(llm_page_env, server, kb_engine):
     # offline, before any model call
     at = AppTest.from_file(APP, default_timeout=300).run()
     tab = agents_tab(at)
