@@ -15,6 +15,8 @@ import streamlit as st
 from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
+from ragstream.staleness import Stale
+from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import actions, editing, eval_tab, evidence, inspector, views
 from ragstream.ui import state as S
 
@@ -46,13 +48,13 @@ def do(action: Callable[..., object], *args: object) -> None:
     action(engine, state, *args)
 
 
-def chunk_table(src, view: str, title: str, note: str | None) -> None:
+def chunk_table(src, view: str, title: str, note: str | None, opened: bool) -> None:
     """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
     tick is an edit of this prompt); ``note`` says when the table is out of date."""
     rows = editing.with_marks(views.view_rows(src, view), state[S.SP])
     kept = sum(r["status"] == "kept" for r in rows)
     flag = " · out of date" if note else ""
-    with st.expander(f"{title} — {len(rows)} rows, {kept} kept{flag}", expanded=view == shown_views[-1][0]):
+    with st.expander(f"{title} — {len(rows)} rows, {kept} kept{flag}", expanded=opened):
         if note:
             st.warning(note, icon=":material/update:")
         if weighed := views.decision_note(src, view):
@@ -165,12 +167,17 @@ except RagstreamError as err:
 
 S.init_state(st.session_state)
 state = st.session_state
-sp = state[S.SP]
+#: what the main area works out at each draw (``main_area``), which the drawing helpers read
+sp: SuperPrompt = state[S.SP]
+stale: Stale | None = None
+plan: tuple[str, str] | None = None
+before: SuperPrompt | None = None
+links: list[evidence.Link] = []
 
 # --------------------------------------------------------------------------- sidebar
 with st.sidebar:
     st.header("Knowledge base")
-    info = engine.status()
+    info = actions.kb_status(engine)
     c1, c2 = st.columns(2)
     c1.metric("Documents", info["documents"])
     c2.metric("Chunks", info["chunks"])
@@ -331,20 +338,6 @@ def draw_evidence(links: list[evidence.Link]) -> None:
         st.caption(evidence.LEGEND)
 
 
-st.title("RAGstream workbench")
-prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
-st.text_area("Prompt", key=S.PROMPT, height=130,
-             help="Plain text becomes the task. Headers such as Task:, Context:, Purpose:, "
-                  f"Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped. "
-                  f"At most {prompt_limit:,} characters.")
-too_long = views.prompt_length_problem(state[S.PROMPT], prompt_limit)
-if too_long:
-    st.error(too_long, icon=":material/block:")
-stale = actions.out_of_date(engine, state)
-pending = actions.pending_state(state)
-plan = actions.resume_plan(engine, state, stale)
-
-
 def resume_button(key: str) -> None:
     """"↻ Re-run X → Y" when a stage is out of date or an edit discarded results (one click
     re-runs from the first such stage to where the pass had got); nothing otherwise."""
@@ -355,8 +348,6 @@ def resume_button(key: str) -> None:
                       "where the pass had got."):
         actions.resume(engine, state, *progress_callbacks())
         st.rerun()
-start = controller.start_index(pending, stale)
-next_name = controller.STAGE_NAMES[start] if start < len(controller.STAGE_NAMES) else None
 
 
 def progress_callbacks():
@@ -377,135 +368,17 @@ def progress_callbacks():
     return on_stage, on_wait
 
 
-left, right, answer_col = st.columns([1, 2, 1])
-left.toggle("Auto-run", key=S.AUTO,
-            help="On: one click runs every remaining stage (from the first one out of date) "
-                 "and then answers.")
-run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
-if right.button(run_label, key="run", type="primary", disabled=too_long is not None,
-                help=too_long):
-    if state[S.AUTO]:
-        if actions.run_remaining(engine, state, *progress_callbacks()):
-            stream_answer()
-    elif next_name is None:
-        state[S.NOTICE] = "Nothing to run: every stage is current."
-    else:
-        actions.run_stage(engine, state, next_name, on_wait=waiting_note(st.empty()))
-    st.rerun()
+def run_one_stage(name: str) -> None:
+    """A stage button's callback: the stage runs before the page is drawn, so one script run
+    draws its result (a button read in the script would need a second run). While an agent
+    waits for the model, a note at the top of the page says who and how long."""
+    on_wait = waiting_note(st.empty()) if engine.services.llm is not None else None
+    actions.run_stage(engine, state, name, on_wait=on_wait)
 
-refusal = actions.answer_refusal(engine, state, stale)
-if answer_col.button("Answer", key="answer", disabled=refusal is not None,
-                     help=refusal or "Answer the finished super-prompt (runs after Prompt Builder)."):
-    stream_answer()
-    st.rerun()
 
-for button_row in views.button_rows(pending, stale):
-    for col, b in zip(st.columns(len(button_row)), button_row):
-        refused = too_long if b.name == controller.STAGE_NAMES[0] else None
-        if col.button(b.text, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
-                      help=f"{b.name}: {refused or b.help}", width="stretch"):
-            with st.spinner(f"Running {b.name}…"):
-                actions.run_stage(engine, state, b.name, on_wait=waiting_note(st.empty()))
-            st.rerun()
-
-if plan is not None:
-    note_col, button_col = st.columns([5, 2], vertical_alignment="center")
-    note_col.warning(editing.out_of_date_banner(pending, stale), icon=":material/update:")
-    with button_col:
-        resume_button("resume")
-
-if state[S.ERROR]:
-    kind, message = state[S.ERROR]
-    st.error(f"**{kind}** — {message}", icon=":material/error:")
-if state[S.NOTICE]:
-    st.info(state[S.NOTICE])
-    state[S.NOTICE] = None
-
-if sp.edits:
-    with st.expander(f"Your edits ({len(sp.edits)}) — applied by the stages every run", expanded=True):
-        table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}", columns=editing.edit_columns())
-        c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
-        undo = c1.selectbox("Edit", [e.id for e in sp.edits], key=f"undo_pick_{state[S.EDIT_NONCE]}",
-                            format_func=lambda i: next(f"{e.id}. {e.describe()}" for e in sp.edits
-                                                       if e.id == i))
-        c2.button("Undo this edit", key="undo_edit", width="stretch",
-                  on_click=do, args=(actions.undo_edit, undo))
-        c3.button("Clear edits", key="clear_edits", width="stretch",
-                  help="Forget every edit: the stages decide by themselves again.",
-                  on_click=do, args=(actions.undo_edit, None))
-
-stage_line = f"Stage: **{sp.stage}**"
-stage_line += f" · next: **{next_name}**" if next_name else " · pipeline complete"
-if state[S.OVERRIDES]:
-    stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
-st.markdown(stage_line)
-
-# --------------------------------------------------------------------------- answer
-links = evidence.sentence_links(sp, actions.session_config(engine, state).settings.answer.max_citation_range)
-answer_box = st.container()
-if sp.answer is not None and stale is not None:  # never shown as the answer to what is asked now
-    answer_box = st.expander(f"Answer of the earlier pass — out of date: {stale.describe()}",
-                             expanded=False)
-if sp.answer is not None:
-    with answer_box:
-        ans = sp.answer
-        colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
-        st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
-        st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
-                   + (f" · model: {ans.model}" if ans.model else "")
-                   + (f" · {ans.error}" if ans.error else ""))
-        if ans.unsupported:
-            st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
-        if ans.set_aside:
-            st.warning(f"**The model's answer was set aside** — {ans.set_aside_reason}. Below is "
-                       "the extractive answer from the sources instead.", icon=":material/report:")
-        elif ans.checks:
-            st.caption(f"Citation checks passed: {ans.checks}.")
-        st.markdown(ans.text)
-        if ans.set_aside:
-            with st.expander("The model's answer (set aside)", expanded=False):
-                st.markdown(ans.set_aside)
-        if ans.extractive_text:
-            with st.expander("Extractive answer from the sources (every sentence cited)",
-                             expanded=True):
-                st.markdown(ans.extractive_text)
-        valid = ans.sources
-        if valid:
-            with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
-                st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
-                by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
-                picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
-                cited = by_label[picked]
-                st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
-                if st.button("Follow this chunk through the stages", key="follow_cited"):
-                    state[S.JOURNEY_CHUNK] = cited.chunk_id
-                    st.rerun()
-        for n in ans.invalid_citations:
-            st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
-if state[S.CONVERSATION]:
-    c1, c2 = st.columns([4, 1])
-    c1.caption(f"Conversation: {len(state[S.CONVERSATION])} earlier turn(s) go into the next "
-               f"prompt's Recent conversation block.")
-    if c2.button("Clear conversation", key="clear_conversation"):
-        actions.clear_conversation(state)
-        st.rerun()
-
-# --------------------------------------------------------------------------- results
-st.subheader("prompt_ready")
-if stale is not None and sp.prompt_ready:
-    st.caption(f":orange[Out of date — {stale.describe()}. It shows the earlier pass until the "
-               f"stages run again.]")
-if sp.prompt_ready:
-    st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=420)
-else:
-    st.caption("Run A0 to see the prompt take shape.")
-
-tab_views, tab_fields, tab_context, tab_journey, tab_diff, tab_evidence, tab_history, tab_chart, \
-    tab_agents, tab_eval, tab_log, tab_export = st.tabs(
-        ["Chunk views", "Fields", "Context & rules", "Chunk journey", "Stage diff", "Evidence",
-         "History & modes", "Scores", "Agents", "Eval", "Q&A log", "Export"])
-before = state[S.BEFORE_EDITS]
-with tab_views:
+def draw_chunk_views() -> None:
+    """The chunk tables, one per stage view, with the person's pin / exclude boxes; one
+    chunk opened whole; any chunk of the knowledge base found by its words."""
     shown_views = []
     for key, title in views.VIEW_STAGES:
         index = editing.stage_of_view(key)
@@ -520,7 +393,7 @@ with tab_views:
     if any(note for *_, note in shown_views):
         resume_button("resume_views")
     for key, title, src, note in shown_views:
-        chunk_table(src, key, title, note)
+        chunk_table(src, key, title, note, opened=key == shown_views[-1][0])
     view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
     choices = views.chunk_choices(view_src)
     if choices:
@@ -552,9 +425,11 @@ with tab_views:
                       disabled=decision is not None, width="stretch",
                       help="Bring this chunk into the views, pinned (reason 'added by you').",
                       on_click=do, args=(actions.chunk_action, chunk.id, "add"))
-cfg_now = actions.session_config(engine, state)
-fields_src, fields_discarded = editing.source_for(sp, before, 1)
-with tab_fields:
+
+def draw_fields() -> None:
+    """The prompt's body fields, who set each and how; editable."""
+    cfg_now = actions.session_config(engine, state)
+    fields_src, fields_discarded = editing.source_for(sp, before, 1)
     st.caption("The prompt's body fields, who set each and how (header: the ladder's match; "
                "rule / default / LLM: A2's choice; you: your edit). Change a value to set it by "
                "hand for this prompt; fields with choices take one of them.")
@@ -572,7 +447,9 @@ with tab_fields:
     if typed := editing.field_changes(field_rows, edited_rows(field_key)):
         actions.set_fields(engine, state, typed)  # a refused value is named at the top
         st.rerun()
-with tab_context:
+
+def draw_context() -> None:
+    """A4's condensed context and A5's format rules, each editable in place."""
     a4_src, a4_discarded = editing.source_for(sp, before, editing.stage_of_view("a4"))
     statements = editing.statement_items(a4_src)
     if plan is not None:
@@ -605,7 +482,9 @@ with tab_context:
                                  placeholder="e.g. Name the stage you mean.")
         c2.button("Add rule", key="add_rule", width="stretch", disabled=not new_rule.strip(),
                   on_click=do, args=(actions.item_action, "rule", "add", "", new_rule))
-with tab_journey:
+
+def draw_journey() -> None:
+    """One chunk followed through the stages."""
     choices = views.chunk_choices(sp)
     if choices:
         state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
@@ -615,7 +494,9 @@ with tab_journey:
         table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
-with tab_diff:
+
+def draw_stage_diff() -> None:
+    """Two chunk stages of this run compared, and the rank-movement chart."""
     pair = views.diff_default(sp, state[S.DIFF_A], state[S.DIFF_B])
     if pair:
         state[S.DIFF_A], state[S.DIFF_B] = pair
@@ -638,20 +519,26 @@ with tab_diff:
     if bump is not None and len(views.diff_stages(sp)) > 1:
         st.altair_chart(bump, width="stretch", key="bump_chart")
 
-with tab_evidence:
+
+def draw_evidence_tab() -> None:
+    """Each sentence of the answer and the condensed context, and the chunk it cites."""
     if links:
         draw_evidence(links)
     else:
         st.caption("Run A4_Condenser to link every sentence of the condensed context (and "
                    "then the answer) to the chunk it comes from.")
 
-with tab_history:
+
+def draw_history() -> None:
+    """Stage history with wall times, the edits, and each agent's mode."""
     table(views.history_rows(sp), key="history")
     st.markdown("**Edits**")
     table(editing.edit_rows(sp), key="history_edits", columns=editing.edit_columns())
     st.markdown("**Modes**")
     table(views.mode_rows(sp), key="modes")
-with tab_chart:
+
+def draw_scores() -> None:
+    """Score histograms per stage."""
     charts = views.score_charts(sp)
     if charts:
         st.caption("Chunks per score, per stage. Stages that share a score (ReRanker and A3: "
@@ -660,7 +547,9 @@ with tab_chart:
             st.altair_chart(chart, width="stretch", key=f"chart_{title}")
     else:
         st.caption("The chart appears after Retrieval.")
-with tab_agents:
+
+def draw_agents() -> None:
+    """The agents' model calls, and replaying one."""
     inspected = inspector.inspected_agents(sp)
     if inspected:
         table(inspector.overview_rows(sp), key="agents_overview",
@@ -681,7 +570,9 @@ with tab_agents:
         draw_replay(agent)
     else:
         st.caption(inspector.empty_note(engine.services.llm is not None))
-with tab_eval:
+
+def draw_eval() -> None:
+    """Answer and retrieval quality on a question set."""
     st.caption("Answer quality and retrieval on a question set: does the answer's first sentence "
                "(first three) cite the section that answers the question; MRR@10 of that section "
                "after Retrieval and the ReRanker. Runs offline with the configuration files' "
@@ -720,16 +611,179 @@ with tab_eval:
         st.altair_chart(eval_tab.quality_chart(outcome), width="stretch")
         with st.expander("Every question (misses first)"):
             table(eval_tab.question_rows(outcome), key="eval_questions", height=320)
-with tab_log:
+
+def draw_log() -> None:
+    """The Q&A log's latest interactions."""
     try:
         log = engine.qa_log()
         st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
         table(views.log_rows(log.recent(50)), key="qa_log")
     except RagstreamError as err:
         st.error(f"The Q&A log cannot be shown ({err.kind}): {err}")
-with tab_export:
+
+def draw_export() -> None:
+    """Downloads of the SuperPrompt and prompt_ready."""
     st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
                        mime="application/json", key="export_json")
     st.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
                        file_name="prompt_ready.md", mime="text/markdown", key="export_md",
                        disabled=not sp.prompt_ready)
+
+
+#: the result tabs, in order: label -> what draws it. Only the open tab is drawn (``st.tabs``
+#: with state tracking): a stage button's click redraws one tab, not twelve; the open tab is
+#: kept in the URL (``?view=…``), so a reload comes back to it
+RESULT_TABS: dict[str, Callable[[], None]] = {
+    "Chunk views": draw_chunk_views, "Fields": draw_fields, "Context & rules": draw_context,
+    "Chunk journey": draw_journey, "Stage diff": draw_stage_diff, "Evidence": draw_evidence_tab,
+    "History & modes": draw_history, "Scores": draw_scores, "Agents": draw_agents,
+    "Eval": draw_eval, "Q&A log": draw_log, "Export": draw_export,
+}
+
+
+@st.fragment
+def main_area() -> None:
+    """The prompt, the run buttons, the answer, prompt_ready and the result tabs: a fragment, so
+    that a click here (a stage button, an edit, a picker) redraws this area and not the
+    sidebar, whose knowledge base, filters and settings a stage run does not change (a
+    sidebar change redraws everything). The module's drawing helpers read what this area
+    works out first (the state, what is out of date, the evidence links)."""
+    global before, links, plan, sp, stale
+    sp = state[S.SP]
+    st.title("RAGstream workbench")
+    prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
+    st.text_area("Prompt", key=S.PROMPT, height=130,
+                 help="Plain text becomes the task. Headers such as Task:, Context:, Purpose:, "
+                      f"Audience:, Format:, Constraints: (or German Aufgabe:, Kontext:…) are mapped. "
+                      f"At most {prompt_limit:,} characters.")
+    too_long = views.prompt_length_problem(state[S.PROMPT], prompt_limit)
+    if too_long:
+        st.error(too_long, icon=":material/block:")
+    stale = actions.out_of_date(engine, state)
+    pending = actions.pending_state(state)
+    plan = actions.resume_plan(engine, state, stale)
+    start = controller.start_index(pending, stale)
+    next_name = controller.STAGE_NAMES[start] if start < len(controller.STAGE_NAMES) else None
+    left, right, answer_col = st.columns([1, 2, 1])
+    left.toggle("Auto-run", key=S.AUTO,
+                help="On: one click runs every remaining stage (from the first one out of date) "
+                     "and then answers.")
+    run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
+    if right.button(run_label, key="run", type="primary", disabled=too_long is not None,
+                    help=too_long):
+        if state[S.AUTO]:
+            if actions.run_remaining(engine, state, *progress_callbacks()):
+                stream_answer()
+        elif next_name is None:
+            state[S.NOTICE] = "Nothing to run: every stage is current."
+        else:
+            actions.run_stage(engine, state, next_name, on_wait=waiting_note(st.empty()))
+        st.rerun()
+    refusal = actions.answer_refusal(engine, state, stale)
+    if answer_col.button("Answer", key="answer", disabled=refusal is not None,
+                         help=refusal or "Answer the finished super-prompt (runs after Prompt Builder)."):
+        stream_answer()
+        st.rerun()
+    for button_row in views.button_rows(pending, stale):
+        for col, b in zip(st.columns(len(button_row)), button_row):
+            refused = too_long if b.name == controller.STAGE_NAMES[0] else None
+            col.button(b.text, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
+                       help=f"{b.name}: {refused or b.help}", width="stretch",
+                       on_click=run_one_stage, args=(b.name,))
+    if plan is not None:
+        note_col, button_col = st.columns([5, 2], vertical_alignment="center")
+        note_col.warning(editing.out_of_date_banner(pending, stale), icon=":material/update:")
+        with button_col:
+            resume_button("resume")
+    if state[S.ERROR]:
+        kind, message = state[S.ERROR]
+        st.error(f"**{kind}** — {message}", icon=":material/error:")
+    if state[S.NOTICE]:
+        st.info(state[S.NOTICE])
+        state[S.NOTICE] = None
+    if sp.edits:
+        with st.expander(f"Your edits ({len(sp.edits)}) — applied by the stages every run", expanded=True):
+            table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}", columns=editing.edit_columns())
+            c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
+            undo = c1.selectbox("Edit", [e.id for e in sp.edits], key=f"undo_pick_{state[S.EDIT_NONCE]}",
+                                format_func=lambda i: next(f"{e.id}. {e.describe()}" for e in sp.edits
+                                                           if e.id == i))
+            c2.button("Undo this edit", key="undo_edit", width="stretch",
+                      on_click=do, args=(actions.undo_edit, undo))
+            c3.button("Clear edits", key="clear_edits", width="stretch",
+                      help="Forget every edit: the stages decide by themselves again.",
+                      on_click=do, args=(actions.undo_edit, None))
+    stage_line = f"Stage: **{sp.stage}**"
+    stage_line += f" · next: **{next_name}**" if next_name else " · pipeline complete"
+    if state[S.OVERRIDES]:
+        stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
+    st.markdown(stage_line)
+    # --------------------------------------------------------------------------- answer
+    links = evidence.sentence_links(
+        sp, actions.session_config(engine, state).settings.answer.max_citation_range)
+    answer_box = st.container()
+    if sp.answer is not None and stale is not None:  # never shown as the answer to what is asked now
+        answer_box = st.expander(f"Answer of the earlier pass — out of date: {stale.describe()}",
+                                 expanded=False)
+    if sp.answer is not None:
+        with answer_box:
+            ans = sp.answer
+            colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
+            st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
+            st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
+                       + (f" · model: {ans.model}" if ans.model else "")
+                       + (f" · {ans.error}" if ans.error else ""))
+            if ans.unsupported:
+                st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
+            if ans.set_aside:
+                st.warning(f"**The model's answer was set aside** — {ans.set_aside_reason}. Below is "
+                           "the extractive answer from the sources instead.", icon=":material/report:")
+            elif ans.checks:
+                st.caption(f"Citation checks passed: {ans.checks}.")
+            st.markdown(ans.text)
+            if ans.set_aside:
+                with st.expander("The model's answer (set aside)", expanded=False):
+                    st.markdown(ans.set_aside)
+            if ans.extractive_text:
+                with st.expander("Extractive answer from the sources (every sentence cited)",
+                                 expanded=True):
+                    st.markdown(ans.extractive_text)
+            valid = ans.sources
+            if valid:
+                with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
+                    st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
+                    by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
+                    picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
+                    cited = by_label[picked]
+                    st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
+                    if st.button("Follow this chunk through the stages", key="follow_cited"):
+                        state[S.JOURNEY_CHUNK] = cited.chunk_id
+                        state[S.VIEW] = "Chunk journey"  # the tabs are drawn below: not yet in this run
+                        st.rerun()
+            for n in ans.invalid_citations:
+                st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
+    if state[S.CONVERSATION]:
+        c1, c2 = st.columns([4, 1])
+        c1.caption(f"Conversation: {len(state[S.CONVERSATION])} earlier turn(s) go into the next "
+                   f"prompt's Recent conversation block.")
+        if c2.button("Clear conversation", key="clear_conversation"):
+            actions.clear_conversation(state)
+            st.rerun()
+    # --------------------------------------------------------------------------- results
+    st.subheader("prompt_ready")
+    if stale is not None and sp.prompt_ready:
+        st.caption(f":orange[Out of date — {stale.describe()}. It shows the earlier pass until the "
+                   f"stages run again.]")
+    if sp.prompt_ready:
+        st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=420)
+    else:
+        st.caption("Run A0 to see the prompt take shape.")
+    before = state[S.BEFORE_EDITS]
+    for tab, draw in zip(st.tabs(list(RESULT_TABS), key=S.VIEW, bind="query-params"),
+                         RESULT_TABS.values()):
+        if tab.open:
+            with tab:
+                draw()
+
+
+main_area()

@@ -30,7 +30,7 @@ from ragstream.errors import (
 )
 from ragstream.ingest.ingestor import decode_text, refused
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
-from ragstream.staleness import Stale
+from ragstream.staleness import Stale, kb_fingerprint
 from ragstream.super_prompt import Filters, SuperPrompt
 from ragstream.ui import state as S
 
@@ -69,6 +69,24 @@ def session_config(engine: Engine, st_state: S.SessionState) -> AppConfig:
             made.clear()
         made[key] = engine.cfg.with_overrides(overrides)
     return made[key]
+
+
+#: per engine, the knowledge base's status and the fingerprint it was read at
+_STATUS: weakref.WeakKeyDictionary[Engine, tuple[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def kb_status(engine: Engine) -> dict[str, Any]:
+    """``engine.status()`` for the sidebar, read again only when the knowledge base's
+    fingerprint has changed (every write renews it, other processes' too): reading every
+    document's record takes ~25 ms of each page draw, the fingerprint well under one."""
+    fingerprint = kb_fingerprint(engine.services)
+    kept = _STATUS.get(engine)
+    if fingerprint is not None and kept is not None and kept[0] == fingerprint:
+        return kept[1]
+    status = engine.status()
+    if fingerprint is not None:
+        _STATUS[engine] = (fingerprint, status)
+    return status
 
 
 def _fail(st_state: S.SessionState, err: RagstreamError) -> None:

@@ -36,6 +36,8 @@ BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded res
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
+VIEW = "view"                     # the open result tab (its label; st.tabs keeps it, and the URL's
+                                  # ?view=… query parameter); not set here: the tabs own it
 
 
 

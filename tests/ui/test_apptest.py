@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.config import load_config
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "ui_streamlit.py")
@@ -174,6 +175,7 @@ def test_auto_run_answers_with_citations_and_logs_it():
     assert "## Recent conversation" in sp(at).prompt_ready
     assert "How do I start a Chroma server?" in sp(at).prompt_ready
     # both interactions are in the Q&A log table
+    open_tab(at, "Q&A log")
     log_df = [d for d in at.dataframe if "question" in d.value.columns]
     assert log_df and len(log_df[0].value) >= 2
 
@@ -282,6 +284,7 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
 
 def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
     at = fresh()
+    open_tab(at, "Chunk journey")
     at.toggle(key=S.AUTO).set_value(False).run()
     for name in controller.STAGE_NAMES[:4]:  # A0, A2, Retrieval, ReRanker
         at.button(key=f"stage_{name}").click().run()
@@ -305,6 +308,7 @@ def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
 
 def test_the_journey_gives_each_stage_its_real_reason():
     at = fresh()
+    open_tab(at, "Chunk journey")
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     at.button(key="run").click().run()
     state = sp(at)
@@ -348,6 +352,7 @@ def diff_table(at):
 
 def test_the_stage_diff_compares_the_two_stages_picked():
     at = fresh()
+    open_tab(at, "Stage diff")
     at.toggle(key=S.AUTO).set_value(False).run()
     for name in controller.STAGE_NAMES[:3]:  # A0, A2, Retrieval: one chunk stage, no diff yet
         at.button(key=f"stage_{name}").click().run()
@@ -395,6 +400,7 @@ def evidence_boxes(at):
 
 def test_the_evidence_tab_links_every_sentence_to_its_chunk():
     at = fresh()
+    open_tab(at, "Evidence")
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     at.button(key="run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -430,17 +436,20 @@ def test_the_evidence_tab_links_every_sentence_to_its_chunk():
     assert any("No sentence of the answer or of the condensed context cites this chunk" in m.value
                for m in at.markdown)
     # the chunk tables' "Open a chunk" shows the same highlights
+    open_tab(at, "Chunk views")
     at.selectbox(key="detail_chunk").set_value(ids[0]).run()
     assert sum("<mark" in box for box in evidence_boxes(at)) >= 2
     # a new run opens the new answer's first cited chunk again
     at.button(key="stage_A0_PreProcessing").click().run()
     at.button(key="run").click().run()
+    open_tab(at, "Evidence")
     assert at.session_state[S.EVIDENCE_SENTENCE] is None
     assert at.selectbox(key=S.EVIDENCE_CHUNK).value == ids[int(first.rsplit("_", 1)[1]) - 1]
 
 
 def test_the_condensed_context_links_before_there_is_an_answer():
     at = fresh()
+    open_tab(at, "Evidence")
     at.toggle(key=S.AUTO).set_value(False).run()
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     for name in controller.STAGE_NAMES[:3]:  # before A4 nothing links

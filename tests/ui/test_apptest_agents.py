@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream.ui import inspector
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
 
@@ -65,6 +66,7 @@ def run_page() -> AppTest:
 
 def test_offline_the_tab_says_how_to_turn_llm_mode_on(llm_page_env):
     at = run_page()
+    open_tab(at, "Agents")
     tab = agents_tab(at)
     assert not tab.selectbox and not tab.code
     (caption,) = tab.caption
@@ -89,6 +91,7 @@ def test_the_tab_shows_each_agents_call_and_switches_between_them(with_llm, sent
 
     server.responder = echo_then_route
     at = run_page()
+    open_tab(at, "Agents")
     sp = at.session_state[S.SP]
     tab = agents_tab(at)
     select = tab.selectbox(key=S.INSPECT_AGENT)
@@ -141,6 +144,7 @@ def test_the_tab_shows_each_agents_call_and_switches_between_them(with_llm, sent
 
 def test_before_any_model_call_the_tab_says_which_agents_call_it(with_llm):
     at = AppTest.from_file(APP, default_timeout=300).run()
+    open_tab(at, "Agents")
     assert not at.exception
     (caption,) = agents_tab(at).caption
     assert caption.value == inspector.NO_CALL_YET and not with_llm.chat_requests

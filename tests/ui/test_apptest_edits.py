@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.edits import statement_key
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "ui_streamlit.py")
@@ -181,6 +182,7 @@ def test_exclude_and_undo_from_open_a_chunk_and_the_journey():
     assert at.button(key="detail_exclude").disabled and not at.button(key="detail_undo").disabled
     at.button(key="resume").click().run()
     assert top not in sp(at).final_selection_ids
+    open_tab(at, "Chunk journey")
     journey_pick = at.selectbox(key=S.JOURNEY_CHUNK)
     journey_pick.set_value(top).run()
     journey = next(d.value for d in at.dataframe if "stage" in d.value.columns
@@ -208,6 +210,7 @@ def test_a_chunk_found_by_its_text_is_added_pinned():
 
 def test_fields_are_set_in_the_table_and_a_value_outside_the_choices_is_refused():
     at = finished()
+    open_tab(at, "Fields")
     key = f"fields_{nonce(at)}"
     fields = next(d.value for d in at.data_editor if d.key == key)
     assert list(fields.columns) == ["field", "value", "source", "match", "why", "choices"]
@@ -227,6 +230,7 @@ def test_fields_are_set_in_the_table_and_a_value_outside_the_choices_is_refused(
 
 def test_statements_and_rules_are_edited_in_place():
     at = finished()
+    open_tab(at, "Context & rules")
     first = sp(at).extras.a4.condensed[0]
     area = at.text_area(key=f"context_{nonce(at)}_1")
     area.set_value("The history tab lists each stage's wall time.").run()
@@ -253,6 +257,7 @@ def test_the_edit_list_undoes_one_edit_or_clears_them_all():
     at = finished()
     at.selectbox(key="detail_chunk").set_value(DROPPED).run()
     at.button(key="detail_pin").click().run()
+    open_tab(at, "Fields")
     edit_table(at, f"fields_{nonce(at)}", {1: {"value": "How long did each stage take?"}})
     assert [e.kind for e in sp(at).edits] == ["pin", "field"]
     listed = edit_list(at)

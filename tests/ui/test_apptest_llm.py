@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream.answer import FALLBACK_NOTICE
 from ragstream.ui import actions
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
 
@@ -69,6 +70,7 @@ def streamed_texts(bodies: list[str]) -> list[str]:
 
 def test_page_runs_every_agent_through_the_llm_and_streams_the_answer(server, drawn, caplog):
     at = AppTest.from_file(APP, default_timeout=300).run()
+    open_tab(at, "Evidence")
     # the citation checks off for this session: the model's answer is kept, [99] and all
     at.session_state[S.OVERRIDES] = {"settings.answer.check_citations": False}
     at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()

@@ -14,6 +14,7 @@ from ragstream.engine import Engine
 from ragstream.replay import NEEDS_ENDPOINT
 from ragstream.ui import inspector
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config
 from tests.llm_support import with_llm as llm_services
@@ -68,6 +69,7 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
     server = with_endpoint
     first, tone = a2_values(kb_engine)
     at = AppTest.from_file(APP, default_timeout=300).run()
+    open_tab(at, "Agents")
     at.text_area(key=S.PROMPT).set_value(PROMPT).run()
     at.button(key="run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -113,6 +115,7 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
     assert f"Your edits discarded the results from {A2} on" in banner
     assert at.button(key="resume").help.startswith(f"Re-run from {A2}")
     assert any(f"Applied to {A2}: 1 edit recorded as yours" in i.value for i in at.info)
+    open_tab(at, "Chunk views")
     assert any("Out of date" in w.value for w in at.warning)  # the chunk tables' note
     assert "replay_apply" not in keys(at.button)  # the replay is forgotten once applied
 
@@ -126,6 +129,7 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
 def test_without_an_endpoint_the_tab_says_replay_needs_one(llm_page_env, server, kb_engine):
     # offline, before any model call
     at = AppTest.from_file(APP, default_timeout=300).run()
+    open_tab(at, "Agents")
     tab = agents_tab(at)
     assert not tab.info  # one note says it all: no endpoint, so no model calls and no replay
     assert any("replaying a call needs the endpoint too" in c.value for c in tab.caption)
@@ -141,6 +145,7 @@ def test_without_an_endpoint_the_tab_says_replay_needs_one(llm_page_env, server,
     at.session_state[S.PROMPT] = sp.user_text
     at.run()
     assert not at.exception
+    open_tab(at, "Agents")
     tab = agents_tab(at)
     assert tab.selectbox(key=S.INSPECT_AGENT).value == A2  # its calls are shown
     (note,) = tab.info

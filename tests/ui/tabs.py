@@ -1,0 +1,24 @@
+"""Opening one of the page's result tabs in an AppTest: only the open tab is drawn (``st.tabs``
+with state tracking), so a test opens the tab whose content it checks."""
+
+from streamlit.testing.v1 import AppTest
+
+from ragstream.ui import state as S
+
+#: the tab open when the URL names none
+DEFAULT_TAB = "Chunk views"
+
+
+def open_tab(at: AppTest, label: str) -> AppTest:
+    """Open the result tab ``label`` and draw the page again. AppTest has no tab to click; the
+    tabs follow the URL's ``?view=`` (which they leave out for the default tab, whose value
+    then comes from the session state)."""
+    if label == DEFAULT_TAB:
+        at.query_params.pop(S.VIEW, None)
+        at.session_state[S.VIEW] = label
+    else:
+        at.query_params[S.VIEW] = label
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state[S.VIEW] == label, f"{label!r} did not open: {at.session_state[S.VIEW]!r}"
+    return at
