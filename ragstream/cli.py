@@ -1,18 +1,22 @@
 """Command line: ``python -m ragstream ingest PATH``, ``python -m ragstream run "PROMPT"``,
-``python -m ragstream retrieve "QUERY"`` and ``python -m ragstream serve``."""
+``python -m ragstream retrieve "QUERY"``, ``python -m ragstream serve`` and the run history,
+``python -m ragstream runs list|show|export|import``."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from pydantic import ValidationError
 
 from ragstream.controller import STAGE_NAMES
 from ragstream.errors import RagstreamError
+from ragstream.runs import RunStore, StageSnapshot
 from ragstream.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +30,7 @@ def _engine():
     return Engine()
 
 
-def _fail(err: RagstreamError) -> None:
+def _fail(err: RagstreamError) -> NoReturn:
     click.echo(f"Error ({err.kind}): {err}", err=True)
     sys.exit(2)
 
@@ -141,11 +145,14 @@ def _parse_sets(ctx: click.Context, param: click.Parameter,
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", callback=_parse_sets,
               help="Set a body field by hand, e.g. tone=formal or task='How …?' (repeatable).")
 @_filter_option
+@click.option("--no-save", is_flag=True,
+              help="Do not keep this pass in the run history (see `ragstream runs list`).")
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
         pins: tuple[str, ...], excludes: tuple[str, ...], adds: tuple[str, ...],
-        sets: list[tuple[str, str]], filters: Filters) -> None:
+        sets: list[tuple[str, str]], filters: Filters, no_save: bool) -> None:
     """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the
-    result; every edit is checked before anything runs."""
+    result; every edit is checked before anything runs. Unless ``--no-save``, the pass (with
+    its answer) is then kept as one run of the history, and ``run N saved`` said on stderr."""
     if with_answer and until:
         raise click.UsageError("--answer needs every stage to run; drop --until.")
     try:
@@ -160,7 +167,10 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
                                 (excludes, engine.exclude)):
             for chunk_id in chunk_ids:
                 sp = make(sp, chunk_id)
-        sp = engine.run(sp, until=until)
+        snapshots: dict[str, StageSnapshot] = {}
+        sp = engine.run(sp, until=until,
+                        on_stage=lambda name, state: snapshots.update(
+                            {name: StageSnapshot.of(name, state)}))
         if with_answer:
             stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
             sp, ans = engine.answer(sp, on_token=stream)
@@ -168,12 +178,29 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
         _fail(err)
     if as_json:
         click.echo(sp.to_json())
-        return
-    _print_edit_outcomes(sp)
-    if with_answer:
-        _print_answer_footer(ans)
     else:
-        click.echo(sp.prompt_ready)
+        _print_edit_outcomes(sp)
+        if with_answer:
+            _print_answer_footer(ans)
+        else:
+            click.echo(sp.prompt_ready)
+    if not no_save:
+        _save_run(engine, sp, snapshots)
+
+
+def _save_run(engine, sp, stages: dict[str, StageSnapshot]) -> None:
+    """Keep the pass ``ragstream run`` made as a run (origin "cli", no setting overrides) and
+    say ``run N saved`` on stderr. A history that cannot be written is a warning, not a
+    failure: the pass itself succeeded and its output is already printed."""
+    try:
+        run_id = engine.runs().save(sp, origin="cli", settings={}, stages=stages)
+    except RagstreamError as err:
+        click.echo(f"Warning ({err.kind}): {err} The run was not saved.", err=True)
+    except (sqlite3.Error, OSError) as err:
+        click.echo(f"Warning (run history): {engine.cfg.runs_path} could not be written ({err}). "
+                   f"The run was not saved.", err=True)
+    else:
+        click.echo(f"run {run_id} saved", err=True)
 
 
 def _print_edit_outcomes(sp) -> None:
@@ -184,6 +211,165 @@ def _print_edit_outcomes(sp) -> None:
         stage, note = outcome(sp, edit)
         said = f"{stage}: {note.note}" if note else "not reached (its stage did not run)"
         click.echo(f"edit {edit.id}: {edit.describe()} — {said}", err=True)
+
+
+@main.group(help="The run history: every pass of the page and of `ragstream run`, kept in "
+                 "<index_dir>/runs.sqlite3 (runs.file and runs.keep in config/settings.json).")
+def runs() -> None:
+    """The ``ragstream runs`` commands: list, show, export and import saved runs."""
+
+
+def _open_runs() -> RunStore:
+    """The configured run history (nothing is read yet); exits 2 on a configuration error."""
+    from ragstream.config import load_config
+
+    try:
+        return RunStore.for_config(load_config())
+    except RagstreamError as err:
+        _fail(err)
+
+
+def _fail_history(err: Exception, path: Path) -> NoReturn:
+    """Exit 2 with ``err``: a RAGstream error as ``_fail`` says it, an SQLite one naming the file."""
+    if isinstance(err, RagstreamError):
+        _fail(err)
+    click.echo(f"Error (run history): {path} cannot be read or written ({err}). If it is not a "
+               f"RAGstream run history, move it away (a new one is created in its place).",
+               err=True)
+    sys.exit(2)
+
+
+def _when(iso: str) -> str:
+    """``2025-06-01T12:34:56.789Z`` → ``2025-06-01 12:34:56`` (UTC), for tables."""
+    return iso[:19].replace("T", " ")
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters (an ellipsis marks a cut)."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+@runs.command(name="list", help="List the saved runs, newest first: id, time (UTC), stage "
+                                "reached, prompt, the answer's first line, and what differed "
+                                "from the configuration files (settings, filters, edits).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of the runs' meta (each with its id), newest first.")
+@click.option("--search", default="", metavar="TEXT",
+              help="Only runs whose prompt holds TEXT (any case).")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True,
+              help="At most this many runs.")
+def runs_list(as_json: bool, search: str, limit: int) -> None:
+    """Print the newest runs as a table or as JSON."""
+    store = _open_runs()
+    try:
+        found = store.list(limit=limit, search=search)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_history(err, store.path)
+    if as_json:
+        click.echo(json.dumps([m.model_dump(mode="json") for m in found], indent=2,
+                              ensure_ascii=False))
+        return
+    if not found:
+        click.echo(f"No run's prompt holds {search!r}." if search else
+                   f"No runs saved yet in {store.path}: `ragstream run PROMPT` or the page saves one.")
+        return
+    click.echo(f"{'id':>5}  {'time (UTC)':<19}  {'stage':<12}  {'prompt':<40}  {'answer':<40}  differs")
+    for m in found:
+        click.echo(f"{m.id:>5}  {_when(m.created):<19}  {m.stage:<12}  {_cut(m.prompt, 40):<40}  "
+                   f"{_cut(m.answer, 40) or '-':<40}  {'; '.join(m.differences()) or '-'}")
+
+
+@runs.command(name="show", help="Show run ID: when and where it was saved, the prompt, what "
+                                "differed from the configuration files, each stage's wall time, "
+                                "the final selection's chunk ids and the answer.")
+@click.argument("run_id", metavar="ID", type=int)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run as JSON: its meta, 'sp' (the SuperPrompt) and 'stages'.")
+def runs_show(run_id: int, as_json: bool) -> None:
+    """Print one run as text or as JSON."""
+    store = _open_runs()
+    try:
+        run = store.get(run_id)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_history(err, store.path)
+    if as_json:
+        click.echo(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        return
+    sp = run.sp
+    updated = f", updated {_when(run.updated)}" if run.updated != run.created else ""
+    click.echo(f"Run {run.id}: saved {_when(run.created)} UTC{updated}, from {run.origin}"
+               + (f", session {run.session}" if run.session else "")
+               + (f", made from run {run.parent}" if run.parent is not None else ""))
+    click.echo(f"Prompt: {run.prompt}")
+    click.echo(f"Stage reached: {run.stage}" + (f"   knowledge base: {run.kb}" if run.kb else ""))
+    click.echo(f"Differs from the files: {'; '.join(run.differences()) or 'nothing'}")
+    click.echo("Stage wall times (ms):" if sp.stage_runs else "Stage wall times: no stage ran")
+    for stage_run in sp.stage_runs:
+        click.echo(f"  {stage_run.stage:<20} {stage_run.wall_ms:>10.1f}")
+    if sp.answer is not None:
+        click.echo(f"  {'answer':<20} {sp.answer.latency_ms:>10.1f}")
+    click.echo(f"  {'total':<20} {run.wall_ms:>10.1f}")
+    ids = sp.final_selection_ids
+    click.echo(f"Final selection ({len(ids)} chunk{'s' if len(ids) != 1 else ''}):"
+               + ("" if ids else " none"))
+    for chunk_id in ids:
+        click.echo(f"  {chunk_id}")
+    if sp.answer is None:
+        click.echo("Answer: none (not answered)")
+    else:
+        ans = sp.answer
+        click.echo(f"Answer ({ans.mode}, confidence {ans.confidence}):")
+        click.echo(ans.text)
+
+
+# `ragstream runs diff` (the comparison of two runs) belongs here, after `show`.
+
+
+@runs.command(name="export", help="Export run ID's SuperPrompt as JSON: the same file as the "
+                                  "page's \"Download SuperPrompt (JSON)\"; `runs import` reads it.")
+@click.argument("run_id", metavar="ID", type=int)
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the JSON to this file instead of printing it.")
+def runs_export(run_id: int, out: str | None) -> None:
+    """Print run ``run_id``'s SuperPrompt JSON, or write it to ``out``."""
+    from ragstream.runs import export_json
+
+    store = _open_runs()
+    try:
+        text = export_json(store.get(run_id))
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_history(err, store.path)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        click.echo(f"run {run_id} exported to {out}", err=True)
+    else:
+        click.echo(text)
+
+
+@runs.command(name="import", help="Import a SuperPrompt JSON file (from `runs export` or the "
+                                  "page's download) as a new run, after checking it; prints the "
+                                  "new run's id.")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+def runs_import(file: str) -> None:
+    """Validate ``file`` and save it as a new run (origin "import"); print its id."""
+    from ragstream.errors import RunFileError
+
+    store = _open_runs()
+    try:
+        try:
+            text = Path(file).read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise RunFileError(f"{file} is not UTF-8 text ({err.reason} at byte {err.start}): "
+                               f"a run file is the JSON `ragstream runs export` or the page's "
+                               f"\"Download SuperPrompt (JSON)\" writes.") from None
+        except OSError as err:
+            raise RunFileError(f"{file} cannot be read ({err.strerror or err}): check that it "
+                               f"is a readable file.") from None
+        run_id = store.import_json(text, name=file)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_history(err, store.path)
+    click.echo(run_id)
 
 
 @main.command(help="Find chunks of the knowledge base by their text: every chunk that holds TEXT "

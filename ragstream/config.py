@@ -346,6 +346,15 @@ class IngestionSettings(_Strict):
         return int(self.max_file_mb * 1024 * 1024)
 
 
+class RunsSettings(_Strict):
+    """The run history (``ragstream.runs``): where every pass is kept and how many."""
+
+    file: str = Field("runs.sqlite3", min_length=1, description=(
+        "the run history, a file name inside paths.index_dir (beside the Q&A log)"))
+    keep: int = Field(200, ge=1, le=100_000, description=(
+        "the most runs kept; saving one more deletes the oldest"))
+
+
 class Settings(_Strict):
     """Everything in settings.json, one section per field."""
 
@@ -359,6 +368,7 @@ class Settings(_Strict):
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    runs: RunsSettings = Field(default_factory=RunsSettings)
 
 
 # --------------------------------------------------------------------------- agents
@@ -712,6 +722,11 @@ class AppConfig(_Strict):
     def qa_log_path(self) -> Path:
         """The interaction log file: ``answer.log_file`` inside the index folder."""
         return self.index_dir / self.settings.answer.log_file
+
+    @property
+    def runs_path(self) -> Path:
+        """The run history file: ``runs.file`` inside the index folder."""
+        return self.index_dir / self.settings.runs.file
 
     def with_limits(self, **changes: Any) -> AppConfig:
         """A copy with some N-constants changed, validated like the file."""

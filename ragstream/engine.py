@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragstream import controller, edits, staleness
 from ragstream import replay as replays
@@ -28,6 +29,9 @@ from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.services import Services, build_services
 from ragstream.super_prompt import Chunk, SuperPrompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.runs import RunStore
 
 
 class Engine:
@@ -94,6 +98,13 @@ class Engine:
         from ragstream.qa_log import QALog
 
         return QALog(self.qa_log_path, secret_env=[self.cfg.settings.llm.api_key_env])
+
+    def runs(self) -> RunStore:
+        """The run history at ``cfg.runs_path`` (``ragstream.runs``): every pass kept, at most
+        ``runs.keep``; it also scrubs the LLM API key's value."""
+        from ragstream.runs import RunStore
+
+        return RunStore.for_config(self.cfg)
 
     def answer(self, sp: SuperPrompt, on_token: Callable[[str], None] | None = None,
                cfg: AppConfig | None = None):

@@ -153,6 +153,27 @@ class SchemaVersionError(RagstreamError):
             f"file away (a new one is then created in its place).")
 
 
+class RunNotFoundError(RagstreamError):
+    """A run id that the run history (``ragstream.runs``) does not hold."""
+
+    kind = "run not found"
+
+    def __init__(self, run_id: int, path: str | Path):
+        self.run_id = run_id
+        self.path = str(path)
+        super().__init__(
+            f"There is no run {run_id} in {path}: it was never saved, was deleted, or was "
+            f"pruned (only the newest runs.keep runs are kept). List the saved runs with "
+            f"`python -m ragstream runs list` and use one of their ids.")
+
+
+class RunFileError(RagstreamError):
+    """A run file (a SuperPrompt's JSON) that cannot be imported or read back; the message
+    says what is wrong with it and how to get a good one."""
+
+    kind = "run file"
+
+
 class VectorStoreError(RagstreamError):
     """The vector store could not be opened, read or written."""
 

@@ -552,7 +552,7 @@ def bench_env(index_dir: Path) -> dict[str, str]:
 
 def measure_cold_run(index_dir: Path, runs: int, progress: Progress | None) -> dict[str, Any]:
     """Wall time of ``runs`` fresh ``python -m ragstream run`` processes, with errors and slowest imports."""
-    cmd = [sys.executable, "-m", "ragstream", "run", COLD_PROMPT, "--no-sync"]
+    cmd = [sys.executable, "-m", "ragstream", "run", COLD_PROMPT, "--no-sync", "--no-save"]
     times, errors = [], []
     for i in range(runs):
         t0 = time.perf_counter()
