@@ -17,7 +17,7 @@ from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt
-from ragstream.ui import actions, editing, eval_tab, evidence, inspector, views
+from ragstream.ui import actions, editing, eval_tab, evidence, inspector, runs_tab, views
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -167,6 +167,8 @@ except RagstreamError as err:
 
 S.init_state(st.session_state)
 state = st.session_state
+runs_tab.start_session(engine, state, st.query_params)  # a reload reopens the session's latest run
+state[S.REDRAW_ALL] = False  # this run draws the whole page
 #: what the main area works out at each draw (``main_area``), which the drawing helpers read
 sp: SuperPrompt = state[S.SP]
 stale: Stale | None = None
@@ -222,7 +224,7 @@ with st.sidebar:
     filter_options = actions.filter_choices(engine)
     with st.form("filter_form"):
         known_types = filter_options["doc_type"]
-        doc_types = st.multiselect("Document types", known_types, key="filter_doc_type",
+        doc_types = st.multiselect("Document types", known_types, key=S.FILTER_TYPES_WIDGET,
                                    default=[t for t in active_filters.doc_type if t in known_types])
         sources = st.text_input("Sources", value=", ".join(active_filters.source),
                                 help="Source names or file path patterns, comma-separated "
@@ -252,10 +254,10 @@ with st.sidebar:
         for key, label in actions.EDITABLE_SETTINGS.items():
             current = actions.session_config(engine, state).get(key)
             if isinstance(current, int):
-                values[key] = st.number_input(label, value=current, step=1, key=f"set_{key}")
+                values[key] = st.number_input(label, value=current, step=1, key=S.setting_widget(key))
             else:
                 values[key] = st.number_input(label, value=float(current), step=0.05,
-                                              format="%.2f", key=f"set_{key}")
+                                              format="%.2f", key=S.setting_widget(key))
         applied = st.form_submit_button("Apply", width="stretch")
     if applied:
         actions.apply_settings(engine, state, values)
@@ -263,7 +265,7 @@ with st.sidebar:
     if st.button("Reset to file values", key="reset_settings", width="stretch"):
         actions.reset_settings(state)
         for key in actions.EDITABLE_SETTINGS:
-            state.pop(f"set_{key}", None)
+            state.pop(S.setting_widget(key), None)
         st.rerun()
 
 # --------------------------------------------------------------------------- prompt + buttons
@@ -612,6 +614,126 @@ def draw_eval() -> None:
         with st.expander("Every question (misses first)"):
             table(eval_tab.question_rows(outcome), key="eval_questions", height=320)
 
+def draw_runs() -> None:
+    """The kept runs, newest first, searchable by prompt: open one, compare it with the page's
+    run, download it; or open a JSON file as a run."""
+    store = engine.runs()
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    query = c1.text_input("Search the runs by their prompt", key=S.RUNS_SEARCH,
+                          placeholder="e.g. near-duplicate")
+    mine = c2.toggle("This session's runs only", key=S.RUNS_MINE,
+                     help="The runs made on this page since it was opened (a reload keeps them).")
+    try:
+        listed = store.list(runs_tab.LISTED, search=query,
+                            session=state[S.SESSION] if mine else None)
+        total = store.count()
+    except RagstreamError as err:
+        st.error(f"The run history cannot be shown ({err.kind}): {err}")
+        return
+    st.caption(f"{total} runs kept in `{store.path}` (the newest {store.keep}; older ones are "
+               f"pruned). Every pass is kept as it runs; pick a row to open or compare it.")
+    if not listed:
+        st.caption("No run holds that text in its prompt." if query.strip() else
+                   "No runs yet: run a stage and it is kept here.")
+    else:
+        shown = st.dataframe(pd.DataFrame(runs_tab.run_rows(listed, state[S.RUN_ID])),
+                             key=f"runs_table_{query}_{mine}", on_select="rerun",
+                             selection_mode="single-row", hide_index=True, width="stretch",
+                             column_config=runs_tab.run_columns(),
+                             row_height=runs_tab.RUN_ROW_HEIGHT,
+                             height=runs_tab.runs_table_height(len(listed)))
+        picked = shown.selection.rows
+        if picked:
+            chosen = listed[picked[0]]
+            st.markdown(runs_tab.run_summary(chosen))
+            b1, b2, b3 = st.columns(3)
+            b1.button(f"Open run {chosen.id}", key="open_run", type="primary", width="stretch",
+                      icon=":material/open_in_browser:",
+                      help="Show this run on the page: its prompt, settings, filters, edits, "
+                           "stages and answer. Running on from it makes a new run, linked to it.",
+                      on_click=do, args=(runs_tab.open_run, chosen.id))
+            b2.button(f"Compare run {chosen.id} with the page's", key="compare_run",
+                      width="stretch", icon=":material/compare_arrows:",
+                      disabled=state[S.RUN_ID] in (None, chosen.id),
+                      help="Open the Compare tab with this run as A and the page's run as B.",
+                      on_click=runs_tab.compare_with, args=(state, chosen.id))
+            b3.download_button("Download as JSON", runs_tab.export_text(engine, chosen.id),
+                               file_name=f"run-{chosen.id}.json", mime="application/json",
+                               key="download_run", width="stretch", icon=":material/download:")
+    upload = st.file_uploader("Open a run from a JSON file (the Export tab's SuperPrompt, or "
+                              "`ragstream runs export ID`)", type=["json"],
+                              key=f"run_file_{state[S.EDIT_NONCE]}")
+    if upload is not None:
+        st.button(f"Open {upload.name} as a run", key="open_run_file",
+                  on_click=do, args=(runs_tab.open_file, upload.name, upload.getvalue()))
+
+
+def draw_compare() -> None:
+    """Two kept runs side by side (by default the page's run and the one before it): the
+    inputs that differ, every chunk's rank and status in both at each stage with the cause of
+    each move, the rank chart of both, the final selections, prompt_ready as a diff and the
+    two answers with their sources."""
+    store = engine.runs()
+    try:
+        listed = store.list(runs_tab.LISTED)
+        pair = runs_tab.compare_default(store, state[S.RUN_ID], state[S.COMPARE_A],
+                                        state[S.COMPARE_B], listed)
+    except RagstreamError as err:
+        st.error(f"The run history cannot be read ({err.kind}): {err}")
+        return
+    if pair is None:
+        st.caption("Two runs are needed: run a stage, change the prompt, a setting, a filter or "
+                   "an edit, and run again. Each pass is kept in the Runs tab.")
+        return
+    state[S.COMPARE_A], state[S.COMPARE_B] = pair
+    labels = runs_tab.picker_labels(listed, pair)
+    c1, c2 = st.columns(2)
+    a_id = c1.selectbox("Run A", list(labels), key=S.COMPARE_A, format_func=labels.__getitem__,
+                        help="Compare from this run… (type to search by prompt)")
+    b_id = c2.selectbox("Run B", list(labels), key=S.COMPARE_B, format_func=labels.__getitem__,
+                        help="…to this one. ↑3: three places higher in B.")
+    try:
+        cmp = runs_tab.comparison(engine, a_id, b_id)
+    except RagstreamError as err:
+        st.error(f"**{err.kind}** — {err}")
+        return
+    st.markdown(f"**{cmp.summary()}**")
+    st.markdown("**Inputs that differ**")
+    if cmp.inputs:
+        table(cmp.inputs, key="compare_inputs", columns=runs_tab.INPUT_COLUMNS)
+    else:
+        st.caption("None: the same prompt, settings, filters, edits and knowledge base.")
+    st.markdown("**Chunks** — each chunk's rank and status in A and B, the move and its cause")
+    stages = cmp.stages()
+    if stages:
+        c3, c4 = st.columns([1, 2], vertical_alignment="bottom")
+        stage = c3.selectbox("Stage", stages, key=S.COMPARE_STAGE, format_func=views.stage_title)
+        moved_only = c4.toggle("Only chunks that moved, came or went", value=True,
+                               key="compare_moved_only")
+        rows = cmp.chunk_rows(stage)
+        if moved_only:
+            rows = [r for r in rows if r["move"] not in ("=", None)]
+        table(rows, key="compare_chunks", height=views.table_height(len(rows)),
+              columns=runs_tab.chunk_columns(rows))
+        chart = cmp.bump_chart()
+        if chart is not None:
+            st.altair_chart(chart, width="stretch", key="compare_bump")
+    else:
+        st.caption("Neither run has reached Retrieval.")
+    st.markdown("**Final selection**")
+    st.markdown(runs_tab.selection_line(cmp))
+    st.markdown("**prompt_ready** — A → B")
+    diff = cmp.prompt_diff()
+    if diff:
+        st.code("\n".join(diff), language="diff", wrap_lines=True, height=360)
+    else:
+        st.caption("The same text.")
+    st.markdown("**Answers**")
+    for col, side, answer in zip(st.columns(2), ("A", "B"), cmp.answers()):
+        with col:
+            st.markdown(runs_tab.answer_block(side, answer))
+
+
 def draw_log() -> None:
     """The Q&A log's latest interactions."""
     try:
@@ -637,7 +759,8 @@ RESULT_TABS: dict[str, Callable[[], None]] = {
     "Chunk views": draw_chunk_views, "Fields": draw_fields, "Context & rules": draw_context,
     "Chunk journey": draw_journey, "Stage diff": draw_stage_diff, "Evidence": draw_evidence_tab,
     "History & modes": draw_history, "Scores": draw_scores, "Agents": draw_agents,
-    "Eval": draw_eval, "Q&A log": draw_log, "Export": draw_export,
+    "Runs": draw_runs, runs_tab.COMPARE_TAB: draw_compare, "Eval": draw_eval, "Q&A log": draw_log,
+    "Export": draw_export,
 }
 
 
@@ -649,6 +772,8 @@ def main_area() -> None:
     sidebar change redraws everything). The module's drawing helpers read what this area
     works out first (the state, what is out of date, the evidence links)."""
     global before, links, plan, sp, stale
+    if state[S.REDRAW_ALL]:  # a callback here changed what the sidebar shows too
+        st.rerun(scope="app")
     sp = state[S.SP]
     st.title("RAGstream workbench")
     prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars

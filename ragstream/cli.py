@@ -323,7 +323,34 @@ def runs_show(run_id: int, as_json: bool) -> None:
         click.echo(ans.text)
 
 
-# `ragstream runs diff` (the comparison of two runs) belongs here, after `show`.
+@runs.command(name="diff", help="Compare run A with run B: the inputs that differ (prompt, "
+                                "settings, filters, edits, knowledge base), every chunk that "
+                                "moved, was added or was removed at each stage, by chunk id, "
+                                "with its cause, the final selections and prompt_ready as a "
+                                "unified diff.")
+@click.argument("run_a", metavar="A", type=int)
+@click.argument("run_b", metavar="B", type=int)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the comparison as JSON (inputs, chunks per stage, moves, selection, "
+                   "prompt diff, answers).")
+def runs_diff(run_a: int, run_b: int, as_json: bool) -> None:
+    """Print what differs between two kept runs, and why each chunk moved."""
+    from ragstream.compare import Side, compare
+    from ragstream.config import load_config
+
+    store = _open_runs()
+    try:
+        a, b = store.get(run_a), store.get(run_b)
+        cfg = load_config()
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_history(err, store.path)
+    result = compare(Side(f"run {a.id}", a.sp, a.settings, cfg),
+                     Side(f"run {b.id}", b.sp, b.settings, cfg))
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for line in result.text_lines():
+        click.echo(line)
 
 
 @runs.command(name="export", help="Export run ID's SuperPrompt as JSON: the same file as the "

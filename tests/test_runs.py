@@ -481,3 +481,23 @@ def test_cli_run_in_a_fresh_process_saves_its_pass(tmp_path):
     assert SuperPrompt.from_json(ragstream("runs", "export", "1").stdout) == sp
     ragstream("run", "How does the ReRanker choose its backend?", "--no-save", "--no-sync")
     assert RunStore(idx / "runs.sqlite3", environ={}).count() == 1
+
+
+def test_cli_runs_diff_names_each_moved_chunk_with_its_cause(runs_cli):
+    invoke, store = runs_cli
+    invoke("run", "What does A3 do with near-duplicate chunks?", "--no-sync")
+    first = store.list(1)[0]
+    top = store.get(first.id).sp.final_selection_ids[0]
+    invoke("run", "What does A3 do with near-duplicate chunks?", "--no-sync", "--exclude", top)
+    second = store.list(1)[0]
+    a, b = store.get(first.id).sp, store.get(second.id).sp
+    out = invoke("runs", "diff", str(first.id), str(second.id)).stdout
+    assert f"exclude {top}" in out
+    moved = {r.chunk_id for r in a.view("a4")} ^ {r.chunk_id for r in b.view("a4")}
+    assert moved and all(chunk_id in out for chunk_id in moved)  # every chunk added or removed
+    assert top in out and "-" in out and "+" in out  # and prompt_ready's diff
+    data = json.loads(invoke("runs", "diff", str(first.id), str(second.id), "--json").stdout)
+    assert top in data["selection"]["removed"]
+    assert any(m["chunk id"] == top and "exclude" in m["cause"] for m in data["moves"])
+    missing = invoke("runs", "diff", str(first.id), "99999")
+    assert missing.exit_code == 2 and "99999" in missing.output

@@ -31,18 +31,22 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from ragstream import controller
 from ragstream.errors import RagstreamError
 from ragstream.ui.state import AUTO as AUTO_KEY
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.sync_api import ViewportSize
 
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync"]
 APP = Path(__file__).resolve().parents[2] / "ui_streamlit.py"
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 #: how long the page may take to start (models load, the knowledge base is checked)
 START_TIMEOUT_S = 240.0
 #: how long one click may take before the benchmark gives up on it
@@ -71,12 +75,12 @@ async (selector) => {
         await frame(); await frame();
         if (root.getAttribute("data-test-script-state") === "notRunning") { break; }
       }
-      if (performance.now() - t0 > %d) { throw new Error("no redraw after " + selector); }
+      if (performance.now() - t0 > TIMEOUT_MS) { throw new Error("no redraw after " + selector); }
     }
   } finally { seen.disconnect(); }
   return performance.now() - t0;
 }
-""" % CLICK_TIMEOUT_MS
+""".replace("TIMEOUT_MS", str(CLICK_TIMEOUT_MS))
 
 
 def _free_port() -> int:
@@ -113,10 +117,11 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def run_page_bench(rounds: int = 10, app: str | Path | None = None,
+def run_page_bench(rounds: int = 10, app: str | Path | None = None, tab: str | None = None,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Click every stage button ``rounds`` times (after a warm-up round) and return, per
-    button, the median / p95 / min / max milliseconds from click to painted redraw."""
+    button, the median / p95 / min / max milliseconds from click to painted redraw; ``tab``:
+    the result tab open meanwhile (default: the page's first, the chunk tables)."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
@@ -129,7 +134,7 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None,
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
             page = browser.new_page(viewport=VIEWPORT)
-            page.goto(url + os.environ.get("PAGE_BENCH_QUERY", ""))
+            page.goto(url + (f"/?view={quote(tab)}" if tab else ""))
             page.get_by_role("textbox", name="Prompt").wait_for(timeout=START_TIMEOUT_S * 1000)
             toggle = page.locator(f".st-key-{AUTO_KEY} input")
             if toggle.is_checked():
@@ -154,7 +159,8 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None,
                       "min_ms": round(min(v), 1), "max_ms": round(max(v), 1), "clicks": len(v)}
                for name, v in times.items()}
     every = [t for v in times.values() for t in v]
-    return {"app": str(app_path), "viewport": f"{VIEWPORT['width']}x{VIEWPORT['height']}",
+    return {"app": str(app_path), "tab": tab or "(the first)",
+            "viewport": f"{VIEWPORT['width']}x{VIEWPORT['height']}",
             "rounds": rounds, "buttons": buttons,
             "all": {"median_ms": round(statistics.median(every), 1),
                     "p95_ms": round(_percentile(every, 0.95), 1), "clicks": len(every)},
@@ -164,7 +170,7 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None,
 def format_page_report(result: dict[str, Any]) -> str:
     """The figures as a table: one line per button, then every click together."""
     lines = [f"Page click -> painted redraw, Chromium {result['viewport']}, {result['rounds']} "
-             f"rounds ({result['app']})", f"{'button':<22}{'median ms':>11}{'p95 ms':>9}"
+             f"rounds, tab {result['tab']} ({result['app']})", f"{'button':<22}{'median ms':>11}{'p95 ms':>9}"
              f"{'min':>8}{'max':>8}"]
     for name, b in result["buttons"].items():
         lines.append(f"{name:<22}{b['median_ms']:>11.1f}{b['p95_ms']:>9.1f}{b['min_ms']:>8.1f}"
@@ -175,8 +181,9 @@ def format_page_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m ragstream.measure.page_bench [ROUNDS] [APP]
+if __name__ == "__main__":  # python -m ragstream.measure.page_bench [ROUNDS] [APP] [TAB]
     args = sys.argv[1:]
     outcome = run_page_bench(int(args[0]) if args else 10, args[1] if len(args) > 1 else None,
+                             args[2] if len(args) > 2 else None,
                              progress=lambda line: print(line, file=sys.stderr))
     print(format_page_report(outcome))

@@ -32,6 +32,7 @@ from ragstream.ingest.ingestor import decode_text, refused
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale, kb_fingerprint
 from ragstream.super_prompt import Filters, SuperPrompt
+from ragstream.ui import runs_tab
 from ragstream.ui import state as S
 
 #: settings a person may change for the session: dotted key -> label
@@ -244,15 +245,17 @@ def run_stage(engine: Engine, st_state: S.SessionState, name: str,
     ReRanker vs A4, or the two latest chunk stages)."""
     st_state[S.ERROR] = None
     _reset_views(st_state)
+    started = st_state[S.SP]
     try:
         sp = pending_state(st_state)
         cfg = session_config(engine, st_state)
         _after_run(st_state, _watched(lambda _emit: engine.run_stage(sp, name, cfg),
                                       lambda _event: None, on_wait))
-        return True
     except RagstreamError as err:
         _fail(st_state, err)
         return False
+    runs_tab.record(engine, st_state, started, [name])
+    return True
 
 
 #: what "Run all remaining stages" says when there is nothing to run
@@ -270,6 +273,7 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
     total, "")`` at the end; ``on_wait(agent, model, seconds)`` while an agent waits for the
     model. The chunk journey and the stage diff go back to their defaults."""
     st_state[S.ERROR] = None
+    started, finished = st_state[S.SP], []
     try:
         sp = pending_state(st_state)
         cfg = session_config(engine, st_state)
@@ -287,11 +291,13 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
             if kind == "starting" and on_stage:
                 on_stage(names.index(value), len(names), value)
             elif kind == "finished":
-                _after_run(st_state, value)  # each finished stage is kept, even if a later one fails
+                name, done_sp = value
+                _after_run(st_state, done_sp)  # each finished stage is kept, even if a later one fails
+                finished.append(name)
 
         def work(emit: Callable[[Any], None]) -> None:
             engine.run(sp, until=until, cfg=cfg, before_stage=lambda name: emit(("starting", name)),
-                       on_stage=lambda _name, done_sp: emit(("finished", done_sp)))
+                       on_stage=lambda name, done_sp: emit(("finished", (name, done_sp))))
 
         _watched(work, on_event, on_wait)
         if on_stage:
@@ -300,6 +306,8 @@ def run_remaining(engine: Engine, st_state: S.SessionState,
     except RagstreamError as err:
         _fail(st_state, err)
         return False
+    finally:  # the stages that finished are kept as a run, even when a later one failed
+        runs_tab.record(engine, st_state, started, finished)
 
 
 #: "not given: work it out" for the functions that take the page's ``out_of_date`` result
@@ -418,6 +426,7 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
         raise failure
     done_sp, ans = outcome["result"]
     st_state[S.SP] = done_sp
+    runs_tab.record(engine, st_state, sp, [])
     _reset_evidence(st_state)  # the answer's first cited chunk, now there is an answer
     st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
 

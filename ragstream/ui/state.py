@@ -36,6 +36,18 @@ BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded res
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
+SESSION = "session"               # the session's name (the URL's ?session=…): its runs are restored
+RUN_ID = "run_id"                 # the kept run (ragstream.runs) the page shows, or None
+RUN_SAVED = "run_saved"           # the SuperPrompt last saved as RUN_ID (a stage run that goes on
+                                  # from it updates that run), or None: the next run is a new one
+RUN_STAGES = "run_stages"         # RUN_ID's snapshot after each stage it ran, by stage name
+RUNS_SEARCH = "runs_search"       # the Runs tab's search text
+RUNS_MINE = "runs_mine"           # the Runs tab lists this session's runs only
+COMPARE_A = "compare_a"           # the Compare tab's run A (an id), or None: the run before B
+COMPARE_B = "compare_b"           # the Compare tab's run B (an id), or None: the page's run
+COMPARE_STAGE = "compare_stage"   # the chunk stage the Compare tab's table shows
+REDRAW_ALL = "redraw_all"         # set by a callback in the main area whose change the sidebar
+                                  # shows too (an opened run's settings): the page redraws whole
 VIEW = "view"                     # the open result tab (its label; st.tabs keeps it, and the URL's
                                   # ?view=… query parameter); not set here: the tabs own it
 
@@ -55,6 +67,29 @@ class SessionState(Protocol):
     def get(self, key: str, /) -> Any:
         """The value under ``key``, or None if there is none."""
         ...
+
+    def __delitem__(self, key: str, /) -> None: ...
+
+
+#: the sidebar's widgets that keep a value of their own: the document-type filter and, per
+#: editable setting, its number input (``setting_widget``)
+FILTER_TYPES_WIDGET = "filter_doc_type"
+
+
+def forget(state: SessionState, key: str) -> None:
+    """Remove ``key`` from the session state, if it is there (a widget then starts afresh).
+    Streamlit may list a widget's key that it cannot delete outside a script run: then the
+    widget keeps its value."""
+    if key in state:
+        try:
+            del state[key]
+        except KeyError:
+            pass
+
+
+def setting_widget(key: str) -> str:
+    """The key of the sidebar's number input for setting ``key`` (a dotted config path)."""
+    return f"set_{key}"
 
 
 EXAMPLE_PROMPT = (
@@ -92,6 +127,16 @@ def init_state(state: SessionState) -> None:
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
         REPLAY: None,
+        SESSION: None,
+        RUN_ID: None,
+        RUN_SAVED: None,
+        RUN_STAGES: {},
+        RUNS_SEARCH: "",
+        RUNS_MINE: False,
+        COMPARE_A: None,
+        COMPARE_B: None,
+        COMPARE_STAGE: None,
+        REDRAW_ALL: False,
     }
     for key, value in defaults.items():
         if key not in state:

@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream.ui import inspector
 from ragstream.ui import state as S
-from tests.ui.tabs import open_tab
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
+from tests.ui.tabs import open_tab
 
 APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
 KEY = "sk-agents-tab-secret-112358132134"

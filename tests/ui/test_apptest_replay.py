@@ -14,10 +14,10 @@ from ragstream.engine import Engine
 from ragstream.replay import NEEDS_ENDPOINT
 from ragstream.ui import inspector
 from ragstream.ui import state as S
-from tests.ui.tabs import open_tab
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config
 from tests.llm_support import with_llm as llm_services
+from tests.ui.tabs import open_tab
 
 APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
 PROMPT = "Task: How do I start a Chroma server?\nFormat: bullet points"

@@ -1,0 +1,328 @@
+"""The page's runs: every pass kept as it runs (``ragstream.runs``), the session's latest one
+restored after a reload, a kept run opened again, a JSON file opened as a run, and the rows of
+the Runs tab.
+
+Which run a pass is. The page's ``RUN_ID`` names the run the page shows. A stage run that
+continues exactly that state (the next stage, on the SuperPrompt last saved) updates the run
+in place, and so does its answer; anything else starts a new run linked to the one the page
+showed (``parent``): running a stage again, re-running after a change of prompt, setting,
+filter or edit, or running on from a run opened from the list or from a file. So the list
+holds one row per pass, each with the state after every stage it ran (``StageSnapshot``).
+
+The session is named in the URL (``?session=…``): a reload keeps the URL, and the page then
+opens the newest run that session saved. Saving never stops the work: a run that cannot be
+saved (a full disk, a locked file) leaves the page as it was and says so under ``NOTICE``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import MutableMapping
+from typing import Any
+
+from ragstream import controller
+from ragstream.compare import Comparison, Side, compare
+from ragstream.engine import Engine
+from ragstream.errors import RagstreamError
+from ragstream.records import short_text
+from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
+from ragstream.super_prompt import SuperPrompt
+from ragstream.ui import state as S
+
+#: the URL's query parameter that names the page's session
+SESSION_PARAM = "session"
+
+
+def _store(engine: Engine):
+    return engine.runs()
+
+
+def start_session(engine: Engine, st_state: S.SessionState,
+                  query: MutableMapping[str, Any]) -> None:
+    """Once per browser session: take the session's name from the URL (``query``, Streamlit's
+    ``st.query_params``) or make one and put it there; when the URL named a session (a reload,
+    or a link), open the newest run it saved."""
+    if st_state.get(S.SESSION):
+        return
+    named = str(query.get(SESSION_PARAM) or "").strip()
+    st_state[S.SESSION] = named or uuid.uuid4().hex[:12]
+    if not named:
+        query[SESSION_PARAM] = st_state[S.SESSION]
+        return
+    try:
+        run = _store(engine).latest(named)
+    except (RagstreamError, sqlite3.Error) as err:
+        st_state[S.NOTICE] = f"The session's latest run could not be restored: {err}"
+        return
+    if run is not None:
+        _show(engine, st_state, run, continues=True)
+        st_state[S.NOTICE] = (f"Restored run {run.id} of this session ({run.stage}, saved "
+                              f"{run.updated[:19].replace('T', ' ')} UTC).")
+
+
+def _show(engine: Engine, st_state: S.SessionState, run: StoredRun, continues: bool) -> None:
+    """Put ``run`` on the page: its state, prompt, filters, settings and conversation.
+    ``continues``: the next stage run goes on in this run (the session's own latest run);
+    otherwise it starts a new run linked to this one."""
+    sp = run.sp
+    st_state[S.SP] = sp
+    st_state[S.PROMPT] = sp.user_text
+    st_state[S.FILTERS] = sp.filters
+    settings = _valid_settings(engine, st_state, run)
+    # the sidebar's widgets forget their own values: they show the run's filters and settings
+    for key in set(st_state.get(S.OVERRIDES) or {}) | set(settings):
+        S.forget(st_state, S.setting_widget(key))
+    S.forget(st_state, S.FILTER_TYPES_WIDGET)
+    st_state[S.OVERRIDES] = settings
+    conversation = list(sp.recent_conversation)
+    if sp.answer is not None:  # the answered turn goes into the next prompt, as after answering
+        conversation = engine.conversation_after(sp, sp.answer)
+    st_state[S.CONVERSATION] = conversation
+    st_state[S.BEFORE_EDITS] = None
+    st_state[S.EDIT_NONCE] = st_state[S.EDIT_NONCE] + 1  # the editable tables start afresh
+    st_state[S.RUN_ID] = run.id
+    st_state[S.RUN_SAVED] = sp if continues else None
+    st_state[S.RUN_STAGES] = dict(run.stages)
+    for key in (S.JOURNEY_CHUNK, S.DIFF_A, S.DIFF_B, S.EVIDENCE_CHUNK, S.EVIDENCE_SENTENCE,
+                S.REPLAY, S.COMPARE_A, S.COMPARE_B):
+        st_state[key] = None
+    st_state[S.REDRAW_ALL] = True  # the sidebar shows the run's settings and filters
+
+
+def _valid_settings(engine: Engine, st_state: S.SessionState, run: StoredRun) -> dict[str, Any]:
+    """The run's setting overrides if this configuration still takes them, else none (and a
+    notice naming why): a setting may have been renamed or bounded since the run was saved."""
+    if not run.settings:
+        return {}
+    try:
+        engine.cfg.with_overrides(run.settings)
+    except RagstreamError as err:
+        st_state[S.NOTICE] = (f"Run {run.id}'s settings do not apply to this configuration "
+                              f"({err}); it opened with the configuration files' settings.")
+        return {}
+    return dict(run.settings)
+
+
+def open_run(engine: Engine, st_state: S.SessionState, run_id: int) -> bool:
+    """Open kept run ``run_id`` on the page (a stage run then starts a new run linked to it);
+    on failure set ``ERROR`` and leave the page as it was."""
+    st_state[S.ERROR] = None
+    try:
+        run = _store(engine).get(run_id)
+    except RagstreamError as err:
+        st_state[S.ERROR] = (err.kind, str(err))
+        return False
+    _show(engine, st_state, run, continues=False)
+    st_state[S.NOTICE] = (f"Opened run {run.id}: run a stage, edit or answer to go on from it "
+                          "(a new run, linked to this one).")
+    return True
+
+
+def open_file(engine: Engine, st_state: S.SessionState, name: str, data: bytes) -> bool:
+    """Keep the JSON file ``name`` as a new run (validated: a file that is not a run is
+    refused under ``ERROR`` with what is wrong) and open it."""
+    st_state[S.ERROR] = None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        st_state[S.ERROR] = ("run file", f"{name} is not UTF-8 text (byte {err.start}): open "
+                                         "a run exported as JSON.")
+        return False
+    try:
+        run_id = _store(engine).import_json(text, name=name)
+    except RagstreamError as err:
+        st_state[S.ERROR] = (err.kind, str(err))
+        return False
+    return open_run(engine, st_state, run_id)
+
+
+def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
+           finished: list[str], overrides: dict[str, Any] | None = None) -> None:
+    """Keep the page's state after ``finished`` stages ran (and/or an answer) from the state
+    ``started``: in the page's run when it continues it, else as a new run linked to it."""
+    sp = st_state[S.SP]
+    if sp is started and not finished:
+        return  # nothing ran
+    ran_from = controller.STAGE_NAMES.index(finished[0]) if finished else None
+    continues = (st_state.get(S.RUN_ID) is not None and started is st_state.get(S.RUN_SAVED)
+                 and (ran_from is None or ran_from == controller.position(started) + 1))
+    stages: dict[str, StageSnapshot] = dict(st_state.get(S.RUN_STAGES) or {})
+    if not continues and ran_from is not None:  # the stages before the first one that ran carry over
+        kept = controller.STAGE_NAMES[:ran_from]
+        stages = {name: snap for name, snap in stages.items() if name in kept}
+    for name in finished:
+        stages[name] = StageSnapshot.of(name, sp)
+    store = _store(engine)
+    settings = overrides if overrides is not None else dict(st_state.get(S.OVERRIDES) or {})
+    try:
+        if continues:
+            run_id = store.save(sp, run_id=st_state[S.RUN_ID], settings=settings, stages=stages)
+        else:
+            run_id = store.save(sp, session=st_state.get(S.SESSION) or "", settings=settings,
+                                origin="page", parent=st_state.get(S.RUN_ID), stages=stages)
+    except (RagstreamError, sqlite3.Error, OSError) as err:
+        st_state[S.NOTICE] = f"This run was not kept in the run history: {err}"
+        return
+    st_state[S.RUN_ID] = run_id
+    st_state[S.RUN_SAVED] = sp
+    st_state[S.RUN_STAGES] = stages
+
+
+# --------------------------------------------------------------------------- the Runs tab
+
+#: how many runs the Runs tab lists (the newest; the search reaches every kept run)
+LISTED = 200
+#: the Runs table's column widths in pixels (the prompt and the answer share the rest)
+RUN_COLUMN_WIDTHS = {"run": 50, "time (UTC)": 140, "stage": 90, "from": 50, "by": 50}
+
+
+#: the Runs table's row height: two lines of prompt and answer (the grid wraps text only in
+#: rows taller than 64 px)
+RUN_ROW_HEIGHT = 66
+#: the Runs table's header height and its tallest (it scrolls beyond)
+RUN_HEADER_HEIGHT, RUNS_TABLE_MAX_HEIGHT = 35, 420
+
+
+def runs_table_height(rows: int) -> int:
+    """The Runs table's height: its rows without blank space below, at most
+    ``RUNS_TABLE_MAX_HEIGHT``."""
+    return min(RUNS_TABLE_MAX_HEIGHT, RUN_HEADER_HEIGHT + RUN_ROW_HEIGHT * rows + 3)
+
+
+def run_columns() -> dict[str, Any]:
+    """Column configs for the Runs table: fixed widths for the short columns."""
+    return {name: {"width": width} for name, width in RUN_COLUMN_WIDTHS.items()}
+
+
+def run_summary(run: RunMeta) -> str:
+    """The picked run in a few lines of Markdown: prompt, stage, answer, what differed."""
+    differs = "; ".join(run.differences()) or "the configuration files' settings, no filters, no edits"
+    came = f" · from run {run.parent}" if run.parent is not None else ""
+    return (f"**Run {run.id}** · {run.created[:19].replace('T', ' ')} UTC · {run.origin}{came} · "
+            f"reached **{run.stage}** · {run.wall_ms:,.0f} ms  \n"
+            f"**Prompt:** {short_text(' '.join(run.prompt.split()), 300)}  \n"
+            f"**Answer:** {short_text(run.answer, 300) if run.answer else '—'}  \n"
+            f"**Differs from the files:** {differs}")
+
+
+def export_text(engine: Engine, run_id: int) -> str:
+    """Run ``run_id`` as the page's export writes it (the SuperPrompt's JSON), or "" when it is
+    gone (pruned meanwhile)."""
+    try:
+        return export_json(_store(engine).get(run_id))
+    except RagstreamError:
+        return ""
+
+
+def compare_with(st_state: S.SessionState, run_id: int) -> None:
+    """Open the Compare tab with run ``run_id`` as A and the page's run as B."""
+    st_state[S.COMPARE_A] = run_id
+    st_state[S.COMPARE_B] = st_state.get(S.RUN_ID)
+    st_state[S.VIEW] = COMPARE_TAB
+
+
+#: the result tab that compares two runs
+COMPARE_TAB = "Compare runs"
+
+
+def run_rows(runs: list[RunMeta], current: int | None) -> list[dict[str, Any]]:
+    """The Runs tab's table: a row per run, newest first — id (``▶`` marks the one the page
+    shows), time, the prompt, the stage reached, the answer's first line, what differed from
+    the configuration files, the run it came from and where it was made."""
+    return [{
+        "run": f"▶ {r.id}" if r.id == current else str(r.id),
+        "time (UTC)": r.created[:19].replace("T", " "),
+        "prompt": short_text(" ".join(r.prompt.split()), 90),
+        "stage": r.stage,
+        "answer": short_text(r.answer, 90) if r.answer else "—",
+        "differs from the files": "; ".join(r.differences()) or "—",
+        "from": str(r.parent) if r.parent is not None else "—",
+        "by": r.origin,
+    } for r in runs]
+
+
+def run_label(run: RunMeta) -> str:
+    """A run as a picker lists it: ``#12 · 10:31 · a3 · How does A3 …``."""
+    return (f"#{run.id} · {run.created[11:16]} · {run.stage} · "
+            f"{short_text(' '.join(run.prompt.split()), 70)}")
+
+
+# --------------------------------------------------------------------------- the Compare tab
+
+
+def compare_default(store: RunStore, current: int | None, a: int | None, b: int | None,
+                    listed: list[RunMeta]) -> tuple[int, int] | None:
+    """The two runs the Compare tab shows: the ones picked, else B = the page's run (or the
+    newest) and A = the run before B (its parent, else the next older); None with fewer than
+    two runs."""
+    ids = {r.id for r in listed}
+    b = b if b is not None else current if current is not None else (listed[0].id if listed else None)
+    if b is None:
+        return None
+    if a is None or a == b:
+        before = store.previous(b) if b in ids or current == b else None
+        a = before.id if before is not None else next((r.id for r in listed if r.id != b), None)
+    return (a, b) if a is not None else None
+
+
+def picker_labels(listed: list[RunMeta], pair: tuple[int, int]) -> dict[int, str]:
+    """Each listed run's picker label by id; the two compared runs are always among them."""
+    labels = {r.id: run_label(r) for r in listed}
+    for run_id in pair:
+        labels.setdefault(run_id, f"#{run_id}")
+    return labels
+
+
+#: the last comparison made, by (A id, A updated, B id, B updated): picking a stage or
+#: redrawing the tab does not compare the runs again
+_COMPARED: dict[tuple, Comparison] = {}
+
+
+def comparison(engine: Engine, a_id: int, b_id: int) -> Comparison:
+    """Runs ``a_id`` and ``b_id`` compared (``ragstream.compare``), with the configuration's
+    values for the settings only one of them overrode; made once per pair of saved states."""
+    store = _store(engine)
+    a, b = store.get(a_id), store.get(b_id)
+    key = (a.id, a.updated, b.id, b.updated)
+    if key not in _COMPARED:
+        _COMPARED.clear()
+        _COMPARED[key] = compare(Side(f"run {a.id}", a.sp, a.settings, engine.cfg),
+                                 Side(f"run {b.id}", b.sp, b.settings, engine.cfg))
+    return _COMPARED[key]
+
+
+#: the inputs table's column widths
+INPUT_COLUMNS = {"input": {"width": 160}, "A": {"width": "large"}, "B": {"width": "large"}}
+#: the Compare tab's chunk table: fixed widths; the chunk id and the cause share the rest
+COMPARE_WIDTHS = {"stage": 90, "rank A": 64, "status A": 100, "rank B": 64, "status B": 100,
+                  "move": 64, "Δ rank": 64}
+
+
+def chunk_columns(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Column configs for the Compare tab's chunk table (the stage is picked above it)."""
+    out: dict[str, dict[str, Any]] = {name: {"width": width} for name, width in COMPARE_WIDTHS.items()}
+    out["Δ rank"] = {"width": COMPARE_WIDTHS["Δ rank"], "help": "rank in A − rank in B: "
+                     "positive when the chunk rose in B"}
+    if rows and "stage" in rows[0]:
+        out["stage"] = {"width": None}
+    return out
+
+
+def selection_line(cmp: Comparison) -> str:
+    """The final selections compared, in one Markdown line."""
+    parts = [f"added in B: {', '.join(f'`{c}`' for c in cmp.selection_added)}"
+             if cmp.selection_added else "nothing added in B",
+             f"removed in B: {', '.join(f'`{c}`' for c in cmp.selection_removed)}"
+             if cmp.selection_removed else "nothing removed",
+             f"{len(cmp.selection_kept)} in both"]
+    return " · ".join(parts)
+
+
+def answer_block(side: str, answer: dict[str, Any]) -> str:
+    """One run's answer as the Compare tab shows it: confidence, mode, text, sources."""
+    if not answer.get("text"):
+        return f"**{side}** — not answered."
+    sources = "\n".join(f"- {s}" for s in answer.get("sources") or []) or "- (none)"
+    return (f"**{side}** · {answer.get('confidence', '')} confidence · {answer.get('mode', '')}"
+            f"\n\n{answer['text']}\n\n**Sources**\n{sources}")
