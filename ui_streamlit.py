@@ -33,11 +33,13 @@ def get_engine() -> Engine:
 
 
 def table(rows: list[dict], key: str, height: int | None = None,
-          columns: dict | None = None) -> None:
-    """Show ``rows`` as a table, or a caption saying there is nothing to show yet."""
+          columns: dict | None = None, row_height: int | None = None) -> None:
+    """Show ``rows`` as a table (an empty cell reads "—"), or a caption saying there is nothing
+    to show yet. ``row_height`` over 64 px lets long text wrap."""
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
-                     height=height or "auto", column_config=columns)
+                     height=height or "auto", column_config=columns, row_height=row_height,
+                     placeholder="—")
     else:
         st.caption("Nothing to show yet.")
 
@@ -616,7 +618,7 @@ def draw_eval() -> None:
 
 def draw_runs() -> None:
     """The kept runs, newest first, searchable by prompt: open one, compare it with the page's
-    run, download it; or open a JSON file as a run."""
+    run, download it; the page's run downloaded; a JSON file opened as a run; the Q&A log."""
     store = engine.runs()
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     query = c1.text_input("Search the runs by their prompt", key=S.RUNS_SEARCH,
@@ -660,12 +662,14 @@ def draw_runs() -> None:
             b3.download_button("Download as JSON", runs_tab.export_text(engine, chosen.id),
                                file_name=f"run-{chosen.id}.json", mime="application/json",
                                key="download_run", width="stretch", icon=":material/download:")
-    upload = st.file_uploader("Open a run from a JSON file (the Export tab's SuperPrompt, or "
+    draw_export()
+    upload = st.file_uploader("Open a run from a JSON file (a SuperPrompt downloaded here, or "
                               "`ragstream runs export ID`)", type=["json"],
                               key=f"run_file_{state[S.EDIT_NONCE]}")
     if upload is not None:
         st.button(f"Open {upload.name} as a run", key="open_run_file",
                   on_click=do, args=(runs_tab.open_file, upload.name, upload.getvalue()))
+    draw_log()
 
 
 def draw_compare() -> None:
@@ -700,21 +704,23 @@ def draw_compare() -> None:
     st.markdown(f"**{cmp.summary()}**")
     st.markdown("**Inputs that differ**")
     if cmp.inputs:
-        table(cmp.inputs, key="compare_inputs", columns=runs_tab.INPUT_COLUMNS)
+        table(cmp.inputs, key="compare_inputs", columns=runs_tab.INPUT_COLUMNS,
+              row_height=runs_tab.RUN_ROW_HEIGHT,
+              height=runs_tab.runs_table_height(len(cmp.inputs)))
     else:
         st.caption("None: the same prompt, settings, filters, edits and knowledge base.")
     st.markdown("**Chunks** — each chunk's rank and status in A and B, the move and its cause")
     stages = cmp.stages()
     if stages:
+        if state[S.COMPARE_STAGE] not in stages:  # the latest stage both runs show
+            state[S.COMPARE_STAGE] = stages[-1]
         c3, c4 = st.columns([1, 2], vertical_alignment="bottom")
         stage = c3.selectbox("Stage", stages, key=S.COMPARE_STAGE, format_func=views.stage_title)
         moved_only = c4.toggle("Only chunks that moved, came or went", value=True,
                                key="compare_moved_only")
-        rows = cmp.chunk_rows(stage)
-        if moved_only:
-            rows = [r for r in rows if r["move"] not in ("=", None)]
-        table(rows, key="compare_chunks", height=views.table_height(len(rows)),
-              columns=runs_tab.chunk_columns(rows))
+        rows = runs_tab.compare_rows(cmp, stage, moved_only)
+        table(rows, key="compare_chunks", columns=runs_tab.chunk_columns(),
+              row_height=runs_tab.RUN_ROW_HEIGHT, height=runs_tab.runs_table_height(len(rows)))
         chart = cmp.bump_chart()
         if chart is not None:
             st.altair_chart(chart, width="stretch", key="compare_bump")
@@ -735,21 +741,25 @@ def draw_compare() -> None:
 
 
 def draw_log() -> None:
-    """The Q&A log's latest interactions."""
+    """The Q&A log's latest interactions, folded under the runs."""
     try:
         log = engine.qa_log()
-        st.caption(f"{log.count()} interactions logged in `{engine.qa_log_path}`")
-        table(views.log_rows(log.recent(50)), key="qa_log")
+        with st.expander(f"Q&A log — {log.count()} interactions logged in `{engine.qa_log_path}`"):
+            table(views.log_rows(log.recent(50)), key="qa_log")
     except RagstreamError as err:
         st.error(f"The Q&A log cannot be shown ({err.kind}): {err}")
 
+
 def draw_export() -> None:
-    """Downloads of the SuperPrompt and prompt_ready."""
-    st.download_button("Download SuperPrompt (JSON)", sp.to_json(), file_name="superprompt.json",
-                       mime="application/json", key="export_json")
-    st.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
+    """Downloads of the page's run: the SuperPrompt (the file a run opens from) and
+    prompt_ready."""
+    c1, c2 = st.columns(2)
+    c1.download_button("Download this run's SuperPrompt (JSON)", sp.to_json(),
+                       file_name="superprompt.json", mime="application/json", key="export_json",
+                       width="stretch", icon=":material/download:")
+    c2.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
                        file_name="prompt_ready.md", mime="text/markdown", key="export_md",
-                       disabled=not sp.prompt_ready)
+                       disabled=not sp.prompt_ready, width="stretch", icon=":material/download:")
 
 
 #: the result tabs, in order: label -> what draws it. Only the open tab is drawn (``st.tabs``
@@ -758,9 +768,8 @@ def draw_export() -> None:
 RESULT_TABS: dict[str, Callable[[], None]] = {
     "Chunk views": draw_chunk_views, "Fields": draw_fields, "Context & rules": draw_context,
     "Chunk journey": draw_journey, "Stage diff": draw_stage_diff, "Evidence": draw_evidence_tab,
-    "History & modes": draw_history, "Scores": draw_scores, "Agents": draw_agents,
-    "Runs": draw_runs, runs_tab.COMPARE_TAB: draw_compare, "Eval": draw_eval, "Q&A log": draw_log,
-    "Export": draw_export,
+    "History": draw_history, "Scores": draw_scores, "Agents": draw_agents,
+    "Runs": draw_runs, runs_tab.COMPARE_TAB: draw_compare, "Eval": draw_eval,
 }
 
 

@@ -580,8 +580,8 @@ class Comparison:
                   axis=alt.Axis(tickMinStep=1, format="d", values=_rank_ticks(deepest)))
         scale = alt.Scale(domain=chunks, scheme="tableau20")
         colour = alt.Color("chunk id:N", title=f"top {len(chunks)} chunks", scale=scale,
-                           legend=alt.Legend(orient="right", labelLimit=280, symbolType="stroke",
-                                             symbolStrokeWidth=3))
+                           legend=alt.Legend(orient="bottom", columns=3, labelLimit=230,
+                                             symbolType="stroke", symbolStrokeWidth=3))
         tooltip = [alt.Tooltip("run:N"), alt.Tooltip("chunk id:N", title="chunk"),
                    alt.Tooltip("stage:N"), alt.Tooltip("rank:Q"), alt.Tooltip("status:N"),
                    alt.Tooltip("reason:N"), alt.Tooltip("cause:N")]

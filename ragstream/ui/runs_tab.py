@@ -173,8 +173,10 @@ def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
 
 #: how many runs the Runs tab lists (the newest; the search reaches every kept run)
 LISTED = 200
-#: the Runs table's column widths in pixels (the prompt and the answer share the rest)
-RUN_COLUMN_WIDTHS = {"run": 50, "time (UTC)": 140, "stage": 90, "from": 50, "by": 50}
+#: the Runs table's column widths in pixels: with the row picker's 32 they fill the grid's
+#: 820 at 1280x900; prompt, answer and what differed wrap in two lines
+RUN_COLUMN_WIDTHS = {"run": 46, "time (UTC)": 96, "prompt": 190, "stage": 70, "answer": 180,
+                     "differs": 110, "from": 46, "by": 50}
 
 
 #: the Runs table's row height: two lines of prompt and answer (the grid wraps text only in
@@ -191,8 +193,14 @@ def runs_table_height(rows: int) -> int:
 
 
 def run_columns() -> dict[str, Any]:
-    """Column configs for the Runs table: fixed widths for the short columns."""
-    return {name: {"width": width} for name, width in RUN_COLUMN_WIDTHS.items()}
+    """Column configs for the Runs table: its widths, and what each short header means."""
+    out: dict[str, Any] = {name: {"width": width} for name, width in RUN_COLUMN_WIDTHS.items()}
+    out["run"]["help"] = "The run's id (▶: the run the page shows)"
+    out["differs"]["help"] = "What the run did differently from the configuration files: " \
+                             "settings, filters, edits"
+    out["from"]["help"] = "The run it was made from (re-run, or run on from an opened run)"
+    out["by"]["help"] = "Where it was made: page, cli, import"
+    return out
 
 
 def run_summary(run: RunMeta) -> str:
@@ -223,20 +231,21 @@ def compare_with(st_state: S.SessionState, run_id: int) -> None:
 
 
 #: the result tab that compares two runs
-COMPARE_TAB = "Compare runs"
+COMPARE_TAB = "Compare"
 
 
 def run_rows(runs: list[RunMeta], current: int | None) -> list[dict[str, Any]]:
     """The Runs tab's table: a row per run, newest first — id (``▶`` marks the one the page
-    shows), time, the prompt, the stage reached, the answer's first line, what differed from
-    the configuration files, the run it came from and where it was made."""
+    shows), time (month-day hour:minute, UTC), the prompt, the stage reached, the answer's
+    first line, what differed from the configuration files, the run it came from and where it
+    was made; shortened to two lines each (a picked run shows them whole)."""
     return [{
         "run": f"▶ {r.id}" if r.id == current else str(r.id),
-        "time (UTC)": r.created[:19].replace("T", " "),
-        "prompt": short_text(" ".join(r.prompt.split()), 90),
+        "time (UTC)": r.created[5:16].replace("T", " "),
+        "prompt": short_text(" ".join(r.prompt.split()), 70),
         "stage": r.stage,
-        "answer": short_text(r.answer, 90) if r.answer else "—",
-        "differs from the files": "; ".join(r.differences()) or "—",
+        "answer": short_text(r.answer, 60) if r.answer else "—",
+        "differs": "; ".join(r.differences()) or "—",
         "from": str(r.parent) if r.parent is not None else "—",
         "by": r.origin,
     } for r in runs]
@@ -293,19 +302,24 @@ def comparison(engine: Engine, a_id: int, b_id: int) -> Comparison:
 
 
 #: the inputs table's column widths
-INPUT_COLUMNS = {"input": {"width": 160}, "A": {"width": "large"}, "B": {"width": "large"}}
+INPUT_COLUMNS = {"input": {"width": 120}, "A": {"width": 340}, "B": {"width": 340}}
 #: the Compare tab's chunk table: fixed widths; the chunk id and the cause share the rest
-COMPARE_WIDTHS = {"stage": 90, "rank A": 64, "status A": 100, "rank B": 64, "status B": 100,
-                  "move": 64, "Δ rank": 64}
+COMPARE_WIDTHS = {"chunk id": 190, "rank A": 56, "status A": 74, "rank B": 56, "status B": 74,
+                  "move": 62, "Δ rank": 56, "cause": 250}
 
 
-def chunk_columns(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Column configs for the Compare tab's chunk table (the stage is picked above it)."""
-    out: dict[str, dict[str, Any]] = {name: {"width": width} for name, width in COMPARE_WIDTHS.items()}
-    out["Δ rank"] = {"width": COMPARE_WIDTHS["Δ rank"], "help": "rank in A − rank in B: "
-                     "positive when the chunk rose in B"}
-    if rows and "stage" in rows[0]:
-        out["stage"] = {"width": None}
+def compare_rows(cmp: Comparison, stage: str, moved_only: bool) -> list[dict[str, Any]]:
+    """The Compare tab's chunk rows at ``stage`` (without the stage column: it is picked above
+    the table); ``moved_only``: just the chunks that moved, came or went."""
+    rows = [{k: v for k, v in row.items() if k != "stage"} for row in cmp.chunk_rows(stage)]
+    return [r for r in rows if r["move"] not in ("=", None)] if moved_only else rows
+
+
+def chunk_columns() -> dict[str, Any]:
+    """Column configs for the Compare tab's chunk table: widths that add up to the grid's
+    width at 1280x900 (the cause wraps in its rows)."""
+    out: dict[str, Any] = {name: {"width": width} for name, width in COMPARE_WIDTHS.items()}
+    out["Δ rank"]["help"] = "rank in A − rank in B: positive when the chunk rose in B"
     return out
 
 

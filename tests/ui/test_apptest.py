@@ -175,7 +175,7 @@ def test_auto_run_answers_with_citations_and_logs_it():
     assert "## Recent conversation" in sp(at).prompt_ready
     assert "How do I start a Chroma server?" in sp(at).prompt_ready
     # both interactions are in the Q&A log table
-    open_tab(at, "Q&A log")
+    open_tab(at, "Runs")
     log_df = [d for d in at.dataframe if "question" in d.value.columns]
     assert log_df and len(log_df[0].value) >= 2
 
