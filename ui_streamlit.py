@@ -39,7 +39,7 @@ def table(rows: list[dict], key: str, height: int | None = None,
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
                      height=height or "auto", column_config=columns, row_height=row_height,
-                     placeholder="—")
+                     placeholder=views.EMPTY)
     else:
         st.caption("Nothing to show yet.")
 
@@ -50,25 +50,37 @@ def do(action: Callable[..., object], *args: object) -> None:
     action(engine, state, *args)
 
 
-def chunk_table(src, view: str, title: str, note: str | None, opened: bool) -> None:
+def chunk_table(src, view: str, title: str, note: str | None, opened: bool, query: str) -> None:
     """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
-    tick is an edit of this prompt); ``note`` says when the table is out of date."""
+    tick is an edit of this prompt); ``note`` says when the table is out of date; ``query``
+    keeps the rows whose chunk holds its words. Long cells wrap; a cell still too long for its
+    three lines is shown whole for a picked row, under the table."""
     rows = editing.with_marks(views.view_rows(src, view), state[S.SP])
-    kept = sum(r["status"] == "kept" for r in rows)
+    columns: dict = views.table_columns(rows)  # from every row: widths stay put while filtering
+    shown = views.filter_rows(rows, src, query)
     flag = " · out of date" if note else ""
-    with st.expander(f"{title} — {len(rows)} rows, {kept} kept{flag}", expanded=opened):
+    found = f" · {len(shown)} hold “{query.strip()}”" if query.strip() else ""
+    with st.expander(f"{title} — {views.table_summary(rows)}{found}{flag}", expanded=opened):
         if note:
             st.warning(note, icon=":material/update:")
         if weighed := views.decision_note(src, view):
             st.caption(weighed)
-        key = f"view_{view}_{state[S.EDIT_NONCE]}"
-        columns: dict = views.table_columns(rows)
-        st.data_editor(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
-                       height=views.table_height(len(rows)),
-                       column_config=columns, disabled=[c for c in columns if c not in views.CHECK_COLUMNS])
-        if changes := editing.table_changes(rows, edited_rows(key)):
+        key = f"view_{view}_{state[S.EDIT_NONCE]}" + (f"_{query.strip()}" if query.strip() else "")
+        st.data_editor(pd.DataFrame(shown, columns=list(columns)), hide_index=True,
+                       width="stretch", key=key, height=views.table_height(len(shown)),
+                       row_height=views.TABLE_ROW_HEIGHT, placeholder=views.EMPTY,
+                       column_config=columns,
+                       disabled=[c for c in columns if c not in views.CHECK_COLUMNS])
+        if changes := editing.table_changes(shown, edited_rows(key)):
             actions.change_chunks(engine, state, changes)
             st.rerun()
+        if shown and views.cut_columns(shown, columns):
+            labels = views.chunk_labels(src)
+            picked = st.selectbox("Row in full", [r["chunk id"] for r in shown],
+                                  key=f"detail_row_{view}", format_func=labels.__getitem__,
+                                  help="A row whose reason or section does not fit its cell, "
+                                       "whole. Type words of the chunk to find it.")
+            st.caption(views.row_detail(src, view, picked))
 
 
 def edited_rows(key: str) -> dict:
@@ -396,12 +408,18 @@ def draw_chunk_views() -> None:
                    "or **excl** to drop it, for this prompt; untick to undo. Then re-run.")
     if any(note for *_, note in shown_views):
         resume_button("resume_views")
+    query = st.text_input("Filter the tables' rows", key=S.TABLE_FILTER,
+                          placeholder="words from inside a chunk, its id, section or reason",
+                          help="Keeps the rows whose chunk holds every word, in any order.") \
+        if shown_views else ""
     for key, title, src, note in shown_views:
-        chunk_table(src, key, title, note, opened=key == shown_views[-1][0])
+        chunk_table(src, key, title, note, opened=key == shown_views[-1][0], query=query)
     view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
     choices = views.chunk_choices(view_src)
     if choices:
-        picked = st.selectbox("Open a chunk", choices, key="detail_chunk")
+        picked = st.selectbox("Open a chunk", choices, key="detail_chunk",
+                              format_func=views.chunk_labels(view_src).__getitem__,
+                              help="Type words from the chunk's text, id or section to find it.")
         text, meta = views.chunk_detail(view_src, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
         chunk_buttons(picked, "detail")
@@ -493,9 +511,11 @@ def draw_journey() -> None:
     if choices:
         state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
         picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK,
+                              format_func=views.chunk_labels(sp).__getitem__,
                               help="Opens on the top chunk of the latest stage.")
         chunk_buttons(picked, "journey")
-        table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
+        table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns(),
+              row_height=views.TABLE_ROW_HEIGHT)
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
 
@@ -516,7 +536,8 @@ def draw_stage_diff() -> None:
         st.caption(views.diff_summary(diff, stage_a, stage_b) + ". ↑3: three places higher in "
                    "B; new: not in A; dropped: B dropped it or does not have it (the reason "
                    "says where it left).")
-        table(diff, key="stage_diff", height=320, columns=views.diff_columns(stage_a, stage_b))
+        table(diff, key="stage_diff", height=views.table_height(len(diff)),
+              columns=views.diff_columns(stage_a, stage_b), row_height=views.TABLE_ROW_HEIGHT)
     else:
         st.caption("Run Retrieval and the ReRanker to compare two stages.")
     bump = views.bump_chart(sp)

@@ -174,9 +174,9 @@ def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
 #: how many runs the Runs tab lists (the newest; the search reaches every kept run)
 LISTED = 200
 #: the Runs table's column widths in pixels: with the row picker's 32 they fill the grid's
-#: 820 at 1280x900; prompt, answer and what differed wrap in two lines
+#: 818 at 1280x900 (less its border); prompt, answer and what differed wrap in two lines
 RUN_COLUMN_WIDTHS = {"run": 46, "time (UTC)": 96, "prompt": 190, "stage": 70, "answer": 180,
-                     "differs": 110, "from": 46, "by": 50}
+                     "differs": 104, "from": 46, "by": 50}
 
 
 #: the Runs table's row height: two lines of prompt and answer (the grid wraps text only in

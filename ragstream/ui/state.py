@@ -35,6 +35,7 @@ BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded res
                                   # out of date) for the discarded stages until they run again
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
+TABLE_FILTER = "table_filter"     # the chunk tables' row filter (words inside the chunks)
 REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
 SESSION = "session"               # the session's name (the URL's ?session=…): its runs are restored
 RUN_ID = "run_id"                 # the kept run (ragstream.runs) the page shows, or None
@@ -126,6 +127,7 @@ def init_state(state: SessionState) -> None:
         BEFORE_EDITS: None,
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
+        TABLE_FILTER: "",
         REPLAY: None,
         SESSION: None,
         RUN_ID: None,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller
 from ragstream.staleness import Stale
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
 
 #: stages that write a chunk view: (views_by_stage key, title)
 VIEW_STAGES: list[tuple[str, str]] = [
@@ -90,15 +92,41 @@ def _preview(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-#: the table column that joins a chunk's file and heading path
-SOURCE_SECTION = "source § section"
+#: what an empty text cell reads; number cells stay None and the page passes
+#: ``placeholder=EMPTY`` to the grid (it would read "None")
+EMPTY = "—"
+#: the chunk tables' section column: the chunk's heading path under its document's title (the
+#: file is in the chunk id beside it; the whole path is in ``row_detail`` and the pickers)
+SECTION = "section"
+#: the old name of the section column's key
+SOURCE_SECTION = SECTION
+#: a Retrieval candidate's status once the ReRanker has run without it (beyond N2)
+NOT_RERANKED = "not reranked"
 #: the chunk tables' total column width in pixels: the grid's width at 1280x900 with the
 #: sidebar open, so no table scrolls sideways there (Streamlit spreads the columns over a
-#: wider grid); long sections and reasons are cut in their cells, the chunk's whole text is
-#: under "Open a chunk" and the whole reason in the chunk journey
+#: wider grid); the text columns wrap (see ``TABLE_ROW_HEIGHT``), a cell longer than its
+#: three lines is whole in ``row_detail``, the chunk's text under "Open a chunk"
 TABLE_WIDTH = 780
-#: fixed column widths in pixels; the text columns share what is left
-COLUMN_WIDTHS: dict[str, int] = {"rank": 40, "status": 62, "rule": 62, "by": 40}
+#: the grid's header height, and a row's height in tables of one-line rows, in pixels
+ROW_HEIGHT = 35
+#: a chunk table's row height, passed to the grid as ``row_height``: the grid wraps text only
+#: in rows taller than 64 px (4rem), and 68 px hold three lines of its 14 px text (line height
+#: 1.4)
+TABLE_ROW_HEIGHT = 68
+#: the lines a text cell shows in a row of ``TABLE_ROW_HEIGHT``
+TABLE_LINES = 3
+#: the tallest a chunk table grows: the header and six rows, half a 900 px high window (it
+#: scrolls beyond)
+TABLE_MAX_HEIGHT = ROW_HEIGHT + 6 * TABLE_ROW_HEIGHT + 3
+#: how widths are judged: pixels per character of cell text and of a header label (the
+#: grid's 14 px font, a little generous), and a cell's padding (8 px each side)
+CHAR_PX = 7
+HEADER_CHAR_PX = 7.5
+CELL_PADDING = 16
+#: fixed column widths in pixels
+COLUMN_WIDTHS: dict[str, int] = {"rank": 46, "by": 46}
+#: columns as wide as the widest of their label and their values in two lines
+STATUS_COLUMNS = ("rule", "status")
 #: the chunk tables' checkbox columns (the person's decisions): label and help
 CHECK_COLUMNS: dict[str, tuple[str, str]] = {
     "pin": ("pin", "Pin: keep this chunk through A3 and A4, in the final selection (pinned ones "
@@ -107,14 +135,25 @@ CHECK_COLUMNS: dict[str, tuple[str, str]] = {
 }
 #: wide enough for the label and the editable column's pencil mark
 CHECK_COLUMN_WIDTH = 58
+#: a score column (three decimals) and a count column (a whole number); a longer label widens it
 SCORE_COLUMN_WIDTH = 54
-#: score columns whose name does not fit SCORE_COLUMN_WIDTH (the whole name shows on hover)
-SHORT_LABELS: dict[str, str] = {"p_relevant": "P(rel)"}
-#: how the text columns share the rest: (column, share, fewest pixels)
-TEXT_COLUMNS: list[tuple[str, float, int]] = [("chunk id", 0.3, 110), (SOURCE_SECTION, 0.4, 120),
-                                               ("reason", 0.3, 60)]
+COUNT_COLUMN_WIDTH = 46
+#: the score columns' short labels (each fits its width) and their help: the whole name first
+SCORE_LABELS: dict[str, tuple[str, str]] = {
+    "dense": ("dense", "dense: the chunk's embedding similarity to the prompt"),
+    "keyword": ("kw", "keyword: the chunk's BM25 keyword score"),
+    "retrieval_rank": ("retr", "retrieval_rank: the chunk's rank at Retrieval"),
+    "rank_change": ("Δrank", "rank_change: retrieval rank − rerank rank (+3: three places up)"),
+    "sentences": ("sent", "sentences: how many of its sentences are in the condensed context"),
+    "citation": ("cite", "citation: its source number [n] in the condensed context"),
+    "p_relevant": ("P rel", "p_relevant: the model's probability that the chunk is relevant"),
+}
+#: the short labels alone (the old name)
+SHORT_LABELS: dict[str, str] = {name: label for name, (label, _) in SCORE_LABELS.items()}
+#: the text columns' fewest pixels; chunk id, section and reason share what the others leave
+TEXT_LEAST: dict[str, int] = {"chunk id": 100, SECTION: 110, "reason": 80}
 #: the journey table's fixed column widths; the reason takes the rest of ``TABLE_WIDTH``
-JOURNEY_WIDTHS: dict[str, int] = {"stage": 110, "rank": 44, "score": 60, "status": 90}
+JOURNEY_WIDTHS: dict[str, int] = {"stage": 110, "rank": 46, "score": 60, "status": 90}
 
 
 def _is_count(key: str) -> bool:
@@ -125,59 +164,165 @@ def _is_count(key: str) -> bool:
 JOURNEY_ONLY = frozenset({"dense_rank", "keyword_rank"})
 
 
+def section_label(chunk: Chunk, top: str = "") -> str:
+    """A chunk's section as the tables show it: its heading path without the document's top
+    heading (``What each stage does > A3_NLI_Gate``, not ``The eight pipeline stages > What
+    each stage does > A3_NLI_Gate``), which is the document's title (``chunk.title``) or
+    ``top`` (see ``top_headings``); the top heading alone for a chunk under no other heading,
+    "" for a chunk before any heading."""
+    path = list(chunk.heading_path)
+    if len(path) > 1 and path[0] in (chunk.title, top):
+        path = path[1:]
+    return " > ".join(path)
+
+
+def top_headings(chunks: Iterable[Chunk]) -> dict[str, str]:
+    """Each document's top heading (its H1), by ``doc_id``, as far as ``chunks`` tell: the
+    first heading that every one of its chunks with a heading path starts with, when there are
+    two or more of them (a front matter ``title`` may differ from the H1)."""
+    firsts: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for chunk in chunks:
+        if chunk.heading_path:
+            firsts.setdefault(chunk.doc_id, set()).add(chunk.heading_path[0])
+            counts[chunk.doc_id] = counts.get(chunk.doc_id, 0) + 1
+    return {doc: next(iter(heads)) for doc, heads in firsts.items()
+            if len(heads) == 1 and counts[doc] > 1}
+
+
+def _sections(sp: SuperPrompt) -> dict[str, str]:
+    """``section_label`` of every chunk Retrieval returned, by id."""
+    tops = top_headings(sp.base_context_chunks)
+    return {c.id: section_label(c, tops.get(c.doc_id, "")) for c in sp.base_context_chunks}
+
+
+def not_reranked(sp: SuperPrompt) -> set[str]:
+    """The Retrieval candidates the ReRanker did not rerank: kept by Retrieval, beyond N2 and
+    absent from the ReRanker's view. Empty until the ReRanker has run."""
+    if View.RERANKED not in sp.views_by_stage:
+        return set()
+    reranked = {r.chunk_id for r in sp.view(View.RERANKED)}
+    return {r.chunk_id for r in sp.view(View.RETRIEVAL)
+            if r.status == "kept" and r.chunk_id not in reranked}
+
+
+def beyond_n2_reason(rank: int) -> str:
+    """Why a Retrieval candidate was not reranked: ``not reranked: beyond N2 (rank 191)``."""
+    return f"not reranked: beyond N2 (rank {rank})"
+
+
+def _n2_note(sp: SuperPrompt, rank: int) -> str:
+    """The journey's and diff's words for a candidate beyond N2, with how many were reranked."""
+    n2 = sum(r.decided_by != "you" for r in sp.view(View.RERANKED))
+    return f"{beyond_n2_reason(rank)}, only the top {n2} are reranked"
+
+
 def view_rows(sp: SuperPrompt, stage: str) -> list[dict[str, Any]]:
-    """A table row per chunk of ``stage``'s view: rank, chunk id, source § section, the stage's
-    score and its other scores, status and reason. A named score that is the row's score on
-    every row (``fused`` at Retrieval, ``rerank`` at the ReRanker) is shown once, as the score
-    column's name: ``score (fused)``. Retrieval's rank in each list (``dense_rank``,
-    ``keyword_rank``) is left to the chunk journey, which says it in words ("rank 7 of 200
-    (dense 3, keyword 12)"), so the table keeps room for the person's pin / exclude boxes."""
-    chunks = sp.chunk_map()
+    """A table row per chunk of ``stage``'s view: rank, chunk id (it names the file), section
+    (``section_label``), the stage's score and its other scores, status and reason. A named
+    score that is the row's score on every row (``fused`` at Retrieval, ``rerank`` at the
+    ReRanker) is shown once, as the score column's name: ``score (fused)``. Retrieval's rank in
+    each list (``dense_rank``, ``keyword_rank``) is left to the chunk journey, which says it in
+    words ("rank 7 of 200 (dense 3, keyword 12)"), so the table keeps room for the person's
+    pin / exclude boxes.
+
+    Once the ReRanker has run, a Retrieval candidate it did not rerank (beyond N2) reads
+    status ``not reranked``, reason ``not reranked: beyond N2 (rank 191)``. An empty text cell
+    reads ``EMPTY``; a score a row lacks (A4's ``sentences`` of a chunk it did not use) stays
+    None, and the page passes ``placeholder=EMPTY`` to the grid."""
+    sections = _sections(sp)
     view = sp.view(stage)
     keys = list(dict.fromkeys(k for r in view for k in r.scores))
     main = next((k for k in keys if all(r.scores.get(k) == r.score for r in view)), None)
     score_col = f"score ({main})" if main else "score"
+    extra = [k for k in keys if k != main and k not in JOURNEY_ONLY]
     weighed = any(r.rule_status is not None for r in view)
+    beyond = not_reranked(sp) if stage == View.RETRIEVAL else set()
     rows = []
     for r in view:
-        c = chunks.get(r.chunk_id)
         row: dict[str, Any] = {
             "rank": r.rank,
             "chunk id": r.chunk_id,
-            SOURCE_SECTION: c.citation_label if c else "",
+            SECTION: sections.get(r.chunk_id) or EMPTY,
             score_col: r.score,
         }
-        for key, value in r.scores.items():
-            if key != main and key not in JOURNEY_ONLY:
-                row[key] = int(value) if _is_count(key) else value
+        for key in extra:  # every row has every column; a score a row lacks is None
+            value = r.scores.get(key)
+            row[key] = None if value is None else int(value) if _is_count(key) else value
         if weighed:  # LLM mode: the rules' verdict beside what stood, and who decided
             row["rule"] = r.rule_status or r.status
             row["by"] = r.decided_by
-        row["status"] = r.status
-        row["reason"] = r.reason
+        row["status"], row["reason"] = _shown(r, beyond)
         rows.append(row)
     return rows
 
 
-#: the grid's row height in pixels (header and rows), and the tallest a chunk table grows
-ROW_HEIGHT = 35
-TABLE_MAX_HEIGHT = 320
+def _shown(row: ViewRow, beyond: set[str]) -> tuple[str, str]:
+    """A view row's status and reason as the chunk table shows them."""
+    if row.chunk_id in beyond:
+        said = beyond_n2_reason(row.rank)
+        return NOT_RERANKED, f"{said}; {row.reason}" if row.reason else said
+    return row.status, row.reason or EMPTY
 
 
-def table_height(rows: int) -> int:
-    """A chunk table's height: its rows without blank space under them, at most
-    ``TABLE_MAX_HEIGHT`` (it scrolls beyond)."""
-    return min(TABLE_MAX_HEIGHT, ROW_HEIGHT * (rows + 1) + 3)
+def table_summary(rows: list[dict[str, Any]]) -> str:
+    """A chunk table's count for its title: ``200 rows, 50 kept, 150 not reranked``."""
+    statuses = [r.get("status") for r in rows]
+    said = f"{len(rows)} rows, {statuses.count('kept')} kept"
+    beyond = statuses.count(NOT_RERANKED)
+    return said + (f", {beyond} {NOT_RERANKED}" if beyond else "")
+
+
+def table_height(rows: int, row_height: int = TABLE_ROW_HEIGHT, most: int = TABLE_MAX_HEIGHT) -> int:
+    """A table's height in pixels: the header (``ROW_HEIGHT``) and ``rows`` rows of
+    ``row_height`` without blank space under them, at most ``most`` (it scrolls beyond)."""
+    return min(most, ROW_HEIGHT + row_height * rows + 3)
+
+
+def text_lines(text: str, width: float) -> int:
+    """The lines ``text`` takes in a wrapping cell ``width`` pixels wide, at ``CHAR_PX`` per
+    character: a line breaks at its last space that fits, and a word longer than a line breaks
+    where the line ends (as the grid wraps)."""
+    chars = max(1, int((width - CELL_PADDING) // CHAR_PX))
+    lines = 0
+    for part in str(text).split("\n"):
+        rest = part.strip()
+        while len(rest) > chars:
+            cut = rest.rfind(" ", 0, chars + 1)
+            rest = rest[cut if cut > 0 else chars:].lstrip()
+            lines += 1
+        lines += 1
+    return lines
+
+
+def fit_width(texts: Iterable[str], lines: int = TABLE_LINES, whole_words: bool = False) -> int:
+    """The narrowest cell width in pixels in which every one of ``texts`` takes at most
+    ``lines`` lines (``text_lines``); with ``whole_words``, no word is broken either."""
+    distinct = {str(t) for t in texts}
+    longest = max((len(t) for t in distinct), default=0)
+    word = max((len(w) for t in distinct for w in t.split()), default=0) if whole_words else 0
+    for chars in range(max(1, longest // lines, word), longest + 1):
+        width = chars * CHAR_PX + CELL_PADDING
+        if all(text_lines(t, width) <= lines for t in distinct):
+            return width
+    return max(1, longest) * CHAR_PX + CELL_PADDING
+
+
+def label_width(label: str) -> int:
+    """The fewest pixels a column needs to show header ``label`` whole."""
+    return math.ceil(len(label) * HEADER_CHAR_PX + CELL_PADDING)
 
 
 def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
-    """Streamlit column configs (plain dicts) for a chunk table whose widths add up to
-    ``total``: fixed widths for the pin / exclude checkboxes, rank, scores and status, the rest
-    shared by chunk id, source §
-    section and reason (a reason column with no text gets its fewest pixels); scores with three
-    decimals, counts as whole numbers."""
-    names = list(rows[0]) if rows else []
-    text = {name: (share, least) for name, share, least in TEXT_COLUMNS if name in names}
+    """Streamlit column configs (plain dicts) for a chunk table, whose widths add up to
+    ``total``: fixed widths for the pin / exclude checkboxes, rank and ``by``; status (and
+    ``rule``) as wide as their values in two lines; scores with a short label that fits (the
+    whole name in ``help``), three decimals, counts as whole numbers; and the rest shared by
+    chunk id, section and reason (``text_widths``). Every label fits its width (``label_width``).
+
+    The page draws the table with ``row_height=TABLE_ROW_HEIGHT`` (the text wraps into three
+    lines), ``height=table_height(len(rows))`` and ``placeholder=EMPTY``."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         if name in CHECK_COLUMNS:
@@ -186,20 +331,108 @@ def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[
                          "type_config": {"type": "checkbox"}}
         elif name in COLUMN_WIDTHS:
             out[name] = {"width": COLUMN_WIDTHS[name]}
-        elif name not in text:  # a score: a short label, its whole name on hover
-            fmt = "%d" if not name.startswith("score") and _is_count(name) else "%.3f"
-            label = "score" if name.startswith("score") else \
-                SHORT_LABELS.get(name, name.replace("_", " "))
-            out[name] = {"width": SCORE_COLUMN_WIDTH, "label": label, "help": name,
+        elif name in STATUS_COLUMNS:
+            out[name] = {"width": max(label_width(name),
+                                      fit_width((str(r.get(name, "")) for r in rows), lines=2,
+                                                whole_words=True))}
+        elif name not in TEXT_LEAST:  # a score: a short label, its whole name on hover
+            main = name.startswith("score")
+            count = not main and _is_count(name)
+            label, help_text = (("score", f"{name}: the stage's score, which orders the table")
+                                if main else SCORE_LABELS.get(name, (name.replace("_", " "), name)))
+            fmt = "%+d" if name == "rank_change" else "%d" if count else "%.3f"
+            width = COUNT_COLUMN_WIDTH if count else SCORE_COLUMN_WIDTH
+            out[name] = {"width": max(width, label_width(label)), "label": label, "help": help_text,
                          "type_config": {"type": "number", "format": fmt}}
-    if "reason" in text and not any(r.get("reason") for r in rows):
-        out["reason"] = {"width": text.pop("reason")[1]}
-    # each text column gets its fewest pixels, then its share of what is left over
-    spare = max(0, total - sum(c["width"] for c in out.values()) - sum(least for _, least in text.values()))
-    shares = sum(share for share, _ in text.values()) or 1.0
-    for name, (share, least) in text.items():
-        out[name] = {"width": least + int(spare * share / shares)}
+    space = total - sum(c["width"] for c in out.values())
+    for name, width in text_widths(rows, space).items():
+        out[name] = {"width": width}
     return {name: out[name] for name in names}
+
+
+def text_widths(rows: list[dict[str, Any]], space: int) -> dict[str, int]:
+    """How a chunk table's text columns (chunk id, section, reason: those in ``rows``) share
+    ``space`` pixels. Each gets its fewest pixels (``TEXT_LEAST``); then, in turn, the chunk
+    id, the reason and the section get what shows their longest cell in ``TABLE_LINES`` lines
+    (the reason before the section: it must read whole; a section cut in its cell is whole in
+    ``row_detail``); what is left widens the chunk id to two lines, then goes to the section
+    and reason alike. The widths add up to ``space``."""
+    present = [name for name in TEXT_LEAST if any(name in row for row in rows)]
+    if not present:
+        return {}
+    least = sum(TEXT_LEAST[n] for n in present)
+    if space <= least:  # too narrow: each its share of the fewest pixels
+        widths = {n: space * TEXT_LEAST[n] // least for n in present}
+        widths[present[-1]] += space - sum(widths.values())
+        return widths
+    widths = {n: TEXT_LEAST[n] for n in present}
+    spare = space - least
+    texts = {n: [str(r.get(n, "")) for r in rows] for n in present}
+    wanted = [(n, TABLE_LINES) for n in ("chunk id", "reason", SECTION) if n in widths]
+    wanted += [("chunk id", 2)] if "chunk id" in widths else []
+    for name, lines in wanted:
+        grow = min(spare, max(0, fit_width(texts[name], lines) - widths[name]))
+        widths[name] += grow
+        spare -= grow
+    rest = [n for n in (SECTION, "reason") if n in widths] or present
+    for i, name in enumerate(rest):
+        share = spare // (len(rest) - i)
+        widths[name] += share
+        spare -= share
+    return widths
+
+
+def cut_columns(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]],
+                lines: int = TABLE_LINES) -> list[str]:
+    """The text columns (chunk id, section, reason) with a cell longer than ``lines`` lines at
+    its width in ``columns``: where the page shows ``row_detail`` for a picked row."""
+    return [name for name in TEXT_LEAST if name in columns
+            and any(text_lines(str(r.get(name, "")), columns[name]["width"]) > lines for r in rows)]
+
+
+def _number(key: str, value: float) -> str:
+    if key == "rank_change":
+        return f"{int(value):+d}"
+    return str(int(value)) if _is_count(key) else f"{value:.4g}"
+
+
+def row_detail(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
+    """One line on a chunk table's row, whole: chunk id, its full heading path, rank, status,
+    every score by its whole name, and the reason as the table gives it, e.g. ``kb/faq.md#9 §
+    Frequently asked questions > Why did A3 drop my chunk? · rank 12 · dropped · rerank 0.321,
+    retrieval_rank 30 · reason: off-topic: score 0.321 < 0.5 × best 0.772 = 0.386``."""
+    row = _row(sp, stage, chunk_id)
+    if row is None:
+        return f"{chunk_id} is not in {stage_title(stage)}'s view."
+    chunk = sp.chunk_map().get(chunk_id)
+    status, reason = _shown(row, not_reranked(sp) if stage == View.RETRIEVAL else set())
+    head = f"{chunk_id} § {chunk.heading_label}" if chunk and chunk.heading_label else chunk_id
+    scores = ", ".join(f"{k} {_number(k, v)}" for k, v in row.scores.items()) or \
+        f"score {row.score:.4g}"
+    parts = [head, f"rank {row.rank}", status, scores]
+    if row.decided_by != "rule" or row.rule_status is not None:
+        parts.append(f"decided by {row.decided_by}" + (
+            f" (the rules: {row.rule_status})" if row.rule_status is not None else ""))
+    return " · ".join(parts + ([f"reason: {reason}"] if reason != EMPTY else []))
+
+
+def filter_rows(rows: list[dict[str, Any]], sp: SuperPrompt, query: str) -> list[dict[str, Any]]:
+    """The rows whose chunk holds every word of ``query`` (case-insensitive, in any order) in
+    its text, id, heading path or the row's reason; all rows for an empty query. Works on any
+    table with a ``chunk id`` column (chunk tables, stage diff)."""
+    words = query.casefold().split()
+    if not words:
+        return list(rows)
+    chunks = sp.chunk_map()
+
+    def holds(row: dict[str, Any]) -> bool:
+        chunk = chunks.get(row.get("chunk id", ""))
+        said = [str(row.get(k, "")) for k in ("chunk id", SECTION, "reason")]
+        said += [chunk.text, chunk.heading_label] if chunk else []
+        hay = " ".join(" ".join(said).split()).casefold()
+        return all(word in hay for word in words)
+
+    return [row for row in rows if holds(row)]
 
 
 def journey_columns(total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
@@ -225,8 +458,9 @@ SELECTION = "Final selection"
 
 def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
     """Where one chunk stood at every stage that has a view, and whether it was selected: its
-    rank, score, status and why (cut at N1 or N2 with its rank, the gate's reason, why A4 did
-    not use it, selected)."""
+    rank, score, status and why (cut at N1, not reranked beyond N2 with its rank, the gate's
+    reason, why A4 did not use it, selected). A candidate beyond N2 reads ``not reranked`` at
+    Retrieval and at the ReRanker, in the chunk tables' words."""
     out: list[dict[str, Any]] = []
     for stage, title in VIEW_STAGES:
         if stage not in sp.views_by_stage:
@@ -235,12 +469,13 @@ def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
             continue
         row = _row(sp, stage, chunk_id)
         if row is None:
-            status = "cut" if stage in (View.RETRIEVAL, View.RERANKED) else "not reached"
-            out.append({"stage": title, "rank": None, "score": None, "status": status,
+            out.append({"stage": title, "rank": None, "score": None,
+                        "status": _absent_status(sp, stage, chunk_id),
                         "reason": _absent_reason(sp, stage, chunk_id)})
         else:
             out.append({"stage": title, "rank": row.rank, "score": row.score,
-                        "status": row.status, "reason": _present_reason(sp, stage, row)})
+                        "status": _status(sp, stage, row),
+                        "reason": _present_reason(sp, stage, row)})
     if View.A4 in sp.views_by_stage:
         out.append(_selection_row(sp, chunk_id))
     return out
@@ -248,6 +483,22 @@ def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
 
 def _row(sp: SuperPrompt, stage: str, chunk_id: str) -> ViewRow | None:
     return next((r for r in sp.view(stage) if r.chunk_id == chunk_id), None)
+
+
+def _status(sp: SuperPrompt, stage: str, row: ViewRow) -> str:
+    """A view row's status as the tables say it: ``not reranked`` for a Retrieval candidate
+    beyond N2 once the ReRanker has run, else the row's own."""
+    if stage == View.RETRIEVAL and row.chunk_id in not_reranked(sp):
+        return NOT_RERANKED
+    return row.status
+
+
+def _absent_status(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
+    """The status of a chunk ``stage``'s view does not have: ``cut`` (at N1), ``not
+    reranked`` (beyond N2), ``not reached`` (dropped before)."""
+    if stage == View.RERANKED and chunk_id in not_reranked(sp):
+        return NOT_RERANKED
+    return "cut" if stage in (View.RETRIEVAL, View.RERANKED) else "not reached"
 
 
 def _absent_reason(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
@@ -258,8 +509,7 @@ def _absent_reason(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
     before = order[order.index(stage) - 1]
     earlier = _row(sp, before, chunk_id)
     if stage == View.RERANKED and earlier is not None and earlier.status != "dropped":
-        return (f"cut at N2: retrieval rank {earlier.rank}, and only the top "
-                f"{len(sp.view(stage))} candidates are reranked")
+        return _n2_note(sp, earlier.rank)
     if earlier is None:
         return _absent_reason(sp, before, chunk_id)
     if earlier.status == "dropped":
@@ -285,7 +535,7 @@ def _present_reason(sp: SuperPrompt, stage: str, row: ViewRow) -> str:
                 parts.append("reranked though beyond N2")
             elif row.status == "kept":
                 parts.append(f"in the top {n2} that are reranked (N2)" if row.chunk_id in reranked
-                             else f"cut at N2: only the top {n2} are reranked")
+                             else _n2_note(sp, row.rank))
         return "; ".join(parts + ([row.reason] if row.reason else []))
     if stage == View.RERANKED:
         before = row.scores.get("retrieval_rank")
@@ -386,10 +636,13 @@ SCORE_KINDS: dict[str, str] = {
     View.A3: "rerank score",
     View.A4: "best sentence similarity",
 }
-#: how the charts tell kept from dropped: colour, and fill (solid vs. pale) for those who
-#: cannot tell the colours apart; the legend says which is which
-STATUS_COLOURS = {"kept": "#1565c0", "dropped": "#e65100"}
-STATUS_FILL_OPACITY = {"kept": 0.9, "dropped": 0.25}
+#: how the charts tell kept, dropped and not reranked (Retrieval beyond N2) apart: colour, and
+#: fill (solid, pale, half) for those who cannot tell the colours apart; the legend says which
+#: is which (``STATUS_LEGEND``), and the bars stack in this order from the axis up
+STATUS_COLOURS = {"kept": "#1565c0", "dropped": "#e65100", NOT_RERANKED: "#757575"}
+STATUS_FILL_OPACITY = {"kept": 0.9, "dropped": 0.25, NOT_RERANKED: 0.55}
+STATUS_LEGEND = {"kept": "kept (solid)", "dropped": "dropped (pale)",
+                 NOT_RERANKED: "not reranked (grey)"}
 #: the plot area's height in pixels (the title, axes and legend come on top of it)
 CHART_PLOT_HEIGHT = 110
 CHART_MAX_BINS = 30
@@ -397,8 +650,12 @@ CHART_PADDING = {"top": 10, "left": 5, "right": 5, "bottom": 5}
 
 
 def score_points(sp: SuperPrompt) -> list[dict[str, Any]]:
-    """Long-format (stage, score, status) points for the score-distribution chart."""
-    return [{"stage": title, "score": r.score, "status": r.status}
+    """Long-format (stage, score, status) points for the score-distribution chart, with the
+    chunk tables' statuses: a Retrieval candidate beyond N2 is ``not reranked`` once the
+    ReRanker has run."""
+    beyond = not_reranked(sp)
+    return [{"stage": title, "score": r.score,
+             "status": NOT_RERANKED if stage == View.RETRIEVAL and r.chunk_id in beyond else r.status}
             for stage, title in VIEW_STAGES for r in sp.view(stage)]
 
 
@@ -416,8 +673,10 @@ def score_extents(sp: SuperPrompt) -> dict[str, tuple[float, float]]:
 
 
 def score_charts(sp: SuperPrompt) -> list[tuple[str, Any]]:
-    """A histogram per stage view, as (title, Altair chart): chunks per score bin, kept and
-    dropped stacked and told apart by colour and fill, on the score kind's shared scale.
+    """A histogram per stage view, as (title, Altair chart): chunks per score bin, kept,
+    dropped and (at Retrieval, once the ReRanker has run) not reranked stacked and told apart by
+    colour and fill (``score_points``' statuses), on the score kind's shared scale; the
+    subtitle counts each.
 
     The chart sizes its width to the page but its height to the plot alone (``fit-x``):
     Streamlit's theme fits the whole chart, title and axes included, into the given height,
@@ -426,18 +685,20 @@ def score_charts(sp: SuperPrompt) -> list[tuple[str, Any]]:
     import pandas as pd
 
     extents = score_extents(sp)
-    statuses = list(STATUS_COLOURS)
+    points = score_points(sp)
     out = []
     for stage, title in VIEW_STAGES:
-        rows = sp.view(stage)
+        rows = [p for p in points if p["stage"] == title]
         if not rows:
             continue
         kind = SCORE_KINDS[stage]
         lo, hi = extents[kind]
-        kept = sum(r.status == "kept" for r in rows)
-        frame = pd.DataFrame({"score": [r.score for r in rows],
-                              "status": [r.status if r.status in statuses else "dropped"
-                                         for r in rows]})
+        shown = [p["status"] if p["status"] in STATUS_COLOURS else "dropped" for p in rows]
+        statuses = [k for k in STATUS_COLOURS if k != NOT_RERANKED or k in shown]
+        counts = ", ".join(f"{shown.count(k)} {k}" for k in statuses)
+        legend = " : ".join(f"datum.label == '{k}' ? '{STATUS_LEGEND[k]}'" for k in statuses[:-1])
+        frame = pd.DataFrame({"score": [p["score"] for p in rows], "status": shown,
+                              "place": [statuses.index(k) for k in shown]})
         chart = alt.Chart(frame).mark_bar(strokeWidth=1.2).encode(
             # the same bins over the shared extent; the axis follows the bins (a scale domain
             # of exactly [lo, hi] would cut the outer bins and draw them outside the plot)
@@ -449,17 +710,16 @@ def score_charts(sp: SuperPrompt) -> list[tuple[str, Any]]:
                             scale=alt.Scale(domain=statuses,
                                             range=[STATUS_COLOURS[k] for k in statuses]),
                             legend=alt.Legend(orient="top", direction="horizontal",
-                                              symbolType="square", labelExpr=(
-                                                  "datum.label == 'kept' ? 'kept (solid)'"
-                                                  " : 'dropped (pale)'"))),
+                                              symbolType="square",
+                                              labelExpr=f"{legend} : '{STATUS_LEGEND[statuses[-1]]}'")),
             fillOpacity=alt.FillOpacity("status:N", title=None, scale=alt.Scale(
                 domain=statuses, range=[STATUS_FILL_OPACITY[k] for k in statuses])),
             stroke=alt.Stroke("status:N", title=None, scale=alt.Scale(
                 domain=statuses, range=[STATUS_COLOURS[k] for k in statuses])),
-            order=alt.Order("status:N", sort="descending"),
+            order=alt.Order("place:Q"),
             tooltip=[alt.Tooltip("status:N"), alt.Tooltip("count():Q", title="chunks")],
         ).properties(
-            title=alt.TitleParams(title, subtitle=f"{kept} kept, {len(rows) - kept} dropped",
+            title=alt.TitleParams(title, subtitle=counts,
                                   anchor="start", offset=8),
             height=CHART_PLOT_HEIGHT,
             autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
@@ -481,6 +741,71 @@ def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:
 def chunk_choices(sp: SuperPrompt) -> list[str]:
     """Ids of the chunks Retrieval returned, best first."""
     return [c.id for c in sp.base_context_chunks]
+
+
+#: how long a chunk picker's label is, the fewest characters of the chunk's text it shows, and
+#: how far past its limit the text may run to end on a whole word
+CHOICE_LABEL_CHARS = 100
+CHOICE_TEXT_LEAST = 30
+WORD_SLACK = 12
+
+
+def _words(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word about ``limit`` characters long, with ``…``: after
+    its last whole word within the limit, or, when that would lose a third of it, after the
+    word that crosses the limit if it ends within ``WORD_SLACK`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit)
+    if cut < limit * 2 // 3:
+        end = flat.find(" ", limit)
+        end = len(flat) if end < 0 else end
+        if end - limit <= WORD_SLACK:
+            if end == len(flat):
+                return flat
+            cut = end
+    return flat[: cut if cut > 0 else limit - 1].rstrip(" ,;:>·") + "…"
+
+
+def _last_headings(section: str, limit: int) -> str:
+    """A heading path shortened to about ``limit`` characters from the front, the most
+    specific heading kept: ``… > Empty knowledge base`` (cut at a word if that alone is too
+    long)."""
+    parts = section.split(" > ")
+    while len(parts) > 1 and len(" > ".join(parts)) + 4 > limit:
+        parts = parts[1:]
+    shown = " > ".join(parts)
+    shown = shown if shown == section else f"… > {shown}"
+    return shown if len(shown) <= limit else _words(shown, limit)
+
+
+def choice_label(chunk: Chunk, section: str | None = None, limit: int = CHOICE_LABEL_CHARS) -> str:
+    """A chunk picker's label, about ``limit`` characters: ``kb/reranking.md#3 · Backends >
+    Cross-encoder · first words of the text…``, so that the picker's type-to-search finds a
+    chunk by words of its section or text. ``section`` is ``section_label(chunk)`` unless
+    given; it loses its first headings to leave the text at least ``CHOICE_TEXT_LEAST``
+    characters (``… > Cross-encoder``); the text is cut at a word (``_words``)."""
+    section = section_label(chunk) if section is None else section
+    room = limit - len(chunk.id) - 6  # the two " · "
+    if section and room - len(section) < CHOICE_TEXT_LEAST:
+        section = _last_headings(section, max(12, room - CHOICE_TEXT_LEAST))
+    head = f"{chunk.id} · {section}" if section else chunk.id
+    return f"{head} · {_words(chunk.text, max(CHOICE_TEXT_LEAST, limit - len(head) - 3))}"
+
+
+def chunk_choice_label(sp: SuperPrompt, chunk_id: str) -> str:
+    """The picker label of ``chunk_id`` (``choice_label``); the id alone for a chunk Retrieval
+    did not return."""
+    chunk = sp.chunk_map().get(chunk_id)
+    return choice_label(chunk, _sections(sp)[chunk_id]) if chunk else chunk_id
+
+
+def chunk_labels(sp: SuperPrompt) -> dict[str, str]:
+    """The picker label of every chunk in ``chunk_choices``, by id, best first: the page's
+    ``st.selectbox(..., chunk_choices(sp), format_func=labels.__getitem__)``."""
+    sections = _sections(sp)
+    return {c.id: choice_label(c, sections[c.id]) for c in sp.base_context_chunks}
 
 
 def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -525,10 +850,14 @@ class RunProgress:
 #: the stage diff table's fixed column widths: the ranks in A and B, the move in words, the move
 #: as a number (to sort by) and the status in B; the chunk id (it names the file) and B's
 #: reason share the rest of ``TABLE_WIDTH`` (the section is in the chunk tables and journey)
-DIFF_WIDTHS: dict[str, int] = {"rank in A": 76, "rank in B": 76, "move": 64, "Δ rank": 44,
+DIFF_WIDTHS: dict[str, int] = {"rank in A": 62, "rank in B": 62, "move": 64, "Δ rank": 44,
                                "status in B": 80}
-#: how the diff's text columns share what is left of ``TABLE_WIDTH``
-DIFF_TEXT: list[tuple[str, float, int]] = [("chunk id", 0.52, 120), ("reason", 0.48, 120)]
+#: the diff's column labels that fit their widths (the whole name and stage in ``help``)
+DIFF_LABELS: dict[str, str] = {"rank in A": "A rank", "rank in B": "B rank", "Δ rank": "Δ",
+                               "status in B": "B status"}
+#: how the diff's text columns share what is left of ``TABLE_WIDTH``: the chunk id in two
+#: lines, the reason in three
+DIFF_TEXT: list[tuple[str, float, int]] = [("chunk id", 0.4, 120), ("reason", 0.6, 120)]
 #: the diff table's columns, in order
 DIFF_ORDER = ["rank in A", "rank in B", "move", "Δ rank", "chunk id", "status in B", "reason"]
 #: the diff's orders: (name, what it sorts by)
@@ -576,8 +905,8 @@ def move_label(rank_a: int | None, rank_b: int | None, dropped: bool) -> tuple[s
 def diff_rows(sp: SuperPrompt, a: str, b: str, sort: str = DIFF_SORTS[0]) -> list[dict[str, Any]]:
     """A row per chunk in stage ``a``'s or stage ``b``'s view: its rank in both, the move
     (see ``move_label``) in words and as a number, its status in B and B's reason for it (for
-    a chunk B does not have, why: cut at N1 or N2 with its rank, or dropped earlier with that
-    stage's reason).
+    a chunk B does not have, why: cut at N1, not reranked beyond N2 with its rank, or dropped
+    earlier with that stage's reason).
 
     ``sort``: ``rank in B`` (the default: B's rows by rank, then the chunks B does not have by
     their rank in A), ``rank in A`` (A's rows by rank, then the new ones by rank in B),
@@ -594,10 +923,9 @@ def diff_rows(sp: SuperPrompt, a: str, b: str, sort: str = DIFF_SORTS[0]) -> lis
         move, delta = move_label(ra.rank if ra else None, rb.rank if rb else None, dropped)
         status: str
         if rb is not None:
-            status, reason = rb.status, _present_reason(sp, b, rb)
+            status, reason = _status(sp, b, rb), _present_reason(sp, b, rb)
         else:
-            status = "cut" if b in (View.RETRIEVAL, View.RERANKED) else "not reached"
-            reason = _absent_reason(sp, b, chunk_id)
+            status, reason = _absent_status(sp, b, chunk_id), _absent_reason(sp, b, chunk_id)
         rows.append({"rank in A": ra.rank if ra else None, "rank in B": rb.rank if rb else None,
                      "move": move, "Δ rank": delta, "chunk id": chunk_id,
                      "status in B": status, "reason": reason})
@@ -628,19 +956,26 @@ def diff_summary(rows: list[dict[str, Any]], a: str, b: str) -> str:
 
 
 def diff_columns(stage_a: str, stage_b: str, total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
-    """Column configs for the stage diff: the ranks labelled with their stages, fixed widths
-    for ranks, move and status, the rest shared by chunk id and reason."""
+    """Column configs for the stage diff: short labels that fit (``DIFF_LABELS``; the stages
+    in ``help``), fixed widths for ranks, move and status, the rest shared by chunk id and
+    reason. The page may draw it with ``row_height=TABLE_ROW_HEIGHT`` (the reason wraps into
+    three lines) and ``placeholder=EMPTY``."""
     a, b = stage_title(stage_a), stage_title(stage_b)
     out: dict[str, dict[str, Any]] = {name: {"width": w} for name, w in DIFF_WIDTHS.items()}
-    out["rank in A"].update(label=f"A: {a.split()[0]}", help=f"rank in A ({a})")
-    out["rank in B"].update(label=f"B: {b.split()[0]}", help=f"rank in B ({b})")
+    for name, label in DIFF_LABELS.items():
+        out[name]["label"] = label
+    out["rank in A"]["help"] = f"rank in A ({a})"
+    out["rank in B"]["help"] = f"rank in B ({b})"
     out["move"]["help"] = ("A → B: ↑ moved up, ↓ moved down (rank in A − rank in B); new: not "
                            "in A; dropped: dropped by B or not in B")
-    out["Δ rank"].update(label="Δ", help="rank in A − rank in B (sort by this)",
+    out["Δ rank"].update(help="rank in A − rank in B (sort by this)",
                          type_config={"type": "number", "format": "%+d"})
+    out["status in B"]["help"] = f"status in B ({b})"
     left = total - sum(c["width"] for c in out.values())
-    for name, share, least in DIFF_TEXT:
+    for name, share, least in DIFF_TEXT[:-1]:
         out[name] = {"width": max(least, int(left * share))}
+    name, _, least = DIFF_TEXT[-1]  # the last takes what is left: the widths add up to total
+    out[name] = {"width": max(least, total - sum(c["width"] for c in out.values()))}
     return {name: out[name] for name in DIFF_ORDER}
 
 

@@ -275,11 +275,13 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
     assert len(tables) == 4
     for frame in tables:
         columns = list(frame.columns)
-        assert columns[:5] == ["pin", "exclude", "rank", "chunk id", "source § section"]
+        assert columns[:5] == ["pin", "exclude", "rank", "chunk id", "section"]
         assert columns[5].startswith("score") and columns[-2:] == ["status", "reason"]
         assert not frame["pin"].any() and not frame["exclude"].any()  # no edits yet
         assert "preview" not in columns
-        assert frame["source § section"].str.contains(" § ").any()
+        # the file is in the chunk id, once; the section is its heading path below the title
+        assert frame["section"].str.contains(" > ").any()
+        assert not frame["section"].str.contains(".md").any()
 
 
 def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
@@ -325,10 +327,10 @@ def test_the_journey_gives_each_stage_its_real_reason():
     below = state.view("retrieval")[n2].chunk_id
     at.selectbox(key=S.JOURNEY_CHUNK).set_value(below).run()
     rows = journey()
-    assert f"cut at N2: only the top {n2}" in rows["reason"].iloc[0]
-    assert rows["status"].iloc[1] == "cut"
-    assert f"cut at N2: retrieval rank {n2 + 1}" in rows["reason"].iloc[1]
-    assert all(f"retrieval rank {n2 + 1}" in r for r in rows["reason"].iloc[2:])
+    assert f"not reranked: beyond N2 (rank {n2 + 1})" in rows["reason"].iloc[0]
+    assert rows["status"].iloc[1] == "not reranked"
+    assert f"not reranked: beyond N2 (rank {n2 + 1})" in rows["reason"].iloc[1]
+    assert all(f"rank {n2 + 1}" in r for r in rows["reason"].iloc[2:])
     assert rows["status"].iloc[-1] == "not selected"
     # a chunk the A3 gate dropped: the gate's own reason, at A3 and after it
     dropped = [r for r in state.view("a3") if r.status == "dropped"]
@@ -383,7 +385,7 @@ def test_the_stage_diff_compares_the_two_stages_picked():
     frame = diff_table(at)
     assert len(frame) == len(sp(at).view("retrieval"))
     assert frame["move"].str.startswith("↑").any() and frame["move"].str.startswith("↓").any()
-    assert frame["reason"].str.startswith("cut at N2").any()
+    assert frame["reason"].str.startswith("not reranked: beyond N2").any()
     # the order control sorts it
     at.selectbox(key=S.DIFF_SORT).set_value("biggest rise").run()
     deltas = [d for d in diff_table(at)["Δ rank"] if d == d and d is not None]

@@ -6,7 +6,13 @@ highlighted, the Eval tab runs two questions and draws its chart, and a chunk th
 dropped is pinned by ticking its box in the A3 table and, after one re-run, leads the final
 selection with its reason; at 1280x900 (and 1920x1080).
 
-The screenshots it checks go to ``test-artifacts/screenshots/``; with
+The runs: every pass is kept and listed in the Runs tab, a run picked there opens on the page,
+the Compare tab sets the page's run beside the one before it (inputs, chunk table, the two
+rank charts), a reload brings the session's latest run back; the tab bar and every table fit
+without sideways scrolling.
+
+The screenshots it checks go to a temporary folder (``RAGSTREAM_SHOTS_DIR``, else
+``ragstream-screenshots`` in the system's temp folder), never into the working tree; with
 ``RAGSTREAM_UPDATE_DOCS=1`` they are also copied to ``docs/`` (for the README), so a test run
 never rewrites tracked files unless asked to."""
 
@@ -16,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = ROOT / "test-artifacts"
-SHOTS = ARTIFACTS / "screenshots"
+ARTIFACTS = Path(os.environ.get("RAGSTREAM_SHOTS_DIR")
+                 or Path(tempfile.gettempdir()) / "ragstream-screenshots")
+SHOTS = ARTIFACTS
 DOCS = ROOT / "docs"
 
 
@@ -81,7 +89,7 @@ PROMPT = "Task: What does A3 do with near-duplicate chunks?\nAudience: beginner"
 def test_auto_run_in_a_real_browser(app_url, kb_engine):
     from playwright.sync_api import expect, sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1300})
@@ -310,7 +318,8 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         top = kb_engine.run(LAYOUT_PROMPT).view("a4")[0].chunk_id
         page.get_by_role("tab", name="Chunk journey").click()
         journey = page.locator("[role=tabpanel]:visible")
-        expect(journey.get_by_role("combobox", name="Chunk", exact=True)).to_have_value(top)
+        expect(journey.get_by_role("combobox", name="Chunk", exact=True)).to_have_value(
+            re.compile(f"^{re.escape(top)} · "))  # the id, the section, the text's first words
         wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the journey table scrolls sideways: {wide}"
 
@@ -386,7 +395,13 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
 
     full = kb_engine.run(PIN_PROMPT)
     a3 = full.view("a3")
-    row = next(r for r in a3[:8] if r.status == "dropped")  # within the table's first screen
+    row = next(r for r in a3 if r.status == "dropped")
+    # the tables' filter finds it by words of its text; where it is among the rows left
+    words = " ".join(full.chunk_map()[row.chunk_id].text.split()[:6])
+    from ragstream.ui import views
+
+    left = [r["chunk id"] for r in views.filter_rows(views.view_rows(full, "a3"), full, words)]
+    place = left.index(row.chunk_id)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -399,6 +414,10 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         page.get_by_role("button", name="Run all remaining stages").click()
         expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
 
+        search = page.get_by_role("textbox", name="Filter the tables' rows")
+        search.fill(words)
+        search.press("Enter")
+        expect(page.get_by_text(f"{len(left)} hold").first).to_be_visible(timeout=60_000)
         page.get_by_text("A3 NLI gate —").click()
         grid = page.locator("[data-testid=stExpander]").filter(
             has_text="A3 NLI gate —").locator("[data-testid=stDataFrame]")
@@ -406,8 +425,9 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         grid.scroll_into_view_if_needed()
         page.wait_for_timeout(500)
         box = grid.bounding_box()
-        # the pin column is the first; the header and each row are 35 px high
-        page.mouse.click(box["x"] + 28, box["y"] + 35 * row.rank + 17)
+        # the pin column is the first; the header is 35 px high, each row TABLE_ROW_HEIGHT
+        page.mouse.click(box["x"] + 28, box["y"] + views.ROW_HEIGHT
+                         + views.TABLE_ROW_HEIGHT * place + views.TABLE_ROW_HEIGHT / 2)
         expect(page.get_by_text("Your edits discarded the results from Retrieval on")).to_be_visible(
             timeout=60_000)
         expect(page.get_by_text(f"pin {row.chunk_id}").first).to_be_visible()
@@ -425,6 +445,9 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         assert not wide, f"the tables scroll sideways after the re-run: {wide}"
         a4.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "edit-pin-1280.png"))
+        search.fill("")
+        search.press("Enter")
+        page.wait_for_timeout(800)
 
         # a new prompt over the finished pass: every stage marked, Answer waits, the earlier
         # answer folded away as out of date
@@ -450,5 +473,136 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         shoot(page, panel, SHOTS / "context-1280.png")
         browser.close()
     names = ["edit-pin-1280.png", "stale-1280.png", "fields-1280.png", "context-1280.png"]
+    assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
+    publish(*names)
+
+
+#: the tab bar: its tabs' full and shown width, and whether any tab lies beyond its right edge
+TABS_JS = """() => {
+    const bar = document.querySelector('[data-testid=stTabs] [role=tablist]');
+    const right = bar.getBoundingClientRect().right;
+    return {scroll: bar.scrollWidth, client: bar.clientWidth,
+            beyond: [...bar.querySelectorAll('[role=tab]')]
+              .filter(t => t.getBoundingClientRect().right > right + 1).map(t => t.innerText)};
+  }"""
+
+
+def wait_idle(page) -> None:
+    """Until the page's script has run and nothing on it is stale."""
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=stApp]').getAttribute("
+        "'data-test-script-state') === 'notRunning' && !document.querySelector("
+        "'[data-stale=true]')", timeout=120_000)
+    page.wait_for_timeout(300)
+
+
+def pick_row(page, grid, row: int) -> None:
+    """Tick row ``row`` (1: the first under the header) of the Runs table: its picker box."""
+    from ragstream.ui.runs_tab import RUN_HEADER_HEIGHT, RUN_ROW_HEIGHT
+
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 16,
+                     box["y"] + RUN_HEADER_HEIGHT + RUN_ROW_HEIGHT * (row - 1) + RUN_ROW_HEIGHT / 2)
+    wait_idle(page)
+
+
+def no_sideways(page, size: str, where: str) -> None:
+    wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
+    assert not wide, f"{size}: tables on {where} scroll sideways: {wide}"
+
+
+@pytest.mark.parametrize("width,height", [(1280, 900), (1920, 1080)])
+def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, height):
+    from playwright.sync_api import expect, sync_playwright
+
+    from ragstream.config import load_config
+    from ragstream.runs import RunStore
+
+    size = f"{width}x{height}"
+    store = RunStore(kb_engine.cfg.index_dir / load_config().settings.runs.file)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(app_url)
+        prompt = page.get_by_role("textbox", name="Prompt")
+        expect(prompt).to_be_visible(timeout=180_000)
+        wait_idle(page)
+        session = page.evaluate("() => new URL(location.href).searchParams.get('session')")
+        assert session, f"{size}: the URL names no session: {page.url}"
+        prompt.fill(PROMPT)
+        prompt.press("Control+Enter")
+        page.get_by_role("button", name="Run all remaining stages").click()
+        expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
+        wait_idle(page)
+        first = store.list(1, session=session)[0]
+        assert first.answer and first.stage == "a5"
+        # exclude the top chunk and re-run: a second run, made from the first
+        page.locator(".st-key-detail_exclude button").first.click()
+        wait_idle(page)
+        page.locator(".st-key-resume button").first.click()
+        wait_idle(page)
+        second = store.list(1, session=session)[0]
+        assert second.id != first.id and second.parent == first.id and second.edits == 1
+
+        tabs = page.evaluate(TABS_JS)
+        assert not tabs["beyond"], f"{size}: tabs beyond the tab bar's edge: {tabs}"
+
+        # the Runs tab lists both, the page's run marked; picking the first opens it
+        page.get_by_role("tab", name="Runs", exact=True).click()
+        wait_idle(page)
+        runs_grid = page.locator("[class*='st-key-runs_table'] [data-testid=stDataFrame]")
+        expect(runs_grid).to_be_visible()
+        expect(runs_grid.locator("[role=gridcell]").filter(has_text=f"▶ {second.id}")).to_have_count(1)
+        no_sideways(page, size, "the Runs tab")
+        rows = runs_grid.locator("[role=row]")
+        row_of_first = next(i for i in range(1, rows.count())
+                            if rows.nth(i).locator("[role=gridcell]").first.inner_text()
+                            .strip("▶ ") == str(first.id))
+        pick_row(page, runs_grid, row_of_first)
+        expect(page.get_by_role("button", name=f"Open run {first.id}")).to_be_visible()
+        shoot(page, page.locator("[role=tabpanel]:visible"), SHOTS / f"runs-{width}.png")
+
+        # the Compare tab: run A the first, run B the page's run, the cause of the move named
+        page.get_by_role("tab", name="Compare", exact=True).click()
+        wait_idle(page)
+        panel = page.locator("[role=tabpanel]:visible")
+        expect(panel.get_by_text("Inputs that differ")).to_be_visible()
+        expect(page.get_by_role("combobox", name="Run A")).to_have_value(
+            re.compile(f"^#{first.id} · "))
+        expect(page.get_by_role("combobox", name="Run B")).to_have_value(
+            re.compile(f"^#{second.id} · "))
+        causes = panel.locator("[role=gridcell]").filter(has_text=re.compile("edit in B: exclude"))
+        expect(causes).not_to_have_count(0)  # the cause of the moves: the edit
+        no_sideways(page, size, "the Compare tab")
+        chart = page.locator("[data-testid=stVegaLiteChart]").first
+        chart.scroll_into_view_if_needed()
+        chart.locator("g.mark-line.role-mark path").first.wait_for(state="attached", timeout=60_000)
+        charts = page.evaluate(CHARTS_JS)
+        assert len(charts) == 1 and charts[0]["svg"], f"{size}: the compare chart: {charts}"
+        assert len([m for m in charts[0]["lines"] if m["w"] >= 1 or m["h"] >= 1]) >= 20, \
+            f"{size}: the compare chart draws too few lines"
+        assert charts[0]["chart"]["x"] + charts[0]["chart"]["w"] <= width, \
+            f"{size}: the compare chart runs off the page: {charts[0]['chart']}"
+        shoot(page, panel, SHOTS / f"compare-{width}.png")
+
+        # open the first run from the Runs tab: the page shows it
+        page.get_by_role("tab", name="Runs", exact=True).click()
+        wait_idle(page)
+        pick_row(page, runs_grid, row_of_first)
+        page.get_by_role("button", name=f"Open run {first.id}").click()
+        wait_idle(page)
+        expect(page.get_by_text(f"Opened run {first.id}", exact=False)).to_be_visible()
+        expect(page.get_by_text("Your edits", exact=False)).to_have_count(0)  # the first had none
+
+        # a reload brings back the session's latest run (the second, with its edit)
+        page.reload()
+        expect(page.get_by_text(f"Restored run {second.id}", exact=False)).to_be_visible(
+            timeout=120_000)
+        expect(page.get_by_text("Your edits (1)", exact=False)).to_be_visible()
+        expect(page.get_by_text("pipeline complete")).to_be_visible()
+        browser.close()
+    names = [f"runs-{width}.png", f"compare-{width}.png"]
     assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
     publish(*names)

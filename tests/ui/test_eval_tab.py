@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream.services import build_services
 from ragstream.ui import eval_tab
 from ragstream.ui import state as S
+from tests.ui.tabs import open_tab
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "ui_streamlit.py")
@@ -78,6 +79,7 @@ def test_no_overrides_means_one_run_and_the_estimate_says_so(tiny, cfg, embedder
 def test_the_tab_runs_a_set_shows_errors_and_compares_settings(page_env, tiny, tmp_path):
     at = AppTest.from_file(APP, default_timeout=600).run()
     assert not at.exception
+    open_tab(at, "Eval")
     assert at.selectbox(key=S.EVAL_SET).value.startswith("kb — 50 questions")
     # a bad file: the error names the problem, the page goes on
     bad = tmp_path / "bad.json"

@@ -40,10 +40,10 @@ def test_retrieval_to_reranker_moves_and_the_n2_cut(sp):
             delta = r.rank - rank_b[r.chunk_id]
             assert row["Δ rank"] == delta and row["rank in B"] == rank_b[r.chunk_id]
             assert row["move"] == ("=" if delta == 0 else f"↑{delta}" if delta > 0 else f"↓{-delta}")
-        else:  # below the N2 cut: dropped, with its retrieval rank and the cut
+        else:  # beyond N2: not reranked, with its retrieval rank, as the chunk table says
             assert row["move"] == "dropped" and row["rank in B"] is None and row["Δ rank"] is None
-            assert row["status in B"] == "cut"
-            assert row["reason"].startswith(f"cut at N2: retrieval rank {r.rank}")
+            assert row["status in B"] == views.NOT_RERANKED
+            assert row["reason"].startswith(f"not reranked: beyond N2 (rank {r.rank})")
     assert any(m.startswith("↑") for m in (r["move"] for r in rows))
     assert any(m.startswith("↓") for m in (r["move"] for r in rows))
 
@@ -107,8 +107,12 @@ def test_default_pair_and_summary(sp):
 def test_diff_columns_fit_the_table_width():
     cols = views.diff_columns(View.RERANKED, View.A4)
     assert list(cols) == views.DIFF_ORDER
-    assert sum(c["width"] for c in cols.values()) <= views.TABLE_WIDTH
-    assert cols["rank in A"]["label"] == "A: ReRanker" and cols["rank in B"]["label"] == "B: A4"
+    assert sum(c["width"] for c in cols.values()) == views.TABLE_WIDTH
+    # short labels that fit their widths; the stages in the help
+    assert cols["rank in A"]["label"] == "A rank" and cols["rank in B"]["label"] == "B rank"
+    assert cols["rank in A"]["help"] == "rank in A (ReRanker)"
+    assert cols["status in B"]["help"] == "status in B (A4 condenser)"
+    assert all(len(c.get("label", n)) * 7.5 + 16 <= c["width"] for n, c in cols.items())
 
 
 def test_bump_points_follow_the_latest_stages_top_chunks(sp):

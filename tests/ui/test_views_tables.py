@@ -1,0 +1,328 @@
+"""The chunk tables at 1280x900, over real SuperPrompts of the bundled KB: whole headers and
+reasons, the section beside the chunk id, the Retrieval candidates the ReRanker did not
+rerank, "—" for empty text, the text filter and the chunk pickers' labels."""
+
+import itertools
+
+import pytest
+
+from ragstream.super_prompt import View
+from ragstream.ui import editing, views
+
+PROMPT = "Task: What does A3 do with near-duplicate chunks?"
+#: the chunk tables' text columns: never None, never blank
+TEXT = ("chunk id", views.SECTION, "status", "reason", "rule", "by")
+
+
+@pytest.fixture(scope="module")
+def sp(kb_engine):
+    return kb_engine.run(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def sp_n2(kb_engine):
+    """N2 = 10: 190 of the 200 Retrieval candidates are beyond N2."""
+    return kb_engine.run(PROMPT, cfg=kb_engine.cfg.with_overrides({"limits.N2_RERANK_TOP_K": 10}))
+
+
+@pytest.fixture(scope="module")
+def sp_pinned(kb_engine):
+    """A chunk pinned beyond N2 (its ReRanker reason is the longest), one the A3 gate dropped
+    pinned, and one excluded."""
+    sp = kb_engine.run("What is N3?")
+    gated = next(r.chunk_id for r in sp.view(View.A3) if r.status == "dropped")
+    excluded = sp.view(View.RETRIEVAL)[3].chunk_id
+    sp = kb_engine.exclude(kb_engine.pin(kb_engine.pin(sp, "kb/faq.md#0"), gated), excluded)
+    return kb_engine.resume(sp)
+
+
+def tables(state):
+    """Every stage's chunk table as the page builds it: (stage, rows, column configs)."""
+    for stage, _ in views.VIEW_STAGES:
+        rows = editing.with_marks(views.view_rows(state, stage), state)
+        yield stage, rows, views.table_columns(rows)
+
+
+def fits(label, width):
+    return len(label) * 7.5 + 16 <= width
+
+
+def test_rows_beyond_n2_read_not_reranked_with_their_own_rank(sp_n2):
+    reranked = {r.chunk_id for r in sp_n2.view(View.RERANKED)}
+    assert len(reranked) == 10
+    rows = views.view_rows(sp_n2, View.RETRIEVAL)
+    for row in rows:
+        if row["chunk id"] in reranked:
+            assert (row["status"], row["reason"]) == ("kept", views.EMPTY)
+        else:
+            assert row["status"] == views.NOT_RERANKED
+            assert row["reason"] == f"not reranked: beyond N2 (rank {row['rank']})"
+    assert rows[-1]["reason"] == f"not reranked: beyond N2 (rank {len(rows)})"
+    assert views.not_reranked(sp_n2) == {r["chunk id"] for r in rows} - reranked
+    # the expander's count stays right: 10 kept, the rest not reranked
+    assert views.table_summary(rows) == f"{len(rows)} rows, 10 kept, {len(rows) - 10} not reranked"
+    assert sum(r["status"] == "kept" for r in rows) == 10
+
+
+def test_before_the_reranker_runs_every_candidate_stays_kept(kb_engine):
+    sp = kb_engine.run(PROMPT, until="Retrieval")
+    rows = views.view_rows(sp, View.RETRIEVAL)
+    assert rows and {r["status"] for r in rows} == {"kept"} and not views.not_reranked(sp)
+    assert {r["stage"]: r["status"] for r in views.score_points(sp)} == {"Retrieval": "kept"}
+    assert views.table_summary(rows) == f"{len(rows)} rows, {len(rows)} kept"
+
+
+def test_the_journey_and_the_diff_say_the_same_words(sp_n2):
+    beyond = views.view_rows(sp_n2, View.RETRIEVAL)[-1]
+    said = views.beyond_n2_reason(beyond["rank"])
+    journey = {r["stage"]: r for r in views.journey_rows(sp_n2, beyond["chunk id"])}
+    assert journey["Retrieval"]["status"] == journey["ReRanker"]["status"] == views.NOT_RERANKED
+    assert said in journey["Retrieval"]["reason"]
+    assert journey["ReRanker"]["reason"] == f"{said}, only the top 10 are reranked"
+    assert journey["Final selection"]["status"] == "not selected"
+    diff = {r["chunk id"]: r for r in views.diff_rows(sp_n2, View.RETRIEVAL, View.RERANKED)}
+    assert diff[beyond["chunk id"]]["status in B"] == views.NOT_RERANKED
+    assert diff[beyond["chunk id"]]["reason"].startswith(said)
+    # Retrieval as B: the candidate is there, not reranked
+    back = {r["chunk id"]: r for r in views.diff_rows(sp_n2, View.RERANKED, View.RETRIEVAL)}
+    assert back[beyond["chunk id"]]["status in B"] == views.NOT_RERANKED
+
+
+def test_the_histogram_counts_and_colours_the_candidates_not_reranked(sp_n2):
+    points = [p for p in views.score_points(sp_n2) if p["stage"] == "Retrieval"]
+    assert sum(p["status"] == views.NOT_RERANKED for p in points) == len(points) - 10
+    assert sum(p["status"] == "kept" for p in points) == 10
+    charts = dict(views.score_charts(sp_n2))
+    spec = charts["Retrieval"].to_dict()
+    assert spec["title"]["subtitle"] == f"10 kept, 0 dropped, {len(points) - 10} not reranked"
+    colour = spec["encoding"]["color"]
+    assert colour["scale"]["domain"] == ["kept", "dropped", views.NOT_RERANKED]
+    assert "not reranked (grey)" in colour["legend"]["labelExpr"]
+    assert spec["encoding"]["fillOpacity"]["scale"]["range"] == list(views.STATUS_FILL_OPACITY.values())
+    # a stage without such candidates keeps its two statuses
+    assert views.NOT_RERANKED not in charts["ReRanker"].to_dict()["encoding"]["color"]["scale"]["domain"]
+
+
+@pytest.mark.parametrize("state", ["sp", "sp_n2", "sp_pinned"])
+def test_no_text_cell_is_none_or_blank(state, request):
+    sp = request.getfixturevalue(state)
+    for stage, rows, _ in tables(sp):
+        for row in rows:
+            for name in TEXT:
+                if name in row:
+                    assert isinstance(row[name], str) and row[name].strip(), (stage, name, row)
+    some = sp.view(View.RETRIEVAL)[-1].chunk_id
+    for row in views.journey_rows(sp, some):
+        assert all(isinstance(row[k], str) and row[k] for k in ("stage", "status", "reason"))
+    for a, b in itertools.permutations(views.diff_stages(sp), 2):
+        for row in views.diff_rows(sp, a, b):
+            assert all(isinstance(row[k], str) and row[k]
+                       for k in ("move", "chunk id", "status in B", "reason"))
+
+
+def test_a_score_a_row_lacks_stays_a_number_column(sp):
+    rows = views.view_rows(sp, View.A4)
+    unused = [r for r in rows if r["status"] == "dropped"]
+    assert unused and all(r["sentences"] is None and r["citation"] is None for r in unused)
+    assert all(list(r) == list(rows[0]) for r in rows)  # every row has every column
+
+
+@pytest.mark.parametrize("state", ["sp", "sp_n2", "sp_pinned"])
+def test_every_label_fits_its_width_and_the_widths_fill_the_table(state, request):
+    sp = request.getfixturevalue(state)
+    for stage, rows, columns in tables(sp):
+        assert list(columns) == list(rows[0])
+        assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH, stage
+        for name, config in columns.items():
+            label = config.get("label", name)
+            assert fits(label, config["width"]), (stage, label, config["width"])
+            if config.get("type_config", {}).get("type") == "number":
+                assert config["help"]  # the whole name on hover
+    for a, b in itertools.permutations(views.diff_stages(sp), 2):
+        columns = views.diff_columns(a, b)
+        assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH
+        assert all(fits(c.get("label", n), c["width"]) for n, c in columns.items()), columns
+    journey = views.journey_columns()
+    assert sum(c["width"] for c in journey.values()) == views.TABLE_WIDTH
+    assert all(fits(c.get("label", n), c["width"]) for n, c in journey.items())
+
+
+def test_the_score_columns_have_short_labels_and_their_whole_names_in_help(sp):
+    columns = views.table_columns(views.view_rows(sp, View.RETRIEVAL))
+    assert (columns["keyword"]["label"], columns["dense"]["label"]) == ("kw", "dense")
+    assert columns["keyword"]["help"].startswith("keyword:")
+    assert columns["score (fused)"]["label"] == "score"
+    columns = views.table_columns(views.view_rows(sp, View.RERANKED))
+    assert columns["rank_change"]["label"] == "Δrank"
+    assert columns["rank_change"]["type_config"]["format"] == "%+d"
+
+
+def test_rows_are_tall_enough_to_wrap_three_lines(sp):
+    assert views.TABLE_ROW_HEIGHT > 64  # the grid wraps text only in rows taller than 4rem
+    assert views.table_height(2) == views.ROW_HEIGHT + 2 * views.TABLE_ROW_HEIGHT + 3
+    assert views.table_height(200) == views.TABLE_MAX_HEIGHT
+    assert views.table_height(3, row_height=views.ROW_HEIGHT) == 4 * views.ROW_HEIGHT + 3
+
+
+def test_text_lines_wraps_as_the_grid_does():
+    width = 10 * views.CHAR_PX + views.CELL_PADDING  # ten characters a line
+    assert views.text_lines("", width) == 1
+    # "scored by" / "the" / "offline" / "backend": a line breaks at its last space that fits
+    assert views.text_lines("scored by the offline backend", width) == 4
+    assert views.text_lines("scored by the offline backend", width + views.CHAR_PX) == 3
+    assert views.text_lines("kb/writing-a-good-knowledge-base.md#12", width) == 4  # broken
+    assert views.fit_width(["scored by the offline backend"]) == 11 * views.CHAR_PX + 16
+    assert views.fit_width(["dropped", "not reranked"], lines=2, whole_words=True) == \
+        8 * views.CHAR_PX + 16
+
+
+@pytest.mark.parametrize("state", ["sp", "sp_n2"])
+def test_the_reason_column_shows_the_longest_reason_whole(state, request):
+    sp = request.getfixturevalue(state)
+    for stage, rows, columns in tables(sp):
+        width = columns["reason"]["width"]
+        longest = max((r["reason"] for r in rows), key=len)
+        assert views.text_lines(longest, width) <= views.TABLE_LINES, (stage, longest, width)
+        assert "reason" not in views.cut_columns(rows, columns)
+
+
+def test_a_reason_longer_than_three_lines_is_whole_in_the_row_detail(sp_pinned):
+    cut = 0
+    for stage, rows, columns in tables(sp_pinned):
+        for row in rows:
+            if views.text_lines(row["reason"], columns["reason"]["width"]) > views.TABLE_LINES:
+                cut += 1
+                assert "reason" in views.cut_columns(rows, columns)
+                assert row["reason"] in views.row_detail(sp_pinned, stage, row["chunk id"])
+    assert cut  # the ReRanker's "reranked though beyond N2 (retrieval rank 138): pinned by you"
+
+
+def test_the_row_detail_says_the_whole_row_in_one_line(sp_n2):
+    row = views.view_rows(sp_n2, View.RETRIEVAL)[-1]
+    chunk = sp_n2.chunk_map()[row["chunk id"]]
+    line = views.row_detail(sp_n2, View.RETRIEVAL, row["chunk id"])
+    assert "\n" not in line
+    assert line.startswith(f"{chunk.id} § {chunk.heading_label} · rank {row['rank']} · not reranked")
+    assert f"dense {float(row['dense']):.4g}" in line and "dense_rank" in line
+    assert line.endswith(f"reason: {row['reason']}")
+    assert views.row_detail(sp_n2, View.A4, row["chunk id"]).endswith("is not in A4 condenser's view.")
+
+
+def test_the_section_column_shows_the_heading_path_and_the_file_once(sp):
+    # every chunk of the bundled KB sits under its document's H1: the section leaves it out
+    for _, rows, _ in tables(sp):
+        for row in rows:
+            chunk = sp.chunk_map()[row["chunk id"]]
+            assert chunk.source not in row[views.SECTION]
+            said = " ".join(str(v) for k, v in row.items() if k != "reason")
+            assert said.count(chunk.source) == 1, row  # in the chunk id alone
+            path = chunk.heading_path
+            assert row[views.SECTION] == " > ".join(path[1:] if len(path) > 1 else path)
+    assert "source § section" not in views.view_rows(sp, View.A3)[0]
+
+
+def test_the_section_leaves_out_the_documents_top_heading_only():
+    from ragstream.super_prompt import Chunk
+
+    def chunk(n, *path, title="T"):
+        return Chunk(id=f"d.md#{n}", doc_id="d.md", source="d.md", title=title, text="x",
+                     heading_path=path)
+
+    assert views.section_label(chunk(0, "T", "A", "B")) == "A > B"
+    assert views.section_label(chunk(0, "T")) == "T"
+    assert views.section_label(chunk(0)) == ""
+    # a front matter title other than the H1: the H1 every chunk of the document starts with
+    two = [chunk(0, "H1", "A"), chunk(1, "H1", "B", "C")]
+    tops = views.top_headings(two)
+    assert tops == {"d.md": "H1"}
+    assert [views.section_label(c, tops["d.md"]) for c in two] == ["A", "B > C"]
+    # no H1: the first headings differ, nothing is left out
+    assert views.top_headings([chunk(0, "A", "x"), chunk(1, "B", "y")]) == {}
+    assert views.top_headings([chunk(0, "A", "x")]) == {}  # one chunk cannot tell
+
+
+def phrase_of(sp, chunk_id):
+    """Three words of the chunk's text that no other retrieved chunk holds, and that are not in
+    its id or section."""
+    chunk = sp.chunk_map()[chunk_id]
+    words = chunk.text.split()
+    for i in range(len(words) - 2):
+        phrase = " ".join(words[i:i + 3])
+        outside = f"{chunk.id} {chunk.heading_label}".casefold()
+        if any(w.casefold() in outside for w in words[i:i + 3]):
+            continue
+        if sum(phrase.casefold() in " ".join(c.text.split()).casefold()
+               for c in sp.base_context_chunks) == 1:
+            return phrase
+    raise AssertionError(f"no phrase of its own in {chunk_id}")
+
+
+def test_filter_rows_finds_a_chunk_by_a_phrase_inside_its_text(sp):
+    rows = views.view_rows(sp, View.RETRIEVAL)
+    target = rows[7]["chunk id"]
+    phrase = phrase_of(sp, target)
+    found = views.filter_rows(rows, sp, phrase)
+    assert target in [r["chunk id"] for r in found] and len(found) < len(rows)
+    # every word, in any order, any case: the same chunk among fewer rows
+    shuffled = " ".join(reversed(phrase.upper().split()))
+    again = views.filter_rows(rows, sp, shuffled)
+    assert target in [r["chunk id"] for r in again] and len(again) < len(rows)
+    for row in again:
+        chunk = sp.chunk_map()[row["chunk id"]]
+        hay = " ".join([chunk.text, chunk.id, chunk.heading_label, row["reason"]]).casefold()
+        assert all(w.casefold() in hay for w in phrase.split())
+    assert views.filter_rows(rows, sp, "  ") == rows
+    assert views.filter_rows(rows, sp, "zzqx-nowhere") == []
+    # by the section's words and the reason's too, and in the stage diff's rows
+    assert views.filter_rows(views.view_rows(sp, View.A3), sp, "off-topic")
+    diff = views.diff_rows(sp, View.RETRIEVAL, View.RERANKED)
+    assert target in [r["chunk id"] for r in views.filter_rows(diff, sp, phrase)]
+
+
+def test_chunk_labels_hold_the_id_the_section_and_words_of_the_text(sp):
+    labels = views.chunk_labels(sp)
+    assert list(labels) == views.chunk_choices(sp)
+    row_sections = {r["chunk id"]: r[views.SECTION] for r in views.view_rows(sp, View.RETRIEVAL)}
+    for chunk in sp.base_context_chunks:
+        label = labels[chunk.id]
+        assert label == views.chunk_choice_label(sp, chunk.id)
+        assert label.startswith(f"{chunk.id} · ")
+        assert len(label) <= views.CHOICE_LABEL_CHARS + views.WORD_SLACK + 1  # with "…"
+        first = " ".join(chunk.text.split()[:2])
+        assert f" · {first}" in label, (first, label)
+        shown = label.rsplit(" · ", 1)[1]
+        if shown.endswith("…"):  # cut after a whole word
+            flat = " ".join(chunk.text.split())
+            assert flat.startswith(shown[:-1]) and flat[len(shown) - 1] in " ,;:", label
+        section = row_sections[chunk.id]
+        assert section.split(" > ")[-1][:8] in label  # the most specific heading
+    assert views.chunk_choice_label(sp, "kb/nowhere.md#0") == "kb/nowhere.md#0"
+
+
+def test_tables_with_no_rows_have_no_columns():
+    assert views.table_columns([]) == {}
+    assert views.text_widths([], 300) == {}
+    widths = views.text_widths([{"chunk id": "a", views.SECTION: "b", "reason": "c"}], 200)
+    assert sum(widths.values()) == 200  # too narrow: shared in proportion, adding up
+
+
+def test_a_weighed_table_in_llm_mode_fits_too(sp):
+    """A3 in LLM mode: the rules' verdict, who decided and P(relevant) beside the rest; a
+    reason too long for three lines is whole in the row detail."""
+    long = ("rescued by the model: P(relevant) 0.97 ≥ llm_rescue_min 0.9 (the rules would drop "
+            "it: off-topic: score 0.280 < 0.5 × best 0.560 = 0.280)")
+    weighed = [r.model_copy(update={"rule_status": "dropped" if i == 4 else r.status,
+                                    "decided_by": "llm" if i == 4 else "rule",
+                                    "reason": long if i == 4 else r.reason,
+                                    "scores": {**r.scores, "p_relevant": 0.97}})
+               for i, r in enumerate(sp.view(View.A3))]
+    state = sp.model_copy(update={"views_by_stage": {**sp.views_by_stage, View.A3: weighed}})
+    rows = editing.with_marks(views.view_rows(state, View.A3), state)
+    columns = views.table_columns(rows)
+    assert {"rule", "by", "p_relevant"} <= set(columns)
+    assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH
+    assert all(fits(c.get("label", n), c["width"]) for n, c in columns.items()), columns
+    assert columns["p_relevant"]["label"] == "P rel"
+    assert "reason" in views.cut_columns(rows, columns)
+    line = views.row_detail(state, View.A3, rows[4]["chunk id"])
+    assert line.endswith(f"reason: {long}") and "decided by llm (the rules: dropped)" in line
