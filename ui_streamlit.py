@@ -54,13 +54,20 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
     """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
     tick is an edit of this prompt); ``note`` says when the table is out of date; ``query``
     keeps the rows whose chunk holds its words. Long cells wrap; a cell still too long for its
-    three lines is shown whole for a picked row, under the table."""
-    rows = editing.with_marks(views.view_rows(src, view), state[S.SP])
-    columns: dict = views.table_columns(rows)  # from every row: widths stay put while filtering
+    three lines is shown whole for a picked row, under the table. Its grid is drawn only
+    while its expander is open (``opened``: open unless the person closed it; one the person
+    opened or closed stays so, though its title's counts change, until the next run)."""
+    base, columns, labels = views.table_parts(src, view)  # columns from every row: widths stay put
+    rows = editing.with_marks(base, state[S.SP])
     shown = views.filter_rows(rows, src, query)
     flag = " · out of date" if note else ""
     found = f" · {len(shown)} hold “{query.strip()}”" if query.strip() else ""
-    with st.expander(f"{title} — {views.table_summary(rows)}{found}{flag}", expanded=opened):
+    box = st.expander(f"{title} — {views.table_summary(rows)}{found}{flag}",
+                      expanded=state[S.OPEN_TABLES].get(view, opened), key=S.table_open(view),
+                      on_change=actions.remember_table, args=(state, view))
+    if not box.open:
+        return
+    with box:
         if note:
             st.warning(note, icon=":material/update:")
         if weighed := views.decision_note(src, view):
@@ -75,7 +82,6 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
             actions.change_chunks(engine, state, changes)
             st.rerun()
         if shown and views.cut_columns(shown, columns):
-            labels = views.chunk_labels(src)
             picked = st.selectbox("Row in full", [r["chunk id"] for r in shown],
                                   key=f"detail_row_{view}", format_func=labels.__getitem__,
                                   help="A row whose reason or section does not fit its cell, "
@@ -426,9 +432,19 @@ def draw_chunk_views() -> None:
         detail = evidence.chunk_evidence(view_src, picked, links)
         if detail.used_by:
             st.caption(detail.summary())
-        st.html(detail.html)
-        st.json(meta, expanded=False)
-    with st.expander("Find any chunk of the knowledge base", expanded=bool(state[S.CHUNK_SEARCH])):
+        # the chunk's text (its used sentences marked) and metadata are drawn while open only:
+        # they were a third of the time a stage button's click took to redraw the page
+        box = st.expander("Its text, the sentences in use marked, and its metadata",
+                          key=S.DETAIL_TEXT, on_change="rerun")
+        if box.open:
+            with box:
+                st.html(detail.html)
+                st.json(meta, expanded=False)
+    search = st.expander("Find any chunk of the knowledge base", expanded=bool(state[S.CHUNK_SEARCH]),
+                         key=S.SEARCH_OPEN, on_change="rerun")
+    if not search.open:
+        return
+    with search:
         query = st.text_input("Words or a phrase from inside a chunk", key=S.CHUNK_SEARCH,
                               placeholder="e.g. fall between sentences")
         found = actions.find_chunks(engine, query)

@@ -702,13 +702,34 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
 
 @main.command(help="Measure speed and size on this machine: ingestion against raw encoding, "
                    "retrieval at 10k and 100k chunks, rerank, the whole pipeline, a fresh CLI "
-                   "run, peak memory; each figure next to its target.")
+                   "run, peak memory; each figure next to its target. --page: the page's click "
+                   "to redraw in Chromium instead.")
 @click.option("--quick", is_flag=True, help="Everything small: a smoke run of well under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
-def bench(quick: bool, as_json: bool, out: str | None) -> None:
+@click.option("--page", is_flag=True,
+              help="Instead: the page in Chromium at 1280x900, each stage button's click to the "
+                   "end of the page's redraw, median and p95 per button (needs `bash "
+                   "scripts/setup.sh --browser`).")
+@click.option("--rounds", type=click.IntRange(1, 200), default=10, show_default=True,
+              help="With --page: clicks of each button (after a warm-up round).")
+@click.option("--app", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="With --page: another copy of ui_streamlit.py (an older checkout, for a "
+                   "before/after figure).")
+@click.option("--tab", default=None, help="With --page: the result tab open meanwhile.")
+def bench(quick: bool, as_json: bool, out: str | None, page: bool, rounds: int,
+          app: str | None, tab: str | None) -> None:
     """Run the benchmark and print the report or JSON (optionally also to a file)."""
+    if page:
+        from ragstream.measure.page_bench import format_page_report, run_page_bench
+
+        try:
+            result = run_page_bench(rounds, app, tab, progress=lambda line: click.echo(line, err=True))
+        except RagstreamError as err:
+            _fail(err)
+        _emit(result, as_json, out, format_page_report)
+        return
     from ragstream.measure.bench import format_report, run_bench
 
     try:

@@ -60,10 +60,14 @@ async (selector) => {
   const button = document.querySelector(selector);
   if (!root || !button) { throw new Error("not on the page: " + selector); }
   let ran = false;
-  const seen = new MutationObserver(() => {
-    if (root.getAttribute("data-test-script-state") !== "notRunning") { ran = true; }
+  // a change away from notRunning, even one undone before this callback runs, shows in a
+  // record's old value
+  const seen = new MutationObserver(records => {
+    if (root.getAttribute("data-test-script-state") !== "notRunning"
+        || records.some(r => r.oldValue !== "notRunning")) { ran = true; }
   });
-  seen.observe(root, {attributes: true, attributeFilter: ["data-test-script-state"]});
+  seen.observe(root, {attributes: true, attributeOldValue: true,
+                      attributeFilter: ["data-test-script-state"]});
   const frame = () => new Promise(r => requestAnimationFrame(() => r()));
   const t0 = performance.now();
   button.click();

@@ -31,9 +31,12 @@ from ragstream.errors import (
 from ragstream.ingest.ingestor import decode_text, refused
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale, kb_fingerprint
-from ragstream.super_prompt import Filters, SuperPrompt
+from ragstream.super_prompt import Filters, SuperPrompt, View
 from ragstream.ui import runs_tab
 from ragstream.ui import state as S
+
+#: the stage views the Chunk views tab has a table for
+VIEW_KEYS = tuple(View.__members__.values())
 
 #: settings a person may change for the session: dotted key -> label
 EDITABLE_SETTINGS: dict[str, str] = {
@@ -222,12 +225,22 @@ def _watched(work: Callable[[Callable[[Any], None]], Any], on_event: Callable[[A
 
 
 def _reset_views(st_state: S.SessionState) -> None:
-    """Forget the journey's chunk, the diff's stages and the evidence panel's chunk: after a
-    run they follow the new state."""
+    """Forget the journey's chunk, the diff's stages, the evidence panel's chunk and which
+    chunk tables are open: after a run they follow the new state."""
     st_state[S.JOURNEY_CHUNK] = None
     st_state[S.DIFF_A] = None
     st_state[S.DIFF_B] = None
+    st_state[S.OPEN_TABLES] = {}  # the chunk tables open on the latest stage's again
+    for view in VIEW_KEYS:
+        S.forget(st_state, S.table_open(view))
     _reset_evidence(st_state)
+
+
+def remember_table(st_state: S.SessionState, view: str) -> None:
+    """The person opened or closed the chunk table of ``view``: keep it so while its title's
+    counts change (an edit, a filter), until the next run."""
+    st_state[S.OPEN_TABLES] = {**(st_state.get(S.OPEN_TABLES) or {}),
+                               view: bool(st_state.get(S.table_open(view)))}
 
 
 def _reset_evidence(st_state: S.SessionState) -> None:

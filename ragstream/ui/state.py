@@ -36,6 +36,9 @@ BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded res
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 TABLE_FILTER = "table_filter"     # the chunk tables' row filter (words inside the chunks)
+OPEN_TABLES = "open_tables"       # stage view -> open: the chunk tables the person opened or closed
+DETAIL_TEXT = "detail_text"       # the opened chunk's text and metadata are shown (an expander)
+SEARCH_OPEN = "search_open"       # the knowledge-base chunk search is open (an expander)
 REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
 SESSION = "session"               # the session's name (the URL's ?session=…): its runs are restored
 RUN_ID = "run_id"                 # the kept run (ragstream.runs) the page shows, or None
@@ -88,6 +91,12 @@ def forget(state: SessionState, key: str) -> None:
             pass
 
 
+def table_open(view: str) -> str:
+    """The key of the Chunk views tab's expander for stage view ``view`` (True while open);
+    forgotten after each run, so that the latest stage's table opens."""
+    return f"table_open_{view}"
+
+
 def setting_widget(key: str) -> str:
     """The key of the sidebar's number input for setting ``key`` (a dotted config path)."""
     return f"set_{key}"
@@ -128,6 +137,7 @@ def init_state(state: SessionState) -> None:
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
         TABLE_FILTER: "",
+        OPEN_TABLES: {},
         REPLAY: None,
         SESSION: None,
         RUN_ID: None,

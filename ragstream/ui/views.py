@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -1059,3 +1060,50 @@ def _rank_ticks(deepest: int) -> list[int]:
     """Rank axis ticks: 1, then every 5 (or 10, 25 for deep views) down to ``deepest``."""
     step = 5 if deepest <= 60 else 10 if deepest <= 150 else 25
     return [1, *range(step, deepest + 1, step)]
+
+
+# --------------------------------------------------------------------------- made once per state
+
+#: the chunk tables' derived parts, by what they are made of (``_made_of``): (a state that holds
+#: those objects, rows, column configs). A stage run copies the state but shares its frozen
+#: chunks and view rows (``SuperPrompt.working_copy``), so a table whose rows did not change
+#: is not worked out again; the entry keeps a state alive, so the ids are not reused meanwhile
+_TABLES: OrderedDict[tuple, tuple[SuperPrompt, list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+#: the chunk pickers' labels, likewise, by the chunks' ids
+_LABELS: OrderedDict[tuple, tuple[SuperPrompt, dict[str, str]]] = OrderedDict()
+_KEPT = 16
+
+
+def _made_of(sp: SuperPrompt, stage: str) -> tuple:
+    """What ``view_rows(sp, stage)`` is made of, by object: the stage's view rows, the
+    ReRanker's (for Retrieval's "not reranked") and the chunks (their sections)."""
+    reranked = tuple(map(id, sp.view(View.RERANKED))) if stage == View.RETRIEVAL else ()
+    return (stage, tuple(map(id, sp.view(stage))), reranked,
+            tuple(map(id, sp.base_context_chunks)))
+
+
+def _remember(memo: OrderedDict, key: tuple, make: Any) -> Any:
+    if key in memo:
+        memo.move_to_end(key)
+    else:
+        memo[key] = make()
+        while len(memo) > _KEPT:
+            memo.popitem(last=False)
+    return memo[key]
+
+
+def table_parts(sp: SuperPrompt, stage: str) -> tuple[list[dict[str, Any]], dict[str, Any],
+                                                      dict[str, str]]:
+    """``stage``'s chunk table for ``sp``: its rows (``view_rows``, without the person's
+    pin / exclude marks, which the page adds from the current edits), their column configs
+    (``table_columns``, with the two checkbox columns) and the picker labels
+    (``chunk_labels``), each worked out once for the same rows: a click that runs one stage
+    works out that stage's table only (the four took ~35 ms of each draw)."""
+    def make_table() -> tuple[SuperPrompt, list[dict[str, Any]], dict[str, Any]]:
+        rows = view_rows(sp, stage)
+        return sp, rows, table_columns([{"pin": False, "exclude": False, **r} for r in rows])
+
+    _, rows, columns = _remember(_TABLES, _made_of(sp, stage), make_table)
+    _, labels = _remember(_LABELS, tuple(map(id, sp.base_context_chunks)),
+                          lambda: (sp, chunk_labels(sp)))
+    return rows, columns, labels

@@ -22,3 +22,22 @@ def open_tab(at: AppTest, label: str) -> AppTest:
     assert not at.exception, at.exception
     assert at.session_state[S.VIEW] == label, f"{label!r} did not open: {at.session_state[S.VIEW]!r}"
     return at
+
+
+def open_box(at: AppTest, key: str) -> AppTest:
+    """Open the expander ``key`` (one the page draws only while it is open) and draw again."""
+    at.session_state[key] = True
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def open_tables(at: AppTest) -> AppTest:
+    """Open every chunk table of the Chunk views tab (each draws its grid while open only)."""
+    views = ("retrieval", "reranked", "a3", "a4")
+    for view in views:
+        at.session_state[S.table_open(view)] = True
+    at.session_state[S.OPEN_TABLES] = dict.fromkeys(views, True)  # as opening them by hand
+    at.run()
+    assert not at.exception, at.exception
+    return at

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.config import load_config
 from ragstream.ui import state as S
-from tests.ui.tabs import open_tab
+from tests.ui.tabs import open_box, open_tab, open_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "ui_streamlit.py")
@@ -58,6 +58,7 @@ def test_each_button_runs_its_stage_in_order():
     # the prompt_ready box shows the state's text
     assert any(c.value.strip() == sp(at).prompt_ready.strip() for c in at.code)
     # one table per stage view
+    open_tables(at)  # each table's grid is drawn while its expander is open
     assert len([d for d in at.dataframe]) >= 4
 
 
@@ -270,6 +271,7 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
     at = fresh()
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     at.button(key="run").click().run()
+    open_tables(at)
     tables = [d.value for d in at.dataframe if "chunk id" in d.value.columns
               and "move" not in d.value.columns]  # the stage diff has chunk ids too
     assert len(tables) == 4
@@ -440,6 +442,7 @@ def test_the_evidence_tab_links_every_sentence_to_its_chunk():
     # the chunk tables' "Open a chunk" shows the same highlights
     open_tab(at, "Chunk views")
     at.selectbox(key="detail_chunk").set_value(ids[0]).run()
+    open_box(at, S.DETAIL_TEXT)  # its text is drawn while its expander is open
     assert sum("<mark" in box for box in evidence_boxes(at)) >= 2
     # a new run opens the new answer's first cited chunk again
     at.button(key="stage_A0_PreProcessing").click().run()

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.edits import statement_key
 from ragstream.ui import state as S
-from tests.ui.tabs import open_tab
+from tests.ui.tabs import open_box, open_tab, open_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "ui_streamlit.py")
@@ -151,6 +151,7 @@ def test_prompt_ready_shows_the_condensed_context_after_a4_and_the_rules_after_a
 def test_pinning_from_a_table_then_one_click_reruns_with_it_selected():
     at = finished()
     a3 = [r.chunk_id for r in sp(at).view("a3")]
+    open_tables(at)
     edit_table(at, f"view_a3_{nonce(at)}", {a3.index(DROPPED): {"pin": True}})
     assert [(e.kind, e.target) for e in sp(at).edits] == [("pin", DROPPED)]
     assert sp(at).stage == "a2" and sp(at).answer is None
@@ -195,6 +196,7 @@ def test_exclude_and_undo_from_open_a_chunk_and_the_journey():
 
 def test_a_chunk_found_by_its_text_is_added_pinned():
     at = finished()
+    open_box(at, S.SEARCH_OPEN)
     at.text_input(key=S.CHUNK_SEARCH).set_value("fall between sentences, never inside").run()
     add = at.button(key="add_0")
     assert add.label == "Add"

@@ -606,3 +606,21 @@ def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, h
     names = [f"runs-{width}.png", f"compare-{width}.png"]
     assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
     publish(*names)
+
+
+def test_the_page_benchmark_times_every_stage_button(kb_engine, monkeypatch, tmp_path):
+    """``ragstream bench --page`` on one round: a figure per stage button, each from a click
+    that ran its stage (the button then carries its check mark) to the painted redraw."""
+    from ragstream import controller
+    from ragstream.measure.page_bench import format_page_report, run_page_bench
+
+    monkeypatch.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
+    monkeypatch.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path / "uploads"))
+    result = run_page_bench(rounds=1)
+    assert list(result["buttons"]) == controller.STAGE_NAMES
+    for name, figures in result["buttons"].items():
+        assert figures["clicks"] == 1, name
+        # a click waits for the page to run its script: a stage's run and a redraw take time
+        assert 20 < figures["median_ms"] < 60_000, (name, figures)
+    report = format_page_report(result)
+    assert all(name in report for name in controller.STAGE_NAMES) and "every click" in report
