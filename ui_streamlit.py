@@ -54,10 +54,10 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
     """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
     tick is an edit of this prompt); ``note`` says when the table is out of date; ``query``
     keeps the rows whose chunk holds its words. Long cells wrap; a cell still too long for its
-    three lines is shown whole for a picked row, under the table. Its grid is drawn only
+    three lines is shown whole under "Open a chunk" for the chunk picked there. Its grid is drawn only
     while its expander is open (``opened``: open unless the person closed it; one the person
     opened or closed stays so, though its title's counts change, until the next run)."""
-    base, columns, labels = views.table_parts(src, view)  # columns from every row: widths stay put
+    base, columns, _ = views.table_parts(src, view)  # columns from every row: widths stay put
     rows = editing.with_marks(base, state[S.SP])
     shown = views.filter_rows(rows, src, query)
     flag = " · out of date" if note else ""
@@ -82,11 +82,8 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
             actions.change_chunks(engine, state, changes)
             st.rerun()
         if shown and views.cut_columns(shown, columns):
-            picked = st.selectbox("Row in full", [r["chunk id"] for r in shown],
-                                  key=f"detail_row_{view}", format_func=labels.__getitem__,
-                                  help="A row whose reason or section does not fit its cell, "
-                                       "whole. Type words of the chunk to find it.")
-            st.caption(views.row_detail(src, view, picked))
+            st.caption("A cell cut short: pick its chunk under **Open a chunk** below to read "
+                       "its row in every table whole.")
 
 
 def edited_rows(key: str) -> dict:
@@ -428,6 +425,9 @@ def draw_chunk_views() -> None:
                               help="Type words from the chunk's text, id or section to find it.")
         text, meta = views.chunk_detail(view_src, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
+        for key, title, src, _ in shown_views:  # its row in each table, whole
+            if any(r.chunk_id == picked for r in src.view(key)):
+                st.caption(f"**{title}** · {views.row_detail(src, key, picked)}")
         chunk_buttons(picked, "detail")
         detail = evidence.chunk_evidence(view_src, picked, links)
         if detail.used_by:
