@@ -60,6 +60,7 @@ from ragstream.ui.views import (
     CHART_PADDING,
     STATUS_SHAPES,
     VIEW_STAGES,
+    bump_axes,
     move_label,
     stage_title,
 )
@@ -143,11 +144,6 @@ def _covers(key: str, path: str) -> bool:
     """Whether overriding ``key`` changes configuration path ``path`` (one holds the other)."""
     return key == path or key.startswith(path + ".") or path.startswith(key + ".")
 
-
-def _rank_ticks(deepest: int) -> list[int]:
-    """Rank axis ticks as the page's bump chart has them: 1, then every 5 (10, 25 deeper)."""
-    step = 5 if deepest <= 60 else 10 if deepest <= 150 else 25
-    return [1, *range(step, deepest + 1, step)]
 
 
 # --------------------------------------------------------------------------- what differs
@@ -573,11 +569,7 @@ class Comparison:
         chunks = list(order["chunk id"])
         deepest = int(frame["rank"].max())
         statuses = list(STATUS_SHAPES)
-        x = alt.X("stage:N", sort=stages, title=None, scale=alt.Scale(domain=stages, padding=0.3),
-                  axis=alt.Axis(labelAngle=0, orient="top", labelFontWeight="bold"))
-        y = alt.Y("rank:Q", title="rank (1 = best)",
-                  scale=alt.Scale(domain=[0.5, deepest + 0.5], reverse=True, nice=False, zero=False),
-                  axis=alt.Axis(tickMinStep=1, format="d", values=_rank_ticks(deepest)))
+        x, y = bump_axes(stages, deepest)
         scale = alt.Scale(domain=chunks, scheme="tableau20")
         colour = alt.Color("chunk id:N", title=f"top {len(chunks)} chunks", scale=scale,
                            legend=alt.Legend(orient="bottom", columns=3, labelLimit=230,

@@ -95,6 +95,40 @@ def _user_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def migrate(conn: sqlite3.Connection, path: Path,
+            migrations: tuple[Callable[[sqlite3.Connection], None], ...]) -> None:
+    """Apply the ``migrations`` the file at ``path`` lacks (``PRAGMA user_version`` counts the
+    ones it has), in order, one transaction each; a file from a newer RAGstream (more steps
+    than ``migrations``) is refused with ``SchemaVersionError``."""
+    while (version := _user_version(conn)) != len(migrations):
+        if version > len(migrations):
+            raise SchemaVersionError(path, version, len(migrations))
+        # the write lock, then the version again: another process may have migrated
+        conn.execute("BEGIN IMMEDIATE")
+        with conn:  # commit, or roll the step back
+            if _user_version(conn) == version:
+                migrations[version](conn)
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+
+
+def open_migrated(path: Path, migrations: tuple[Callable[[sqlite3.Connection], None], ...],
+                  prepare: Callable[[sqlite3.Connection], None] | None = None) -> sqlite3.Connection:
+    """A connection to the SQLite file ``path`` (made, with its folder, when missing): rows as
+    ``sqlite3.Row``, ``BUSY_TIMEOUT_S`` to wait for a lock, ``prepare(conn)`` applied first (SQL
+    functions), the schema brought up to date (``migrate``). Closed again if that fails."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    try:
+        if prepare is not None:
+            prepare(conn)
+        migrate(conn, path, migrations)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _secrets(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
     wanted = {n for n in names if n}
     values = {v for k, v in environ.items()
@@ -113,27 +147,7 @@ class QALog:
     # -- plumbing -----------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
-        conn.row_factory = sqlite3.Row
-        try:
-            self._migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Apply the migrations the file lacks, in order, one transaction each."""
-        while (version := _user_version(conn)) != len(MIGRATIONS):
-            if version > len(MIGRATIONS):
-                raise SchemaVersionError(self.path, version, len(MIGRATIONS))
-            # the write lock, then the version again: another process may have migrated
-            conn.execute("BEGIN IMMEDIATE")
-            with conn:  # commit, or roll the step back
-                if _user_version(conn) == version:
-                    MIGRATIONS[version](conn)
-                    conn.execute(f"PRAGMA user_version = {version + 1}")
+        return open_migrated(self.path, MIGRATIONS)
 
     def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragstream.errors import RunFileError, RunNotFoundError, SchemaVersionError
-from ragstream.qa_log import BUSY_TIMEOUT_S, MASK, _secrets
+from ragstream.errors import RunFileError, RunNotFoundError
+from ragstream.qa_log import MASK, _secrets, open_migrated
 from ragstream.super_prompt import SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,9 +88,6 @@ def _create_table(conn: sqlite3.Connection) -> None:
 #: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table,)
 
-
-def _user_version(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _now() -> str:
@@ -266,28 +263,8 @@ class RunStore:
     # -- plumbing -----------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
-        conn.row_factory = sqlite3.Row
-        conn.create_function("casefold", 1, _casefold, deterministic=True)
-        try:
-            self._migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Apply the migrations the file lacks, in order, one transaction each."""
-        while (version := _user_version(conn)) != len(MIGRATIONS):
-            if version > len(MIGRATIONS):
-                raise SchemaVersionError(self.path, version, len(MIGRATIONS))
-            # the write lock, then the version again: another process may have migrated
-            conn.execute("BEGIN IMMEDIATE")
-            with conn:  # commit, or roll the step back
-                if _user_version(conn) == version:
-                    MIGRATIONS[version](conn)
-                    conn.execute(f"PRAGMA user_version = {version + 1}")
+        return open_migrated(self.path, MIGRATIONS, prepare=lambda conn: conn.create_function(
+            "casefold", 1, _casefold, deterministic=True))
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:

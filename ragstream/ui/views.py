@@ -1022,11 +1022,7 @@ def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
     chunks = sorted(frame["chunk"].unique(), key=lambda c: (int(c.split(".")[0]), c))
     deepest = int(frame["rank"].max())
     statuses = list(STATUS_SHAPES)
-    x = alt.X("stage:N", sort=stages, title=None, scale=alt.Scale(domain=stages, padding=0.3),
-              axis=alt.Axis(labelAngle=0, orient="top", labelFontWeight="bold"))
-    y = alt.Y("rank:Q", title="rank (1 = best)",
-              scale=alt.Scale(domain=[0.5, deepest + 0.5], reverse=True, nice=False, zero=False),
-              axis=alt.Axis(tickMinStep=1, format="d", values=_rank_ticks(deepest)))
+    x, y = bump_axes(stages, deepest)
     colour = alt.Color("chunk:N", title=f"top {len(chunks)} at {stages[-1]}",
                        scale=alt.Scale(domain=chunks, scheme="tableau20"),
                        legend=alt.Legend(orient="right", labelLimit=280, symbolType="stroke",
@@ -1054,6 +1050,19 @@ def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         padding=CHART_PADDING,
     ).resolve_scale(color="shared")
+
+
+def bump_axes(stages: list[str], deepest: int) -> tuple[Any, Any]:
+    """The rank-movement charts' axes (this run's and the Compare tab's): x the stages in
+    order, labelled on top; y the rank, 1 at the top, to ``deepest``, with whole-number ticks."""
+    import altair as alt
+
+    x = alt.X("stage:N", sort=stages, title=None, scale=alt.Scale(domain=stages, padding=0.3),
+              axis=alt.Axis(labelAngle=0, orient="top", labelFontWeight="bold"))
+    y = alt.Y("rank:Q", title="rank (1 = best)",
+              scale=alt.Scale(domain=[0.5, deepest + 0.5], reverse=True, nice=False, zero=False),
+              axis=alt.Axis(tickMinStep=1, format="d", values=_rank_ticks(deepest)))
+    return x, y
 
 
 def _rank_ticks(deepest: int) -> list[int]:

@@ -382,6 +382,8 @@ def test_the_page_shows_the_threshold_beside_the_decision(kb_engine, tmp_path):
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
+    from tests.ui.tabs import open_tab
+
     def route(body: dict) -> Reply:
         system = body["messages"][0]["content"]
         if body.get("stream"):
@@ -411,14 +413,17 @@ def test_the_page_shows_the_threshold_beside_the_decision(kb_engine, tmp_path):
             at.text_area(key=S.PROMPT).set_value(
                 "Task: How do I start a Chroma server?\nFormat: a short overview").run()
             at.button(key="run").click().run()
+            assert not at.exception and not at.error, [e.value for e in at.error]
+            open_tab(at, "Fields")  # only the open tab is drawn
+            fields = next(d.value for d in at.data_editor
+                          if d.key == f"fields_{at.session_state[S.EDIT_NONCE]}")
+            open_tab(at, "Context & rules")
         finally:
             st.cache_resource.clear()
             mp.undo()
     assert not at.exception and not at.error, [e.value for e in at.error]
     sp = at.session_state[S.SP]
     assert sp.body["system"] == "assistant" and sp.extras.format_enforcer.kind == "markdown"
-    fields = next(d.value for d in at.data_editor
-                  if d.key == f"fields_{at.session_state[S.EDIT_NONCE]}")
     row = list(fields["field"]).index("system")
     assert fields["why"][row] == ("A2: no keyword matched, the field's default; model: teacher — "
                                   "P 0.50, assistant 0.42, margin 0.08 < choice_margin 0.2: "
