@@ -63,6 +63,7 @@ from ragstream.ui.views import (
     bump_axes,
     move_label,
     stage_title,
+    status_shape,
 )
 
 #: the chunk stages in pipeline order (their ``views_by_stage`` keys), and the stage of each
@@ -568,7 +569,6 @@ class Comparison:
         order = frame.drop_duplicates("chunk id").sort_values(["best", "chunk id"])
         chunks = list(order["chunk id"])
         deepest = int(frame["rank"].max())
-        statuses = list(STATUS_SHAPES)
         x, y = bump_axes(stages, deepest)
         scale = alt.Scale(domain=chunks, scheme="tableau20")
         colour = alt.Color("chunk id:N", title=f"top {len(chunks)} chunks", scale=scale,
@@ -581,12 +581,7 @@ class Comparison:
             x=x, y=y, color=colour, detail="chunk id:N", order=alt.Order("step:Q"), tooltip=tooltip)
         dots = alt.Chart().mark_point(size=70, filled=True, opacity=1, strokeWidth=2.5).encode(
             x=x, y=y, color=alt.Color("chunk id:N", scale=scale, legend=None),
-            shape=alt.Shape("status:N", title=None,
-                            scale=alt.Scale(domain=statuses,
-                                            range=[STATUS_SHAPES[k] for k in statuses]),
-                            legend=alt.Legend(orient="top", direction="horizontal", labelExpr=(
-                                "datum.label == 'kept' ? 'kept (dot)' : 'dropped (cross)'"))),
-            tooltip=tooltip)
+            shape=status_shape(), tooltip=tooltip)
         return alt.layer(lines, dots, data=frame).properties(
             width=BUMP_RUN_WIDTH, height=BUMP_PLOT_HEIGHT,
         ).facet(

@@ -1021,7 +1021,6 @@ def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
     stages = [stage_title(s) for s in diff_stages(sp)]
     chunks = sorted(frame["chunk"].unique(), key=lambda c: (int(c.split(".")[0]), c))
     deepest = int(frame["rank"].max())
-    statuses = list(STATUS_SHAPES)
     x, y = bump_axes(stages, deepest)
     colour = alt.Color("chunk:N", title=f"top {len(chunks)} at {stages[-1]}",
                        scale=alt.Scale(domain=chunks, scheme="tableau20"),
@@ -1035,12 +1034,7 @@ def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
     dots = base.mark_point(size=70, filled=True, opacity=1, strokeWidth=2.5).encode(
         x=x, y=y, color=alt.Color("chunk:N", scale=alt.Scale(domain=chunks, scheme="tableau20"),
                                   legend=None),
-        shape=alt.Shape("status:N", title=None,
-                        scale=alt.Scale(domain=statuses,
-                                        range=[STATUS_SHAPES[k] for k in statuses]),
-                        legend=alt.Legend(orient="top", direction="horizontal", labelExpr=(
-                            "datum.label == 'kept' ? 'kept (dot)' : 'dropped (cross)'"))),
-        tooltip=tooltip)
+        shape=status_shape(), tooltip=tooltip)
     return alt.layer(lines, dots).properties(
         title=alt.TitleParams(f"Rank movement of the top {len(chunks)} chunks at {stages[-1]}",
                               subtitle="a line per chunk across the stages; a cross where a "
@@ -1050,6 +1044,18 @@ def bump_chart(sp: SuperPrompt, top: int = BUMP_TOP) -> Any | None:
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         padding=CHART_PADDING,
     ).resolve_scale(color="shared")
+
+
+def status_shape() -> Any:
+    """The rank-movement charts' point shape: a dot where the stage kept the chunk, a cross
+    where it dropped it, with its legend on top."""
+    import altair as alt
+
+    statuses = list(STATUS_SHAPES)
+    return alt.Shape("status:N", title=None,
+                     scale=alt.Scale(domain=statuses, range=[STATUS_SHAPES[k] for k in statuses]),
+                     legend=alt.Legend(orient="top", direction="horizontal", labelExpr=(
+                         "datum.label == 'kept' ? 'kept (dot)' : 'dropped (cross)'")))
 
 
 def bump_axes(stages: list[str], deepest: int) -> tuple[Any, Any]:
