@@ -679,7 +679,7 @@ def draw_runs() -> None:
                              key=f"runs_table_{query}_{mine}", on_select="rerun",
                              selection_mode="single-row", hide_index=True, width="stretch",
                              column_config=runs_tab.run_columns(),
-                             row_height=runs_tab.RUN_ROW_HEIGHT,
+                             row_height=views.TABLE_ROW_HEIGHT,
                              height=runs_tab.runs_table_height(len(listed)))
         picked = shown.selection.rows
         if picked:
@@ -742,7 +742,7 @@ def draw_compare() -> None:
     st.markdown("**Inputs that differ**")
     if cmp.inputs:
         table(cmp.inputs, key="compare_inputs", columns=runs_tab.INPUT_COLUMNS,
-              row_height=runs_tab.RUN_ROW_HEIGHT,
+              row_height=views.TABLE_ROW_HEIGHT,
               height=runs_tab.runs_table_height(len(cmp.inputs)))
     else:
         st.caption("None: the same prompt, settings, filters, edits and knowledge base.")
@@ -757,7 +757,7 @@ def draw_compare() -> None:
                                key="compare_moved_only")
         rows = runs_tab.compare_rows(cmp, stage, moved_only)
         table(rows, key="compare_chunks", columns=runs_tab.chunk_columns(),
-              row_height=runs_tab.RUN_ROW_HEIGHT, height=runs_tab.runs_table_height(len(rows)))
+              row_height=views.TABLE_ROW_HEIGHT, height=runs_tab.runs_table_height(len(rows)))
         chart = cmp.bump_chart()
         if chart is not None:
             st.altair_chart(chart, width="stretch", key="compare_bump")

@@ -338,10 +338,13 @@ def runs_diff(run_a: int, run_b: int, as_json: bool) -> None:
     from ragstream.compare import Side, compare
     from ragstream.config import load_config
 
-    store = _open_runs()
+    try:
+        cfg = load_config()
+    except RagstreamError as err:
+        _fail(err)
+    store = RunStore.for_config(cfg)
     try:
         a, b = store.get(run_a), store.get(run_b)
-        cfg = load_config()
     except (RagstreamError, sqlite3.Error) as err:
         _fail_history(err, store.path)
     result = compare(Side(f"run {a.id}", a.sp, a.settings, cfg),

@@ -58,6 +58,7 @@ from ragstream.ui.views import (
     BUMP_PLOT_HEIGHT,
     BUMP_TOP,
     CHART_PADDING,
+    EMPTY,
     STATUS_SHAPES,
     VIEW_STAGES,
     bump_axes,
@@ -604,7 +605,7 @@ def _run_name(letter: str, side: Side) -> str:
 
 
 def _dash(value: Any) -> str:
-    return "–" if value is None else str(value)
+    return EMPTY if value is None else str(value)
 
 
 def _jsonable(value: Any) -> Any:

@@ -29,6 +29,7 @@ from ragstream.records import short_text
 from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import state as S
+from ragstream.ui import views
 
 #: the URL's query parameter that names the page's session
 SESSION_PARAM = "session"
@@ -179,17 +180,13 @@ RUN_COLUMN_WIDTHS = {"run": 46, "time (UTC)": 96, "prompt": 190, "stage": 70, "a
                      "differs": 104, "from": 46, "by": 50}
 
 
-#: the Runs table's row height: two lines of prompt and answer (the grid wraps text only in
-#: rows taller than 64 px)
-RUN_ROW_HEIGHT = 66
-#: the Runs table's header height and its tallest (it scrolls beyond)
-RUN_HEADER_HEIGHT, RUNS_TABLE_MAX_HEIGHT = 35, 420
+#: the Runs table's tallest (it scrolls beyond); its rows are the chunk tables' (they wrap)
+RUNS_TABLE_MAX_HEIGHT = 420
 
 
 def runs_table_height(rows: int) -> int:
-    """The Runs table's height: its rows without blank space below, at most
-    ``RUNS_TABLE_MAX_HEIGHT``."""
-    return min(RUNS_TABLE_MAX_HEIGHT, RUN_HEADER_HEIGHT + RUN_ROW_HEIGHT * rows + 3)
+    """A runs or compare table's height: ``views.table_height`` up to ``RUNS_TABLE_MAX_HEIGHT``."""
+    return views.table_height(rows, most=RUNS_TABLE_MAX_HEIGHT)
 
 
 def run_columns() -> dict[str, Any]:

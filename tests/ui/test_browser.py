@@ -498,12 +498,13 @@ def wait_idle(page) -> None:
 
 def pick_row(page, grid, row: int) -> None:
     """Tick row ``row`` (1: the first under the header) of the Runs table: its picker box."""
-    from ragstream.ui.runs_tab import RUN_HEADER_HEIGHT, RUN_ROW_HEIGHT
+    from ragstream.ui.views import ROW_HEIGHT as HEADER
+    from ragstream.ui.views import TABLE_ROW_HEIGHT as ROW
 
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 16,
-                     box["y"] + RUN_HEADER_HEIGHT + RUN_ROW_HEIGHT * (row - 1) + RUN_ROW_HEIGHT / 2)
+                     box["y"] + HEADER + ROW * (row - 1) + ROW / 2)
     wait_idle(page)
 
 
