@@ -6,6 +6,7 @@ Run: ``bash scripts/run_app.sh`` (or ``.venv/bin/python -m streamlit run ui_stre
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from contextlib import closing
 
@@ -29,6 +30,7 @@ def get_engine() -> Engine:
     engine = Engine()
     engine.ensure_knowledge_base()
     engine.warm_up()
+    gc.freeze()  # the models and indexes live as long as the server: no collector pass walks them
     return engine
 
 
