@@ -284,6 +284,68 @@ class FileTooLargeError(IngestError):
         )
 
 
+class UnsupportedFormatError(IngestError):
+    """A file of a type ingestion does not read, or whose contents are not what its name says."""
+
+    kind = "type not supported"
+
+    def __init__(self, name: str, what: str):
+        self.name = name
+        self.what = what
+        super().__init__(
+            f"{name}: {what}. Ingestion reads Markdown, text, PDF, DOCX, PPTX, HTML and EPUB; "
+            f"convert the file to one of those (or give it the right extension)."
+        )
+
+
+class EncryptedFileError(IngestError):
+    """A password-protected file (an encrypted PDF, a protected Office file)."""
+
+    kind = "encrypted file"
+
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"{name} is encrypted (password-protected): save a copy without the "
+                         f"password and ingest that.")
+
+
+class DamagedFileError(IngestError):
+    """A file of a known type that cannot be read: truncated, corrupt, or without any pages."""
+
+    kind = "damaged file"
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{name} cannot be read: {reason}. Open it in its program and save it "
+                         f"again, or export it to PDF or Markdown.")
+
+
+class NoTextLayerError(IngestError):
+    """A PDF whose pages are images only (a scan): there is no text to ingest."""
+
+    kind = "no text layer"
+
+    def __init__(self, name: str, pages: int):
+        self.name = name
+        self.pages = pages
+        super().__init__(f"{name}: no text layer on its {pages} page(s) (a scan?): OCR is not "
+                         f"supported. Run it through an OCR tool (e.g. ocrmypdf) first.")
+
+
+class UnsafeFileError(IngestError):
+    """A file that would take more than the converters' bounds (``formats.Limits``) to read: a
+    zip bomb, entity expansion, a PDF claiming millions of pages. Refused before it is read."""
+
+    kind = "unsafe file"
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{name} is refused: {reason}. If the file is genuine, split it into "
+                         f"smaller files.")
+
+
 class UploadNameError(IngestError):
     """An uploaded file's name that cannot be used as a file name in the uploads folder."""
 

@@ -1,0 +1,966 @@
+"""PDF → Markdown with ``pypdf`` (BSD, pure Python): ``convert_pdf(name, data, limits)``.
+
+Pages
+    Every page starts with ``PAGE_MARKER.format(n=page_no)`` (1-based) on a line of its own;
+    ``Converted.pages`` lists ``(offset of that marker line, page_no)``. A page without text
+    keeps its marker and nothing else. Text comes in the order the page draws it (the content
+    stream's order, which is reading order for what word processors, LaTeX and browsers
+    write); a page whose lines stand in two or more columns side by side keeps that order and
+    is named in a warning ("reading order guessed").
+
+Lines and paragraphs
+    pypdf reports every run of text with its position, font and size; runs on one baseline
+    form a line. Lines of one size follow each other into a paragraph while the gap between
+    their baselines stays near the document's usual line spacing; a larger gap, a change of
+    size or font family (body ↔ monospace), a bullet or a jump back up the page (a new
+    column) starts a new one. A word broken at the end of a line (``exam-`` / ``ple``) is
+    joined when the next line goes on in lower case. Lines in a monospace font become a
+    fenced code block, with their indentation restored from their positions. Tables are not
+    rebuilt: their rows become paragraph text, nothing of them is lost. Lines that repeat at
+    the top or bottom of most pages (running headers and footers: a title, a date, "Page 3 of
+    9") and lone page numbers there are left out.
+
+Headings
+    From the outline (bookmarks) when the file has one: each entry becomes a heading of its
+    depth (``#`` … ``######``) on its target page, in place of the line(s) that show its
+    title there, or, where the title is not found on that page, after the headings placed
+    before it on that page (at the top for the first). Without an outline, from font sizes:
+    short lines (at most three lines of at most 150 characters, with letters) set clearly
+    larger than the body text (the size most of the document's characters have) become
+    headings ranked by size, the largest ``#``. Bold text of body size is never a heading.
+
+Title
+    ``/Title`` of the document information, unless it is empty or junk (a file name,
+    "untitled", "Microsoft Word - …", no letters); else ``None``.
+
+Errors (``ragstream.errors``)
+    ``UnsupportedFormatError``: the bytes do not start like a PDF (``%PDF-`` within the first
+    1,024 bytes); the message names what they look like (a zip archive, text, HTML, an image).
+    ``EncryptedFileError``: encrypted, and the empty password does not open it. A file whose
+    user password is empty (it opens in any viewer without asking; only printing or copying
+    is restricted) is read, with a warning. AES encryption needs the optional
+    ``cryptography`` package; without it an AES file is refused as encrypted.
+    ``DamagedFileError``: no ``%%EOF`` in the last 2 KiB (truncated), an unreadable structure
+    or page tree (a loop in it included), no pages, objects nested deeper than Python's
+    recursion limit, every page failing, or any other error of the library (one page that
+    fails is left out with a warning instead). ``UnsafeFileError``: the page tree claims
+    (``/Count``) more than ``limits.max_pages`` pages (refused before any page is read), holds
+    more, or shares its nodes (a tree of 40 objects can name 2**40 pages); every page over the
+    bounds below. ``NoTextLayerError``: no page has any text (a scan; or text drawn as
+    outlines, or set in fonts without a Unicode map), the structure being sound.
+
+Bounds (a hostile file is refused or finishes in bounded time and memory)
+    A page whose decoded content is larger than ``MAX_PAGE_CONTENT_BYTES`` is left out with a
+    warning (decompression itself stops at ``MAX_STREAM_BYTES``); text extraction of a page
+    stops after ``MAX_PAGE_WORK`` operators and operands (its form XObjects included; about
+    1.5–2 s), and of the document after ``MAX_DOCUMENT_WORK`` (about 40 s on a 2-core machine;
+    the remaining pages are left out with a warning); a page over a bound costs the document
+    a whole page's budget, and pages drawn by the same content stream are read once. pypdf's
+    own limits are tightened for the call (``apply_configuration``, per thread): page tree
+    entries and depth, outline entries and depth, stream sizes, parsing work, form
+    invocations.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import re
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragstream.errors import (
+    DamagedFileError,
+    EncryptedFileError,
+    NoTextLayerError,
+    UnsafeFileError,
+    UnsupportedFormatError,
+)
+from ragstream.formats import PAGE_MARKER, Converted, Limits
+
+#: a page whose content streams decode to more bytes than this is left out (with a warning)
+MAX_PAGE_CONTENT_BYTES = 4 * 1024 * 1024
+#: no one stream (content, font, form) is decompressed past this many bytes
+MAX_STREAM_BYTES = 32 * 1024 * 1024
+#: operators + operands read from one page (forms included) before its extraction stops
+MAX_PAGE_WORK = 200_000
+#: operators + operands read from the whole document before the remaining pages are left out
+MAX_DOCUMENT_WORK = 5_000_000
+#: outline entries read for headings
+MAX_OUTLINE_ENTRIES = 5_000
+
+_MONO_NAME = re.compile(
+    r"mono|courier|consol|menlo|monaco|typewriter|inconsolata|cmtt|lmtt|fixed|andale|"
+    r"code(?!x)|sfmono|lucidaconsole|sourcecodepro|firacode",
+    re.IGNORECASE,
+)
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+_BULLETS = "•◦▪▫‣∙●○■□➢➤►▸–"
+_PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*|seite\s*|p\.\s*)?"
+                          r"(?:\d{1,5}|(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3}))"
+                          r"(?:\s*(?:/|of|von)\s*\d{1,5})?[-–—\s]*$", re.IGNORECASE)
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_HYPHEN_END = re.compile(r"(?<=[^\W\d_])(?:-|\s?[\u2010\u00ad])$")
+_JUNK_TITLE = re.compile(r"^(?:untitled|unknown|none|null|title|document\d*|"
+                         r"microsoft (?:word|powerpoint) - .*)$"
+                         r"|\.(?:docx?|pdf|tex|dvi|ps|indd|qxd|rtf|odt|pptx?|xlsx?|html?|txt)$",
+                         re.IGNORECASE)
+_CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
+
+
+class _WorkExceeded(BaseException):
+    """Raised from inside pypdf's extraction loop when a work budget is spent. A
+    ``BaseException`` so that pypdf's own ``except Exception`` around form XObjects cannot
+    swallow it; it never leaves this module."""
+
+    def __init__(self, whole_document: bool):
+        self.whole_document = whole_document
+
+
+@dataclass
+class _Line:
+    """One line of a page: its text, where its baseline starts, its size and font family."""
+
+    text: str
+    x: float
+    y: float
+    size: float
+    mono: bool
+    #: 1–6 when the line is (part of) a heading
+    heading: int = 0
+    #: the heading's text when it differs from the line's (an outline title)
+    heading_text: str = ""
+    #: the line goes on with the heading of the line before (a heading set over two lines)
+    continues: bool = False
+
+
+@dataclass
+class _Page:
+    """What was read from one page."""
+
+    lines: list[_Line] = field(default_factory=list)
+    has_images: bool = False
+    problem: str = ""
+    width: float = 612.0
+
+
+@dataclass
+class _Budget:
+    """Operators and operands read so far, for the document and the current page."""
+
+    document: int = 0
+    page: int = 0
+
+
+def convert_pdf(name: str, data: bytes, limits: Limits) -> Converted:
+    """``data`` (a PDF file called ``name``) as Markdown with page markers; see the module doc."""
+    _check_signature(name, data)
+    if b"%%EOF" not in data[-2048:]:
+        raise DamagedFileError(name, "it is truncated (it does not end with the %%EOF marker)")
+    try:
+        import pypdf
+    except ImportError:  # pragma: no cover - pypdf is a pinned requirement
+        raise UnsupportedFormatError(name, "reading PDF needs the pypdf package, which is not "
+                                           "installed") from None
+    warnings: list[str] = []
+    settings: dict[str, Any] = {
+        "zlib_maximum_output_length": MAX_STREAM_BYTES,
+        "lzw_maximum_output_length": MAX_STREAM_BYTES,
+        "run_length_maximum_output_length": MAX_STREAM_BYTES,
+        "brotli_maximum_output_length": MAX_STREAM_BYTES,
+        "array_based_stream_maximum_output_length": MAX_STREAM_BYTES,
+        "maximum_declared_stream_length": MAX_STREAM_BYTES,
+        "stream_decoding_work_maximum_length": 4 * MAX_STREAM_BYTES,
+        "stream_parsing_work_maximum_count": MAX_PAGE_WORK,
+        "page_tree_maximum_entries": 2 * limits.max_pages + 64,
+        "page_tree_maximum_depth": 64,
+        "outline_maximum_entries": 4 * MAX_OUTLINE_ENTRIES,
+        "outline_maximum_depth": 32,
+        "xform_maximum_invocations_per_extraction": 1_000,
+    }
+    with _library_messages() as messages:
+        try:
+            with pypdf.apply_configuration(**settings):
+                converted = _convert(name, data, limits, pypdf, warnings, messages)
+        except (MemoryError, KeyboardInterrupt, SystemExit):
+            raise
+        except (UnsupportedFormatError, EncryptedFileError, DamagedFileError, UnsafeFileError,
+                NoTextLayerError):
+            raise
+        except RecursionError:
+            raise DamagedFileError(name, "its objects are nested too deeply to be read") from None
+        except pypdf.errors.LimitReachedError as err:
+            raise UnsafeFileError(name, f"reading it would pass a safety limit ({err})") from None
+        except Exception as err:  # any other failure of the library: a file it cannot read
+            raise DamagedFileError(name, f"pypdf cannot read it ({type(err).__name__}: {err})") from None
+    if messages:
+        first = messages[0].rstrip(".")
+        converted.warnings.append(
+            f"the file has {len(messages)} structural problem(s) that were worked around "
+            f"(first: {first[:160]})")
+    return converted
+
+
+def _convert(name: str, data: bytes, limits: Limits, pypdf: Any, warnings: list[str],
+             messages: list[str]) -> Converted:
+    """The conversion proper, inside the tightened pypdf configuration; ``messages`` are the
+    library's repairs so far."""
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+    except pypdf.errors.DependencyError:
+        raise EncryptedFileError(name) from None
+    except (pypdf.errors.PdfReadError, pypdf.errors.PdfStreamError, ValueError, KeyError, TypeError,
+            AttributeError, IndexError) as err:
+        raise DamagedFileError(name, f"its structure cannot be read ({err})") from None
+    _check_encryption(name, reader, pypdf, warnings)
+    _check_page_count(name, reader, limits)
+    try:
+        count = len(reader.pages)
+    except pypdf.errors.LimitReachedError as err:
+        raise UnsafeFileError(name, f"its page tree is larger than {limits.max_pages:,} pages allow, "
+                                    f"or shares or loops its nodes ({err})") from None
+    except (pypdf.errors.PdfReadError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise DamagedFileError(name, f"its page tree cannot be read ({err})") from None
+    if count == 0:
+        raise DamagedFileError(name, "it has no pages")
+    if count > limits.max_pages:
+        raise UnsafeFileError(name, f"it has {count:,} pages (at most {limits.max_pages:,})")
+
+    pages = _read_pages(reader, count, warnings)
+    _drop_unreadable(pages, warnings)
+    if not any(p.lines for p in pages):
+        problems = [p.problem for p in pages if p.problem]
+        if "too big" in problems or "left out" in problems:
+            raise UnsafeFileError(name, f"its pages hold more content than can be read safely (at most "
+                                        f"{MAX_PAGE_CONTENT_BYTES // 2**20} MiB or {MAX_PAGE_WORK:,} "
+                                        f"operations a page)")
+        failures = [p for p in problems if p != "unreadable"]
+        if failures:
+            raise DamagedFileError(name, f"none of its pages can be read ({failures[0]})")
+        if messages and not any(p.has_images for p in pages):
+            # no text, no images, and a damaged structure: damage, not a scan
+            raise DamagedFileError(name, f"no text could be read from it ({messages[0].rstrip('.')[:160]})")
+        raise NoTextLayerError(name, count)
+    _drop_running_lines(pages, warnings)
+    body = _body_size(pages)
+    outline = _outline(reader, count)
+    if outline:
+        _place_outline(pages, outline)
+    else:
+        _size_headings(pages, body)
+    markdown, offsets = _render(pages, body, warnings)
+    _report_empty(pages, warnings)
+    return Converted(markdown=markdown, title=_title(reader), kind="pdf", pages=offsets, warnings=warnings)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _check_signature(name: str, data: bytes) -> None:
+    """Refuse bytes that are not a PDF, saying what they look like."""
+    if b"%PDF-" in data[:1024]:
+        return
+    head = data[:512]
+    if not data:
+        what = "the file is empty, not a PDF"
+    elif head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        what = "it is a zip archive (DOCX, PPTX, EPUB?), not a PDF"
+    elif head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"II*\x00", b"MM\x00*")):
+        what = "it is an image, not a PDF"
+    elif head.startswith(b"%!PS"):
+        what = "it is PostScript, not a PDF"
+    elif head.startswith(b"\xd0\xcf\x11\xe0"):
+        what = "it is an old Office (OLE) file, not a PDF"
+    elif re.search(rb"^\s*(?:<!doctype html|<html)", head, re.IGNORECASE):
+        what = "it is an HTML page, not a PDF"
+    elif b"\x00" not in head:
+        what = "it is text, not a PDF"
+    else:
+        what = "it does not start with %PDF-: it is not a PDF"
+    raise UnsupportedFormatError(name, what)
+
+
+def _check_encryption(name: str, reader: Any, pypdf: Any, warnings: list[str]) -> None:
+    """Refuse a file that needs a password; read one whose user password is empty."""
+    if not reader.is_encrypted:
+        return
+    try:
+        matched = reader.decrypt("")
+    except pypdf.errors.DependencyError:  # AES without the optional ``cryptography`` package
+        raise EncryptedFileError(name) from None
+    except (pypdf.errors.PdfReadError, ValueError, KeyError, TypeError, NotImplementedError) as err:
+        raise DamagedFileError(name, f"its encryption cannot be read ({err})") from None
+    if matched == pypdf.PasswordType.NOT_DECRYPTED:
+        raise EncryptedFileError(name)
+    warnings.append("encrypted with an empty password (printing or copying restricted): read without one")
+
+
+def _check_page_count(name: str, reader: Any, limits: Limits) -> None:
+    """Refuse a page tree that claims more than ``limits.max_pages`` pages, before reading it."""
+    try:
+        root = reader.trailer["/Root"].get_object()
+        claimed = root["/Pages"].get_object().get("/Count")
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return  # pypdf may still find the pages; its bounded walk decides
+    claimed = getattr(claimed, "get_object", lambda: claimed)()
+    if isinstance(claimed, int) and claimed > limits.max_pages:
+        raise UnsafeFileError(name, f"it claims {claimed:,} pages (at most {limits.max_pages:,})")
+
+
+@contextmanager
+def _library_messages() -> Iterator[list[str]]:
+    """pypdf's warnings (repairs of a damaged file) logged by this thread while inside."""
+    messages: list[str] = []
+    thread = threading.get_ident()
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.thread == thread and record.levelno >= logging.WARNING and len(messages) < 1000:
+                messages.append(record.getMessage())
+
+    handler = _Collect()
+    logger = logging.getLogger("pypdf")
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+
+
+# ----------------------------------------------------------------------------- reading pages
+
+
+def _read_pages(reader: Any, count: int, warnings: list[str]) -> list[_Page]:
+    """Every page's lines, within the work budgets. Pages drawn by the same content streams
+    (with the same resources) are read once; a page over a limit costs the document budget
+    a whole page's work, so a file of many such pages stops early."""
+    from pypdf.errors import LimitReachedError
+
+    budget = _Budget()
+    fonts: dict[int, tuple[Any, bool]] = {}
+    pages: list[_Page] = []
+    seen: dict[tuple[Any, ...], _Page] = {}
+    too_big: list[int] = []
+    stopped_at = 0
+    for index in range(count):
+        page = _Page()
+        pages.append(page)
+        if stopped_at:
+            continue
+        obj = reader.pages[index]
+        page.width = _page_width(obj)
+        page.has_images = _has_images(obj)
+        key = _content_key(obj)
+        if key is not None and key in seen:
+            earlier = seen[key]
+            page.lines = [_Line(line.text, line.x, line.y, line.size, line.mono) for line in earlier.lines]
+            page.problem = earlier.problem
+            if page.problem == "too big":
+                too_big.append(index + 1)
+            continue
+        if key is not None:
+            seen[key] = page
+        budget.page = 0
+        try:
+            size = _content_size(obj)
+            if size is None or size > MAX_PAGE_CONTENT_BYTES:
+                raise _WorkExceeded(whole_document=False)
+            page.lines = _page_lines(obj, budget, fonts, page)
+        except (_WorkExceeded, LimitReachedError) as stop:
+            page.lines = []
+            if isinstance(stop, _WorkExceeded) and stop.whole_document:
+                stopped_at = index + 1
+                continue
+            page.problem = "too big"
+            too_big.append(index + 1)
+            budget.document += MAX_PAGE_WORK - budget.page
+            if budget.document > MAX_DOCUMENT_WORK:
+                stopped_at = index + 2
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as err:  # one unreadable page (nesting too deep too) does not lose the others
+            page.problem = f"{type(err).__name__}: {err}"[:160]
+            warnings.append(f"page {index + 1} cannot be read ({page.problem}): left out")
+    if too_big:
+        warnings.append(f"{_numbers('page', too_big)} too much content to read safely (more than "
+                        f"{MAX_PAGE_CONTENT_BYTES // 2**20} MiB or {MAX_PAGE_WORK:,} operations): left out")
+    if stopped_at and stopped_at <= count:
+        warnings.append(f"pages {stopped_at}–{count} left out: the document's text is larger than "
+                        f"{MAX_DOCUMENT_WORK:,} operations; split it into smaller files")
+        for page in pages[stopped_at - 1:]:
+            page.problem = page.problem or "left out"
+    return pages
+
+
+def _content_key(page: Any) -> tuple[Any, ...] | None:
+    """What identifies the page's drawing: its content streams' and resources' object numbers
+    (``None`` when they are not indirect objects, so not shared)."""
+    contents: Any = page.raw_get("/Contents") if "/Contents" in page else None
+    resources: Any = page.raw_get("/Resources") if "/Resources" in page else None
+    refs: list[Any] = []
+    if hasattr(contents, "idnum"):
+        target = contents.get_object()
+        items = list(target) if isinstance(target, list) else [contents]
+    elif isinstance(contents, list):
+        items = list(contents)
+    else:
+        return None
+    for item in items[:64]:
+        if not hasattr(item, "idnum"):
+            return None
+        refs.append((item.idnum, item.generation))
+    resource_key = (resources.idnum, resources.generation) if hasattr(resources, "idnum") else id(resources)
+    return (tuple(refs), resource_key)
+
+
+def _page_width(page: Any) -> float:
+    """The page's width in points (612 when its box cannot be read)."""
+    try:
+        return float(page.mediabox.width) or 612.0
+    except Exception:  # a malformed box: any width will do for column detection
+        return 612.0
+
+
+def _content_size(page: Any) -> int | None:
+    """Decoded bytes of the page's content streams; ``None`` once they pass the limit."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return 0
+    contents = contents.get_object()
+    streams = contents if isinstance(contents, list) else [contents]
+    total = 0
+    for stream in streams[:10_000]:
+        stream = stream.get_object()
+        if not hasattr(stream, "get_data"):
+            continue
+        total += len(stream.get_data())  # pypdf stops decompressing at MAX_STREAM_BYTES
+        if total > MAX_PAGE_CONTENT_BYTES:
+            return None
+    return total
+
+
+def _has_images(page: Any) -> bool:
+    """Whether the page's resources hold an image (or a form that may draw one)."""
+    try:
+        xobjects = page.get("/Resources", {}).get_object().get("/XObject")
+        if xobjects is None:
+            return False
+        return len(xobjects.get_object()) > 0
+    except Exception:  # unreadable resources: no images known
+        return False
+
+
+def _multiply(a: list[float], b: list[float]) -> list[float]:
+    """Product of two PDF matrices ``[a b c d e f]``."""
+    return [
+        a[0] * b[0] + a[1] * b[2],
+        a[0] * b[1] + a[1] * b[3],
+        a[2] * b[0] + a[3] * b[2],
+        a[2] * b[1] + a[3] * b[3],
+        a[4] * b[0] + a[5] * b[2] + b[4],
+        a[4] * b[1] + a[5] * b[3] + b[5],
+    ]
+
+
+def _is_mono(font: Any, cache: dict[int, tuple[Any, bool]]) -> bool:
+    """Whether a font resource is monospace (by its name or its FixedPitch flag); ``cache``
+    holds the fonts it has seen (kept alive, so that their ids stay theirs)."""
+    if font is None:
+        return False
+    key = id(font)
+    if key in cache:
+        return cache[key][1]
+    mono = False
+    try:
+        base = str(font.get("/BaseFont", ""))
+        mono = bool(_MONO_NAME.search(base.split("+")[-1]))
+        if not mono:
+            descriptor = font.get("/FontDescriptor")
+            if descriptor is None and "/DescendantFonts" in font:
+                descriptor = font["/DescendantFonts"].get_object()[0].get_object().get("/FontDescriptor")
+            if descriptor is not None:
+                mono = bool(int(descriptor.get_object().get("/Flags", 0)) & 1)
+    except Exception:  # a malformed font dictionary: not monospace
+        mono = False
+    cache[key] = (font, mono)
+    return mono
+
+
+def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], info: _Page) -> list[_Line]:
+    """The page's lines in drawing order, from pypdf's text runs."""
+    lines: list[_Line] = []
+    runs: list[tuple[str, float, float, float, bool]] = []
+    budget.page = 0
+
+    def flush() -> None:
+        text = "".join(r[0] for r in runs)
+        text = _clean(text)
+        if text.strip():
+            first = next(r for r in runs if r[0].strip())
+            sizes: Counter[float] = Counter()
+            mono_chars = 0
+            for run_text, _x, _y, size, mono in runs:
+                n = len(run_text.strip())
+                sizes[round(size * 2) / 2] += n
+                mono_chars += n if mono else 0
+            total = sum(sizes.values()) or 1
+            lines.append(_Line(text=text.rstrip(), x=first[1], y=first[2], size=sizes.most_common(1)[0][0],
+                               mono=mono_chars >= 0.9 * total))
+        runs.clear()
+
+    def on_text(text: str, cm: Any, tm: Any, font: Any, size: Any) -> None:
+        if not text:
+            return
+        try:
+            matrix = _multiply([float(v) for v in tm], [float(v) for v in cm])
+            scale = math.hypot(matrix[2], matrix[3]) or 1.0
+            effective = abs(float(size)) * scale
+        except (TypeError, ValueError, IndexError):
+            matrix, effective = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0], 0.0
+        if not math.isfinite(effective):
+            effective = 0.0
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                flush()
+            if part:
+                runs.append((part, matrix[4], matrix[5], effective, _is_mono(font, fonts)))
+
+    def on_operator(operator: bytes, operands: Any, cm: Any, tm: Any) -> None:
+        work = 1
+        if isinstance(operands, list):
+            work += len(operands)
+            if operands and isinstance(operands[0], list):
+                work += len(operands[0])
+        if operator in (b"INLINE IMAGE", b"BI"):
+            info.has_images = True
+        budget.page += work
+        budget.document += work
+        if budget.document > MAX_DOCUMENT_WORK:
+            raise _WorkExceeded(whole_document=True)
+        if budget.page > MAX_PAGE_WORK:
+            raise _WorkExceeded(whole_document=False)
+
+    page.extract_text(visitor_text=on_text, visitor_operand_before=on_operator)
+    flush()
+    _orient(lines)
+    return lines
+
+
+def _clean(text: str) -> str:
+    """Control characters out, ligatures spelled out, soft hyphens inside words dropped."""
+    text = text.translate(_CONTROL).translate(_LIGATURES).replace("\t", " ")
+    text = re.sub(r"\u00ad(?=\S)", "", text)
+    return text
+
+
+def _orient(lines: list[_Line]) -> None:
+    """Make ``y`` grow up the page, whatever the page's transformation says."""
+    down = sum(1 for a, b in zip(lines, lines[1:]) if b.y < a.y)
+    up = sum(1 for a, b in zip(lines, lines[1:]) if b.y > a.y)
+    if up > down:
+        for line in lines:
+            line.y = -line.y
+
+
+def _readable(lines: list[_Line]) -> bool:
+    """Whether the text is real text, not glyph codes of fonts without a Unicode map."""
+    chars = "".join(line.text for line in lines).replace(" ", "")
+    if not chars:
+        return False
+    bad = sum(1 for c in chars if c == "\ufffd" or unicodedata.category(c) in ("Co", "Cn", "Cc", "Cs"))
+    return bad * 3 < len(chars)
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def _drop_unreadable(pages: list[_Page], warnings: list[str]) -> None:
+    """Empty the pages whose text is glyph codes (fonts without a Unicode map), with a warning."""
+    unreadable = []
+    for number, page in enumerate(pages, 1):
+        if page.lines and not _readable(page.lines):
+            page.lines = []
+            page.problem = "unreadable"
+            unreadable.append(number)
+    if unreadable:
+        warnings.append(f"{_numbers('page', unreadable, verb=False)}: text in fonts without a Unicode map "
+                        f"cannot be read: left out")
+
+
+def _drop_running_lines(pages: list[_Page], warnings: list[str]) -> None:
+    """Leave out running headers/footers and lone page numbers at the top or bottom of pages."""
+    texted = [p for p in pages if p.lines]
+    body = _body_size(pages)
+    counts: Counter[str] = Counter()
+    for page in texted:
+        counts.update({_running_key(line.text) for line in _edge_lines(page, body)})
+    threshold = max(2, math.ceil(len(texted) / 2))
+    running = {key for key, n in counts.items() if n >= threshold and key}
+    dropped: set[str] = set()
+    for page in texted:
+        edges = {id(line) for line in _edge_lines(page, body)}
+        keep = []
+        for line in page.lines:
+            if id(line) in edges and not line.mono:
+                key = _running_key(line.text)
+                if key in running or _PAGE_NUMBER.match(line.text.strip()):
+                    if key in running:
+                        dropped.add(line.text.strip())
+                    continue
+            keep.append(line)
+        page.lines = keep
+    if dropped:
+        shown = "; ".join(sorted(dropped)[:3])
+        warnings.append(f"running headers/footers left out ({shown[:200]})")
+
+
+def _edge_lines(page: _Page, body: float) -> list[_Line]:
+    """The lines on the two topmost and the two lowest baselines of a page that stand apart
+    from the text (set smaller than the body, or with a wide gap to the nearest line)."""
+    if len(page.lines) < 3:
+        candidates = [line for line in page.lines if _PAGE_NUMBER.match(line.text.strip())]
+    else:
+        baselines = sorted({round(line.y) for line in page.lines})
+        edge = set(baselines[:2]) | set(baselines[-2:])
+        candidates = [line for line in page.lines if round(line.y) in edge]
+    apart = []
+    for line in candidates:
+        gaps = [abs(line.y - other.y) for other in page.lines if abs(line.y - other.y) > 0.5]
+        if line.size < body - 0.4 or not gaps or min(gaps) > 1.8 * max(line.size, body):
+            apart.append(line)
+    return apart
+
+
+def _running_key(text: str) -> str:
+    """A line's text with digits and spacing normalised, to find it on other pages."""
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text.strip().lower()))
+
+
+def _body_size(pages: list[_Page]) -> float:
+    """The size most characters of the document are set in."""
+    sizes: Counter[float] = Counter()
+    for page in pages:
+        for line in page.lines:
+            sizes[line.size] += len(line.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _outline(reader: Any, count: int) -> list[tuple[int, int, str]]:
+    """The outline as ``(page index, level, title)`` in document order (empty when none)."""
+    try:
+        outline = reader.outline
+    except Exception:  # an unreadable outline: headings come from font sizes instead
+        return []
+    entries: list[tuple[int, int, str]] = []
+    stack: list[tuple[list[Any], int]] = [(list(outline), 1)]
+    while stack and len(entries) < MAX_OUTLINE_ENTRIES:
+        items, level = stack.pop()
+        while items and len(entries) < MAX_OUTLINE_ENTRIES:
+            item = items.pop(0)
+            if isinstance(item, list):
+                stack.append((items, level))
+                items, level = list(item), level + 1
+                continue
+            title = re.sub(r"\s+", " ", _clean(str(getattr(item, "title", "") or ""))).strip()
+            try:
+                index = reader.get_destination_page_number(item)
+            except Exception:  # a destination that points nowhere
+                index = None
+            if title and isinstance(index, int) and 0 <= index < count:
+                entries.append((index, min(level, 6), title))
+    return entries
+
+
+def _norm(text: str) -> str:
+    """Text reduced to lower-case letters and digits, to compare a title with a line."""
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
+def _place_outline(pages: list[_Page], outline: list[tuple[int, int, str]]) -> None:
+    """Put each outline entry on its page as a heading (see the module doc)."""
+    cursor: dict[int, int] = {}
+    for index, level, title in outline:
+        page = pages[index]
+        start = cursor.get(index, 0)
+        target = _norm(title)
+        found = -1
+        for i in range(start, len(page.lines)):
+            if page.lines[i].heading:
+                continue
+            joined = ""
+            for k in range(i, min(i + 3, len(page.lines))):
+                if page.lines[k].heading:
+                    break
+                joined += _norm(page.lines[k].text)
+                if joined == target:
+                    found = i
+                    for line in page.lines[i:k + 1]:
+                        line.heading, line.continues = level, line is not page.lines[i]
+                    page.lines[i].heading_text = title
+                    cursor[index] = k + 1
+                    break
+                if not target.startswith(joined):
+                    break
+            if found >= 0:
+                break
+        if found < 0 and target:
+            anchor = page.lines[start] if start < len(page.lines) else None
+            page.lines.insert(start, _Line(text=title, x=anchor.x if anchor else 0.0,
+                                           y=anchor.y if anchor else 0.0, size=anchor.size if anchor else 0.0,
+                                           mono=False, heading=level, heading_text=title))
+            cursor[index] = start + 1
+
+
+def _size_headings(pages: list[_Page], body: float) -> None:
+    """Mark short lines set clearly larger than the body text as headings ranked by size.
+
+    Lines of one larger size that follow each other at a paragraph's spacing (at most 1.6 ×
+    their size apart) form a block; a block of more than three lines is a paragraph in large
+    type, not headings. Inside a block, lines closer than 1.3 × their size are one heading set
+    over two or three lines; wider apart, they are separate headings."""
+    if body <= 0:
+        return
+    floor = max(body * 1.15, body + 1.0)
+    headings: list[list[_Line]] = []
+    sizes: set[float] = set()
+    for page in pages:
+        i = 0
+        while i < len(page.lines):
+            line = page.lines[i]
+            if line.size < floor or line.mono:
+                i += 1
+                continue
+            block = [line]
+            j = i + 1
+            while (j < len(page.lines) and page.lines[j].size == line.size and not page.lines[j].mono
+                   and 0 < block[-1].y - page.lines[j].y <= line.size * 1.6):
+                block.append(page.lines[j])
+                j += 1
+            i = j
+            if len(block) > 3:
+                continue
+            groups = [[block[0]]]
+            for prev, nxt in zip(block, block[1:]):
+                if prev.y - nxt.y <= line.size * 1.3:
+                    groups[-1].append(nxt)
+                else:
+                    groups.append([nxt])
+            for group in groups:
+                text = " ".join(g.text.strip() for g in group)
+                if len(text) <= 150 and sum(c.isalpha() for c in text) >= 2:
+                    headings.append(group)
+                    sizes.add(line.size)
+    rank = {size: min(n + 1, 6) for n, size in enumerate(sorted(sizes, reverse=True))}
+    for group in headings:
+        for line in group:
+            line.heading, line.continues = rank[line.size], line is not group[0]
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def _leading(pages: list[_Page], body: float) -> float:
+    """The usual distance between two baselines of body text."""
+    gaps: Counter[float] = Counter()
+    for page in pages:
+        for a, b in zip(page.lines, page.lines[1:]):
+            if a.size == b.size == body and not a.heading and not b.heading:
+                gap = a.y - b.y
+                if 0 < gap < body * 3:
+                    gaps[round(gap * 2) / 2] += 1
+    # lines of one paragraph stand closer than 1.8 × the size; paragraph gaps are wider and may
+    # outnumber them in a short document
+    close = Counter({gap: n for gap, n in gaps.items() if gap <= body * 1.8})
+    common = (close or gaps).most_common(1)
+    return common[0][0] if common else body * 1.2
+
+
+def _render(pages: list[_Page], body: float, warnings: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The Markdown of all pages, and where each page's marker starts."""
+    leading = _leading(pages, body)
+    vocabulary = {word.lower() for page in pages for line in page.lines for word in _WORD.findall(line.text)}
+    out: list[str] = []
+    offset = 0
+    offsets: list[tuple[int, int]] = []
+    columns: list[int] = []
+    for number, page in enumerate(pages, 1):
+        offsets.append((offset, number))
+        chunk = PAGE_MARKER.format(n=number) + "\n\n"
+        blocks = [b for b in (_render_block(kind, lines, vocabulary)
+                              for kind, lines in _blocks(page, body, leading)) if b]
+        if blocks:
+            chunk += "\n\n".join(blocks) + "\n\n"
+        if _multi_column(page):
+            columns.append(number)
+        out.append(chunk)
+        offset += len(chunk)
+    if columns:
+        warnings.append(f"{_numbers('page', columns, verb=False)} set in more than one column: "
+                        f"reading order guessed (the order the page draws its text)")
+    return "".join(out).rstrip("\n") + "\n", offsets
+
+
+def _blocks(page: _Page, body: float, leading: float) -> list[tuple[str, list[_Line]]]:
+    """The page's lines grouped into headings, code blocks and paragraphs."""
+    blocks: list[tuple[str, list[_Line]]] = []
+    for line in page.lines:
+        kind = "heading" if line.heading else "code" if line.mono else "para"
+        if kind == "code" and blocks and blocks[-1][0] == "para":
+            # a line of inline code that goes on with the paragraph (no gap) belongs to it
+            kind = "para" if not _breaks(blocks[-1][1][-1], line, "para", body, leading) else kind
+        if blocks and blocks[-1][0] == kind and not _breaks(blocks[-1][1][-1], line, kind, body, leading):
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((kind, [line]))
+    return blocks
+
+
+def _breaks(prev: _Line, line: _Line, kind: str, body: float, leading: float) -> bool:
+    """Whether ``line`` starts a new block after ``prev`` of the same kind."""
+    if kind == "heading":
+        return not line.continues
+    size = max(line.size, prev.size, 1.0)
+    scale = size / body if body else 1.0
+    gap = prev.y - line.y
+    if kind == "code":
+        return gap <= 0 or gap > leading * scale * 3 or abs(line.size - prev.size) > 0.6
+    if gap <= 0 or abs(line.size - prev.size) > 0.6:
+        return True
+    if gap > leading * scale + 0.25 * size:
+        return True
+    if line.text.lstrip()[:1] in _BULLETS and line.text.lstrip()[1:2] == " ":
+        return True
+    return bool(line.x > prev.x + 0.8 * size and prev.text.rstrip()[-1:] in ".:!?")
+
+
+def _render_block(kind: str, lines: list[_Line], vocabulary: set[str]) -> str:
+    """One block as Markdown; ``vocabulary`` (the document's words) decides a line-end hyphen."""
+    if kind == "heading":
+        text = lines[0].heading_text or " ".join(line.text.strip() for line in lines)
+        text = re.sub(r"\s+", " ", text).strip().rstrip("#").strip()
+        return f"{'#' * lines[0].heading} {text}" if text else ""
+    if kind == "code":
+        return _render_code(lines)
+    parts: list[str] = []
+    for line in lines:
+        text = re.sub(r"\s+", " ", line.text).strip()
+        if not text:
+            continue
+        if text[:1] in _BULLETS and text[1:2] == " ":
+            text = "- " + text[2:].lstrip()
+        if parts and _HYPHEN_END.search(parts[-1]) and text[:1].islower():
+            parts[-1] = _join_hyphenated(parts[-1], text, vocabulary)
+        else:
+            parts.append(text)
+    return _escape(" ".join(parts))
+
+
+def _join_hyphenated(before: str, after: str, vocabulary: set[str]) -> str:
+    """``exam-`` + ``ple …`` → ``example …``; the hyphen stays when the document writes the
+    word with it elsewhere (``auto-run``) and never without it."""
+    head = _HYPHEN_END.sub("", before)
+    first = re.match(r"[^\W\d_]*", after)
+    tail = first.group(0).lower() if first else ""
+    stem = re.search(r"[^\W\d_]+(?:-[^\W\d_]+)*$", head)
+    word = stem.group(0).lower() if stem else ""
+    last = word.rsplit("-", 1)[-1]
+    if before.endswith("-") and f"{word}-{tail}" in vocabulary and f"{last}{tail}" not in vocabulary:
+        return head + "-" + after
+    return head + after
+
+
+def _escape(text: str) -> str:
+    """Keep a paragraph a paragraph: no accidental heading, fence, HTML block or code."""
+    if re.match(r"#{1,6}(?:\s|$)|`{3}|~{3}|<|=+\s*$|[-*_](?:\s*[-*_]){2,}\s*$|[+]\s", text):
+        return "\\" + text
+    return text
+
+
+def _render_code(lines: list[_Line]) -> str:
+    """Monospace lines as a fenced block, indentation restored from the line positions."""
+    left = min(line.x for line in lines)
+    rows: list[str] = []
+    for i, line in enumerate(lines):
+        if i:
+            gap = lines[i - 1].y - line.y
+            step = line.size * 1.15 or 1.0
+            rows.extend([""] * max(0, min(3, round(gap / step) - 1)))
+        width = 0.6 * line.size or 1.0
+        indent = max(0, min(40, round((line.x - left) / width)))
+        rows.append(" " * indent + line.text.rstrip())
+    body = "\n".join(rows)
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}\n{body}\n{fence}"
+
+
+def _multi_column(page: _Page) -> bool:
+    """Whether the page sets body text in columns side by side: two runs of at least five
+    lines each, one left of the other, over the same stretch of the page (a table's cells,
+    which alternate left and right, are not columns)."""
+    body = [line for line in page.lines if not line.heading and len(line.text) > 20]
+    if len(body) < 10:
+        return False
+    starts = sorted({round(line.x) for line in body})
+    for a, b in zip(starts, starts[1:]):
+        if b - a <= page.width * 0.25:
+            continue
+        runs: list[list[_Line]] = []
+        for line in body:
+            if runs and (runs[-1][0].x >= b) == (line.x >= b):
+                runs[-1].append(line)
+            else:
+                runs.append([line])
+        left = max((r for r in runs if r[0].x < b), key=len, default=[])
+        right = max((r for r in runs if r[0].x >= b), key=len, default=[])
+        if len(left) >= 5 and len(right) >= 5:
+            low = max(min(x.y for x in left), min(x.y for x in right))
+            high = min(max(x.y for x in left), max(x.y for x in right))
+            shorter = min(max(x.y for x in r) - min(x.y for x in r) for r in (left, right))
+            if high - low >= 0.5 * shorter:
+                return True
+    return False
+
+
+def _report_empty(pages: list[_Page], warnings: list[str]) -> None:
+    """Name the pages that gave no text."""
+    images = [n for n, p in enumerate(pages, 1) if not p.lines and not p.problem and p.has_images]
+    blank = [n for n, p in enumerate(pages, 1) if not p.lines and not p.problem and not p.has_images]
+    if images:
+        warnings.append(f"{_numbers('page', images, verb=False)} {'have' if len(images) > 1 else 'has'} "
+                        f"no text (images only?)")
+    if blank:
+        warnings.append(f"{_numbers('page', blank, verb=False)} {'are' if len(blank) > 1 else 'is'} blank")
+
+
+def _numbers(word: str, numbers: list[int], verb: bool = True) -> str:
+    """``"pages 4, 9 have"`` / ``"page 4 has"``, at most 12 numbers listed."""
+    shown = ", ".join(str(n) for n in numbers[:12])
+    if len(numbers) > 12:
+        shown += f" and {len(numbers) - 12} more"
+    plural = len(numbers) > 1
+    text = f"{word}{'s' if plural else ''} {shown}"
+    return f"{text} {'have' if plural else 'has'}" if verb else text
+
+
+def _title(reader: Any) -> str | None:
+    """The document information's ``/Title`` unless empty or junk."""
+    try:
+        metadata = reader.metadata
+        raw: Any = metadata.get("/Title") if metadata else None
+        raw = raw.get_object() if hasattr(raw, "get_object") else raw
+        title = re.sub(r"\s+", " ", _clean(str(raw or "")))
+    except Exception:  # unreadable metadata: no title
+        return None
+    title = title.strip().strip("\x00")
+    if not title or len(title) > 300 or sum(c.isalpha() for c in title) < 2 or _JUNK_TITLE.search(title):
+        return None
+    return title
