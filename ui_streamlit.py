@@ -207,8 +207,10 @@ with st.sidebar:
     with st.expander("Documents", expanded=False):
         table(info["document_list"], key="kb_docs")
 
-    uploads = st.file_uploader("Add .md / .txt files", type=["md", "markdown", "txt"],
-                               accept_multiple_files=True, key=f"uploader_{state[S.UPLOAD_NONCE]}")
+    uploads = st.file_uploader("Add documents", type=actions.upload_types(engine),
+                               accept_multiple_files=True, key=f"uploader_{state[S.UPLOAD_NONCE]}",
+                               help="Markdown, text, PDF, Word (.docx), PowerPoint (.pptx), HTML "
+                                    "and EPUB; a refused file is named in the report with why.")
     folder = st.text_input("…or a folder on this machine", key="ingest_folder",
                            placeholder="/path/to/your/docs")
     if st.button("Ingest", key="ingest", width="stretch"):

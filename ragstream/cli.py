@@ -721,9 +721,21 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
               help="With --page: another copy of ui_streamlit.py (an older checkout, for a "
                    "before/after figure).")
 @click.option("--tab", default=None, help="With --page: the result tab open meanwhile.")
+@click.option("--formats", "formats", is_flag=True,
+              help="Instead: words/s converting PDF, DOCX, PPTX, HTML and EPUB (the bundled "
+                   "knowledge base made in each, benchmarks/formats/) against ingesting it.")
 def bench(quick: bool, as_json: bool, out: str | None, page: bool, rounds: int,
-          app: str | None, tab: str | None) -> None:
+          app: str | None, tab: str | None, formats: bool) -> None:
     """Run the benchmark and print the report or JSON (optionally also to a file)."""
+    if formats:
+        from ragstream.measure.format_bench import format_formats_report, run_format_bench
+
+        try:
+            result = run_format_bench(min(rounds, 20), progress=lambda line: click.echo(line, err=True))
+        except RagstreamError as err:
+            _fail(err)
+        _emit(result, as_json, out, format_formats_report)
+        return
     if page:
         from ragstream.measure.page_bench import format_page_report, run_page_bench
 

@@ -123,7 +123,9 @@ class ChunkingSettings(_Strict):
     max_tokens: int = Field(320, ge=32, le=8192, description="tiktoken tokens per chunk, at most")
     min_tokens: int = Field(48, ge=0, le=4096, description="a smaller tail merges into its neighbour")
     encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
-    extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt"])
+    extensions: list[str] = Field(default_factory=lambda: [
+        ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".html", ".htm", ".epub"],
+        description="file types ingested; PDF, DOCX, PPTX, HTML and EPUB go through ragstream.formats")
     ingest_batch_chunks: int = Field(
         512, ge=1, le=100_000,
         description="documents are embedded and written in batches of about this many chunks")

@@ -67,6 +67,15 @@ class Chunk(BaseModel):
     has_code: bool = False
     has_equations: bool = False
     content_hash: str = ""
+    page: int = Field(0, description="the page the chunk starts on in a paged document (PDF); 0: no pages")
+    page_end: int = Field(0, description="the page it ends on (= page unless it runs over a page break)")
+
+    @property
+    def page_label(self) -> str:
+        """``p. 12`` (``pp. 12–13`` for a chunk that runs over a page break); "" without pages."""
+        if not self.page:
+            return ""
+        return f"pp. {self.page}–{self.page_end}" if self.page_end > self.page else f"p. {self.page}"
 
     @property
     def heading_label(self) -> str:
@@ -75,9 +84,11 @@ class Chunk(BaseModel):
 
     @property
     def citation_label(self) -> str:
-        """``file.md § Heading > Sub`` — how the chunk is named in prompts and tables."""
+        """``file.md § Heading > Sub`` (``manual.pdf p. 12 § Installing`` in a paged document) —
+        how the chunk is named in prompts and tables."""
         path = self.heading_label
-        return f"{self.source} § {path}" if path else self.source
+        where = f"{self.source} {self.page_label}" if self.page else self.source
+        return f"{where} § {path}" if path else where
 
 
 class Filters(BaseModel):

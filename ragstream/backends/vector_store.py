@@ -62,7 +62,7 @@ GENERATION_FILE_PREFIX = "ragstream-generation-"
 _CHUNK_FIELDS = [
     "doc_id", "source", "title", "section", "doc_type", "last_update_date", "chunk_index",
     "start_line", "end_line", "word_count", "token_count", "has_code", "has_equations",
-    "content_hash", "source_name",
+    "content_hash", "source_name", "page", "page_end",
 ]
 
 

@@ -179,6 +179,9 @@ def parse_document(
     digest = content_hash(text)
     normalised = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")
     lines = normalised.split("\n")
+    pages = _page_of_lines(lines)  # a converted PDF's page markers, blanked out of the text
+    if pages:
+        normalised = "\n".join(lines)
     warnings: list[str] = []
 
     is_markdown = not doc_id.lower().endswith(PLAIN_TEXT_SUFFIXES)
@@ -227,6 +230,9 @@ def parse_document(
             )
     if not chunks:
         warnings.append(NO_BODY_WARNING)
+    if pages:
+        chunks = [c.model_copy(update={"page": pages[c.start_line - 1], "page_end": pages[c.end_line - 1]})
+                  for c in chunks]
 
     return ParsedDocument(
         doc_id=doc_id,
@@ -243,6 +249,26 @@ def parse_document(
 
 
 # ------------------------------------------------------------------------------ metadata
+
+
+_PAGE_MARKER = re.compile(r"^<!-- page: (\d+) -->$")
+
+
+def _page_of_lines(lines: list[str]) -> list[int]:
+    """For a document with page markers (``ragstream.formats.PAGE_MARKER``, one line before
+    each page's text, as the PDF converter writes them): the page of every line (0 before the
+    first marker), each marker line blanked in ``lines``; [] for a document without them."""
+    if not any(line.startswith("<!-- page: ") for line in lines):
+        return []
+    pages: list[int] = []
+    page = 0
+    for i, line in enumerate(lines):
+        found = _PAGE_MARKER.match(line.strip())
+        if found:
+            page = int(found.group(1))
+            lines[i] = ""
+        pages.append(page)
+    return pages
 
 
 def content_hash(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Ingestion: a folder (or one file) of Markdown / plain text into the knowledge base.
+"""Ingestion: a folder (or one file) of Markdown / plain text — and PDF, Word, PowerPoint,
+HTML and EPUB files, converted to Markdown by ``ragstream.formats`` — into the knowledge base.
 
 For each file, in path order:
 
@@ -41,6 +42,7 @@ Faults:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import time
@@ -65,6 +67,7 @@ from ragstream.errors import (
     VectorStoreError,
     root_cause,
 )
+from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.super_prompt import Chunk
 
@@ -176,13 +179,31 @@ class IngestReport(BaseModel):
 
 
 def list_files(root: Path, extensions: list[str]) -> list[Path]:
-    """Files under ``root`` with one of ``extensions`` (any case), skipping hidden paths; sorted."""
+    """Files under ``root`` with one of ``extensions`` (any case), skipping hidden paths and the
+    asset folder a browser saves beside a web page (``page_files/`` next to ``page.html``: its
+    frames and scripts are parts of that page, not documents); sorted."""
     exts = {e.lower() for e in extensions}
     return sorted(
         p for p in root.rglob("*")
         if p.is_file() and p.suffix.lower() in exts
         and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and not _in_saved_page_assets(p, root)
     )
+
+
+#: how browsers name the folder they save a page's assets in, beside ``X.html`` (by language)
+SAVED_PAGE_FOLDERS = ("_files", "-files", "-dateien", "_fichiers", "_archivos")
+
+
+def _in_saved_page_assets(path: Path, root: Path) -> bool:
+    """``path`` lies in a folder ``X_files/`` (``X-Dateien/``…) beside ``X.html`` or ``X.htm``."""
+    for folder in path.relative_to(root).parents:
+        ending = next((e for e in SAVED_PAGE_FOLDERS if folder.name.lower().endswith(e)), None)
+        if ending:
+            stem = (root / folder).with_name(folder.name[: -len(ending)])
+            if any(stem.with_name(stem.name + ext).is_file() for ext in (".html", ".htm")):
+                return True
+    return False
 
 
 def embed_chunks(chunks, embedder) -> list[WindowRecord]:
@@ -259,8 +280,8 @@ def decode_text(data: bytes) -> str:
         raise NotUTF8Error(err.reason, err.start) from None
 
 
-def read_text_file(path: Path, settings: IngestionSettings) -> str:
-    """The text of ``path``. Its size is checked with ``stat`` before anything is read, and the
+def read_bytes(path: Path, settings: IngestionSettings) -> bytes:
+    """The bytes of ``path``. Its size is checked with ``stat`` before anything is read, and the
     read never goes past the limit (a file that grows meanwhile stops one byte after it), so
     memory stays bounded whatever the file's size: ``FileTooLargeError`` over
     ``ingestion.max_file_mb``. (``read(n)`` reserves ``n`` bytes up front, so the file's own
@@ -275,7 +296,22 @@ def read_text_file(path: Path, settings: IngestionSettings) -> str:
             data += f.read(limit + 1 - len(data))
             if len(data) > limit:
                 raise FileTooLargeError(os.fstat(f.fileno()).st_size, settings.max_file_mb)
-    return decode_text(data)
+    return data
+
+
+def converted_text(name: str, data: bytes) -> tuple[str, list[str]]:
+    """A PDF, Word, PowerPoint, HTML or EPUB file as Markdown (``ragstream.formats``; the title
+    the file names, if any, as front matter) and what the conversion left out or guessed."""
+    converted = convert(name, data)
+    text = converted.markdown
+    if converted.title:
+        text = f"---\ntitle: {json.dumps(converted.title, ensure_ascii=False)}\n---\n\n{text}"
+    return text, converted.warnings
+
+
+def read_text_file(path: Path, settings: IngestionSettings) -> str:
+    """The text of ``path`` (``read_bytes``'s bounds), decoded as UTF-8 (``decode_text``)."""
+    return decode_text(read_bytes(path, settings))
 
 
 def check_text(text: str, settings: IngestionSettings) -> None:
@@ -544,8 +580,21 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
         seen.add(doc_id)  # from here on a failure keeps the stored version: it is never pruned
         if progress:
             progress(i, len(files), doc_id)
+        notes: list[str] = []
         try:
-            text = read_text_file(file, cfg.settings.ingestion)
+            if file.suffix.lower() in CONVERTED_SUFFIXES:  # decided on its bytes: converted only when changed
+                data = read_bytes(file, cfg.settings.ingestion)
+                digest = content_hash(ENCODING + CONVERTER + hashlib.sha256(data).hexdigest())
+                if doc_id in stored and stored[doc_id].doc_hash == digest:
+                    report.skipped += 1
+                    continue
+                text, notes = converted_text(file.name, data)
+            else:
+                text = read_text_file(file, cfg.settings.ingestion)
+                digest = content_hash(ENCODING + text)
+                if doc_id in stored and stored[doc_id].doc_hash == digest:
+                    report.skipped += 1
+                    continue
         except IngestError as err:
             report.failed += 1
             report.errors.append(refused(doc_id, err))
@@ -555,10 +604,7 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             report.errors.append(f"{doc_id}: cannot be read ({err.strerror}); check that the "
                                  f"file is readable by this user")
             continue
-        digest = content_hash(ENCODING + text)
-        if doc_id in stored and stored[doc_id].doc_hash == digest:
-            report.skipped += 1
-            continue
+        report.warnings.extend(f"{doc_id}: {w}" for w in notes)
         try:
             mtime = dt.date.fromtimestamp(file.stat().st_mtime).isoformat()
             parsed = parse_document(text, doc_id, cfg.settings.chunking, mtime)

@@ -196,6 +196,7 @@ class RAGPipeline:
                 "title": chunk.title,
                 "chunk_ref": chunk.id,
                 "embedding_model": self.cfg.settings.embedding.model,
+                **({"page": chunk.page, "page_end": chunk.page_end} if chunk.page else {}),
             },
             relevance_score=score, position_in_doc=chunk.chunk_index,
         )

@@ -36,7 +36,8 @@ class DocumentChunk(BaseModel):
     text: str
     metadata: dict[str, Any] = Field(
         description="source, doc_type, last_update_date, section; also path, heading_path, "
-                    "title, chunk_ref (the RAGstream chunk id) and embedding_model")
+                    "title, chunk_ref (the RAGstream chunk id) and embedding_model; page and "
+                    "page_end (1-based) for a chunk of a paged document (PDF)")
     relevance_score: float = Field(ge=0, le=1)
     position_in_doc: int = Field(ge=0, description="the chunk's number in its document, from 0")
 

@@ -28,6 +28,7 @@ from ragstream.errors import (
     StaleResultError,
     UploadNameError,
 )
+from ragstream.formats import CONVERTED_SUFFIXES
 from ragstream.ingest.ingestor import decode_text, refused
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale, kb_fingerprint
@@ -482,6 +483,11 @@ _PATH_SEPARATORS = re.compile(r"[\\/]")
 MAX_NAME_BYTES = 255
 
 
+def upload_types(engine: Engine) -> list[str]:
+    """The file types the page's uploader accepts: exactly the ones ingestion reads."""
+    return sorted({e.lower().lstrip(".") for e in engine.cfg.settings.chunking.extensions})
+
+
 def upload_name(name: str, allowed: set[str]) -> str:
     """The file name an upload is saved under: its last path part (``../``, absolute and
     Windows paths lose their folders), without control characters or leading dots (a hidden
@@ -529,7 +535,8 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
     When every upload is refused, ``ERROR`` says why and nothing is ingested."""
     st_state[S.ERROR] = None
     if not files:
-        _fail(st_state, IngestError("No files were uploaded. Choose .md or .txt files first."))
+        _fail(st_state, IngestError("No files were uploaded. Choose files first (Markdown, text, PDF, "
+                                        "Word, PowerPoint, HTML or EPUB)."))
         return False
     folder = engine.cfg.uploads_dir
     allowed = {e.lower() for e in engine.cfg.settings.chunking.extensions}
@@ -546,7 +553,8 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
                                       f"name; rename one of them and upload it again.")
             if len(data) > limits.max_file_bytes:
                 raise FileTooLargeError(len(data), limits.max_file_mb)
-            decode_text(data)
+            if Path(safe).suffix.lower() not in CONVERTED_SUFFIXES:  # converted ones: at ingestion
+                decode_text(data)
         except IngestError as err:
             errors.append(err.args[0] if isinstance(err, UploadNameError) else refused(safe, err))
             continue

@@ -533,3 +533,35 @@ def test_empty_and_heading_only_documents_give_no_chunks():
 def test_bad_paths_raise(bad):
     with pytest.raises(IngestError):
         parse("Text.", path=bad)
+
+
+# --------------------------------------------------------------------------- paged documents
+
+
+def test_page_markers_give_each_chunk_its_pages_and_never_reach_its_text():
+    """A converted PDF's page markers: every chunk knows the page it starts and ends on, its
+    citation label names them, and the marker lines are not in any chunk's text."""
+    body = " ".join(f"Word{i}" for i in range(30))
+    text = (f"<!-- page: 1 -->\n# Manual\n\n{body}\n\n<!-- page: 2 -->\n## Installing\n\n{body}\n"
+            f"{body}\n\n<!-- page: 3 -->\n{body}\n\n<!-- page: 4 -->\n## Using\n\n{body}\n")
+    doc = parse_document(text, "docs/manual.pdf", ChunkingSettings(max_tokens=120, min_tokens=8),
+                         "2026-01-01")
+    assert all("<!--" not in c.text for c in doc.chunks)
+    by_section = {}
+    for c in doc.chunks:
+        by_section.setdefault(c.heading_path, []).append(c)
+    assert [(c.page, c.page_end) for c in by_section[("Manual",)]] == [(1, 1)]
+    installing = by_section[("Manual", "Installing")]
+    assert installing[0].page == 2 and installing[-1].page_end == 3  # runs over the page break
+    spanning = [c for c in installing if c.page_end > c.page]
+    assert spanning and all(c.citation_label.startswith(f"docs/manual.pdf pp. {c.page}–{c.page_end} § ")
+               for c in spanning)
+    using = by_section[("Manual", "Using")][0]
+    assert (using.page, using.page_end) == (4, 4)
+    assert using.citation_label == "docs/manual.pdf p. 4 § Manual > Using"
+
+
+def test_a_document_without_page_markers_has_no_pages():
+    doc = parse("# Title\n\nSome text here, enough of it to be a chunk of its own.\n")
+    assert all(c.page == 0 and c.page_end == 0 for c in doc.chunks)
+    assert " p. " not in doc.chunks[0].citation_label

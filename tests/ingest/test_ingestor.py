@@ -92,9 +92,9 @@ def test_bad_files_fail_alone_with_a_reason(fresh_engine, tmp_path):
 def test_missing_path_and_wrong_type(fresh_engine, tmp_path):
     with pytest.raises(IngestError, match="does not exist"):
         fresh_engine.ingest(tmp_path / "nope")
-    pdf = write(tmp_path, "doc.pdf", "x")
+    sheet = write(tmp_path, "doc.xlsx", "x")
     with pytest.raises(IngestError, match="not one of the ingestible types"):
-        fresh_engine.ingest(pdf)
+        fresh_engine.ingest(sheet)
 
 
 def test_long_chunk_is_embedded_in_windows_and_rebuilt_exactly(fresh_engine, tmp_path):

@@ -31,9 +31,23 @@ def test_ingest_uploads_saves_and_ingests(fresh_engine, tmp_path):
 def test_ingest_uploads_rejects_other_types(fresh_engine):
     st_state = {}
     S.init_state(st_state)
-    assert not actions.ingest_uploads(fresh_engine, st_state, [("x.pdf", b"%PDF")])
+    assert not actions.ingest_uploads(fresh_engine, st_state, [("x.xlsx", b"PK\x03\x04")])
     kind, message = st_state[S.ERROR]
-    assert kind == "ingestion" and "x.pdf" in message
+    assert kind == "ingestion" and "x.xlsx" in message
+
+
+def test_a_pdf_upload_is_ingested_or_refused_with_its_reason(fresh_engine):
+    """A PDF is one of the uploader's types; a damaged one is named in the report with why,
+    beside the Markdown file uploaded with it, which is ingested."""
+    st_state = {}
+    S.init_state(st_state)
+    assert "pdf" in actions.upload_types(fresh_engine) and "docx" in actions.upload_types(fresh_engine)
+    ok = actions.ingest_uploads(fresh_engine, st_state, [("broken.pdf", b"%PDF-1.7\n1 0 obj <<"),
+                                                         ("notes.md", b"# Notes\n\nSome text to keep.\n")])
+    assert ok, st_state[S.ERROR]
+    report = st_state[S.INGEST_REPORT]
+    assert report["processed"] == 1 and report["failed"] == 1
+    assert "uploads/broken.pdf" in report["errors"][0] and "DamagedFileError" in report["errors"][0]
 
 
 # --------------------------------------------------------------------------- the streamed answer
