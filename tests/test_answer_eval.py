@@ -12,6 +12,7 @@ import pytest
 
 from ragstream.engine import Engine
 from ragstream.errors import EvalDataError
+from ragstream.formats import CONVERTED_SUFFIXES, convert
 from ragstream.measure.answer_eval import (
     Section,
     answers_config,
@@ -50,7 +51,9 @@ def test_the_bundled_question_sets_load_and_are_big_enough():
         assert kinds.count("short") >= 20 and {"list", "detail"} & set(kinds)
         for q in qs.questions:  # every section names a heading of its file
             for s in qs.sections[q.id]:
-                text = (qs.docs / s.file).read_text(encoding="utf-8")
+                path = qs.docs / s.file  # a PDF, DOCX… set: the Markdown its file converts to
+                text = (convert(path.name, path.read_bytes()).markdown if path.suffix in CONVERTED_SUFFIXES
+                        else path.read_text(encoding="utf-8"))
                 assert any(line.lstrip("#").strip() == s.heading
                            for line in text.splitlines() if line.startswith("#")), (q.id, s)
 

@@ -37,9 +37,9 @@ Progress = Callable[[str, int, int], None]
 
 
 def bundled_sets(folder: Path = BUNDLED) -> dict[str, str]:
-    """The bundled question sets: label -> path."""
+    """The bundled question sets: label -> path, by name (``kb`` before its formats' ``kb-pdf``…)."""
     out = {}
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json"), key=lambda p: p.stem):
         try:
             qs = load_questions(path)
         except Exception:  # a broken bundled file is not offered
