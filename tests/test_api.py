@@ -256,3 +256,34 @@ def test_a_retrieval_over_the_time_limit_is_an_error(tmp_path, embedder, monkeyp
     with pytest.raises(RetrievalTimeoutError, match="0.2 s"):
         rag.retrieve("Barricade rules", "k")
     assert time.perf_counter() - t0 < 0.9
+
+
+# --------------------------------------------------------------------------- formats through the API
+
+
+def test_a_pdf_sent_in_base64_is_converted_and_its_chunks_carry_their_page(tmp_path, embedder):
+    import base64
+
+    from pydantic import ValidationError
+
+    from ragstream.service.contract import RuleDocument
+
+    rag = pipeline_over(RULES_KB, tmp_path / "index", embedder)
+    pdf = (Path(__file__).parents[1] / "benchmarks" / "formats" / "kb-pdf" / "faq.pdf").read_bytes()
+    result = rag.ingest([
+        {"document_id": "faq-pdf", "filename": "faq.pdf",
+         "content_base64": base64.b64encode(pdf).decode()},
+        {"document_id": "broken", "filename": "broken.pdf",
+         "content_base64": base64.b64encode(pdf[:5000]).decode()},
+    ])
+    assert result.documents_processed == 1 and result.documents_failed == 1
+    assert "broken: DamagedFileError" in result.errors[0]
+    ctx = rag.retrieve(query="Does RAGstream need an internet connection or an API key?",
+                       context_key="test:pdf", min_relevance=0.0)
+    top = next(c for c in ctx.document_chunks if c.metadata["path"] == "faq.pdf")
+    assert top.metadata["page"] >= 1 and top.metadata["page_end"] >= top.metadata["page"]
+    assert top.metadata["section"] == "Does RAGstream need an internet connection or an API key?"
+    with pytest.raises(ValidationError, match="not both or neither"):
+        RuleDocument(document_id="x", filename="x.md", content="# X", content_base64="IyBY")
+    with pytest.raises(ValidationError, match="not base64"):
+        RuleDocument(document_id="x", filename="x.pdf", content_base64="%%% not base64 %%%")

@@ -432,12 +432,14 @@ class _BatchWriter:
 
 @dataclass(frozen=True)
 class TextDocument:
-    """A document handed over as text (the retrieval API's ``ingest``), not read from a file."""
+    """A document handed over (the retrieval API's ``ingest``), not read from a file: as text, or
+    as a PDF, DOCX, PPTX, HTML or EPUB file's bytes (``data``), converted like a file."""
 
     doc_id: str
     filename: str
     text: str
     metadata: dict[str, str]
+    data: bytes | None = None
 
 
 def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
@@ -464,8 +466,15 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                 report.failed += 1
                 report.errors.append(f"{doc.doc_id}: {problem}")
                 continue
+            text = doc.text
             try:
-                check_text(doc.text, cfg.settings.ingestion)
+                if doc.data is None:
+                    check_text(text, cfg.settings.ingestion)
+                else:
+                    if len(doc.data) > cfg.settings.ingestion.max_file_bytes:
+                        raise FileTooLargeError(len(doc.data), cfg.settings.ingestion.max_file_mb)
+                    text, notes = converted_text(doc.filename, doc.data)
+                    report.warnings.extend(f"{doc.doc_id}: {w}" for w in notes)
             except IngestError as err:
                 report.failed += 1
                 report.errors.append(refused(doc.doc_id, err))
@@ -474,11 +483,11 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
             ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
             if ignored:
                 report.warnings.append(f"{doc.doc_id}: metadata keys ignored: {', '.join(ignored)}")
-            digest = content_hash(ENCODING + doc.text + "\0" + json.dumps(meta, sort_keys=True))
+            digest = content_hash(ENCODING + text + "\0" + json.dumps(meta, sort_keys=True))
             if doc.doc_id in stored and stored[doc.doc_id].doc_hash == digest:
                 report.skipped += 1
                 continue
-            parsed = parse_document(doc.text, doc.filename, cfg.settings.chunking, today)
+            parsed = parse_document(text, doc.filename, cfg.settings.chunking, today)
             report.warnings.extend(f"{doc.doc_id}: {w}" for w in parsed.warnings
                                    if w != NO_BODY_WARNING)
             missing = missing_metadata(parsed.declared | set(meta))
@@ -498,7 +507,7 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                            for c in parsed.chunks)
             if not chunks:
                 report.failed += 1
-                report.errors.append(f"{doc.doc_id}: {_no_body(doc.text, doc.filename)}")
+                report.errors.append(f"{doc.doc_id}: {_no_body(text, doc.filename)}")
                 continue
             if doc.doc_id in stored:
                 note = _takeover_warning(doc.doc_id, stored[doc.doc_id].root, API_ROOT)

@@ -73,8 +73,9 @@ class RAGPipeline:
 
         docs = [d if isinstance(d, RuleDocument) else RuleDocument.model_validate(d) for d in documents]
         report = ingest_documents(
-            [TextDocument(doc_id=str(d.document_id), filename=d.filename, text=d.content,
-                          metadata={k: str(v) for k, v in d.metadata.items()}) for d in docs],
+            [TextDocument(doc_id=str(d.document_id), filename=d.filename, text=d.content or "",
+                          metadata={k: str(v) for k, v in d.metadata.items()}, data=d.data())
+             for d in docs],
             self.cfg, self.engine.services)
         if report.processed or report.deleted:
             self.clear_cache()

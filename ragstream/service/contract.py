@@ -9,10 +9,12 @@ ingested under, or one derived from its path.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: the namespace of the UUIDs derived from RAGstream ids (uuid5)
 ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://ragstream.local/ids")
@@ -62,14 +64,35 @@ class RAGContext(BaseModel):
 
 
 class RuleDocument(BaseModel):
-    """A document handed to ``ingest``: its id, file name, Markdown text and metadata."""
+    """A document handed to ``ingest``: its id, file name, Markdown text (``content``) or a PDF,
+    DOCX, PPTX, HTML or EPUB file's bytes in base64 (``content_base64``, converted like a file
+    of that name), and metadata."""
 
     model_config = ConfigDict(extra="forbid")
 
     document_id: uuid.UUID | str
     filename: str = Field(min_length=1)
-    content: str
+    content: str | None = Field(None, description="Markdown or plain text")
+    content_base64: str | None = Field(
+        None, description="a PDF, DOCX, PPTX, HTML or EPUB file, base64-encoded; its filename "
+                          "names the format (e.g. manual.pdf)")
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_content(self) -> RuleDocument:
+        if (self.content is None) == (self.content_base64 is None):
+            raise ValueError("give either content (Markdown or text) or content_base64 (a PDF, "
+                             "DOCX, PPTX, HTML or EPUB file in base64), not both or neither")
+        if self.content_base64 is not None:
+            try:
+                base64.b64decode(self.content_base64, validate=True)
+            except (binascii.Error, ValueError) as err:
+                raise ValueError(f"content_base64 is not base64 ({err})") from None
+        return self
+
+    def data(self) -> bytes | None:
+        """The file's bytes when it was sent as ``content_base64``."""
+        return None if self.content_base64 is None else base64.b64decode(self.content_base64)
 
 
 class IngestionResult(BaseModel):
