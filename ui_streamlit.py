@@ -938,9 +938,13 @@ def main_area() -> None:
             for n in ans.invalid_citations:
                 st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
     if state[S.CONVERSATION]:
-        c1, c2 = st.columns([4, 1])
-        c1.caption(f"Conversation: {len(state[S.CONVERSATION])} earlier turn(s) go into the next "
-                   f"prompt's Recent conversation block.")
+        c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        going = actions.conversation_block(engine, state)
+        with c1.expander(f"Conversation — {len(state[S.CONVERSATION])} earlier turn(s); "
+                         f"{going.count('**User:**')} go into the next prompt", key=S.CONVERSATION_OPEN):
+            st.markdown(going or "_None: `limits.N4_RECENT_CONV_MAX_PAIRS` is 0._")
+            st.caption("The earlier answers' [n] markers are left out: they pointed at those "
+                       "answers' sources.")
         if c2.button("Clear conversation", key="clear_conversation"):
             actions.clear_conversation(state)
             st.rerun()

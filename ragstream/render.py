@@ -84,14 +84,25 @@ def build_query(body: dict[str, str]) -> str:
     return re.sub(r"\s+", " ", " ".join(p for p in parts if p)).strip()
 
 
+#: an earlier answer's citation marker: ``[3]``, ``[1, 2]``, ``[2-4]`` (not a link's ``[text](…)``)
+_CITATION_MARKER = re.compile(r"[ \t]*\[\d+(?:[ \t]*[,–-][ \t]*\d+)*\](?!\()")
+
+
+def strip_citations(text: str) -> str:
+    """``text`` without its ``[n]`` citation markers: in an earlier answer they point at that
+    answer's Sources list, which the next prompt does not have (its own [n] are other chunks)."""
+    return _CITATION_MARKER.sub("", text)
+
+
 def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
-    """The last ``max_pairs`` turns of the conversation as a Markdown block (or nothing)."""
+    """The last ``max_pairs`` turns of the conversation as a Markdown block (or nothing); the
+    answers without their ``[n]`` markers (``strip_citations``)."""
     turns = sp.recent_conversation[-max_pairs:] if max_pairs else []
     if not turns:
         return ""
     lines = ["## Recent conversation"]
     for t in turns:
-        lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {t.assistant.strip()}")
+        lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {strip_citations(t.assistant).strip()}")
     return "\n\n".join(lines) + "\n"
 
 

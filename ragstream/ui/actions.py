@@ -445,6 +445,15 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
     st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
 
 
+def conversation_block(engine: Engine, st_state: S.SessionState) -> str:
+    """The Recent conversation block the next prompt will hold: the session's last N4 turns,
+    as Prompt_Builder renders them (the earlier answers without their [n] markers)."""
+    from ragstream.render import render_conversation
+
+    n4 = session_config(engine, st_state).limits.N4_RECENT_CONV_MAX_PAIRS
+    return render_conversation(SuperPrompt(user_text="", recent_conversation=st_state[S.CONVERSATION]), n4)
+
+
 def clear_conversation(st_state: S.SessionState) -> None:
     """Forget the earlier turns: the next prompt carries no conversation, and a pass whose
     prompt carried some is out of date from Prompt_Builder (it is built again without them)."""

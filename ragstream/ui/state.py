@@ -20,6 +20,7 @@ INGEST_REPORT = "ingest_report"   # the last IngestReport as a dict, or None
 JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
 CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
+CONVERSATION_OPEN = "conversation_open"  # the expander showing the turns the next prompt carries
 FILTERS = "filters"               # the Filters the next Retrieval applies
 DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage key), or None
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None

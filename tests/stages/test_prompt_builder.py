@@ -56,3 +56,15 @@ def test_no_selection_says_so(cfg):
     out = prompt_builder.run(sp, cfg, None)
     assert "_No sources were selected._" in out.Attachments_MD
     assert "A4_Condenser has not produced a context" in out.prompt_ready
+
+
+def test_earlier_answers_lose_their_citation_markers_in_the_conversation_block(cfg):
+    """An earlier answer's [n] point at its own Sources list, not at this prompt's sources."""
+    turns = [ConversationTurn(user="How do I start a server?",
+                              assistant="Run `chroma run` [1]. Set the URL [2, 3] and the port [4-5].\n"
+                                        "See [the guide](docs/x.md) and list item [a].")]
+    sp = prompt_builder.run(make_sp(["T."], recent_conversation=turns), cfg, None)
+    block = sp.prompt_ready.split("## Recent conversation", 1)[1]
+    assert "Run `chroma run`. Set the URL and the port." in block
+    assert "[1]" not in block and "[2, 3]" not in block and "[4-5]" not in block
+    assert "[the guide](docs/x.md)" in block and "[a]" in block  # links and other brackets stay

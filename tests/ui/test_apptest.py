@@ -171,6 +171,12 @@ def test_auto_run_answers_with_citations_and_logs_it():
     assert at.session_state[S.JOURNEY_CHUNK] == ans.sources[0].chunk_id
     # the turn is carried into the next prompt's Recent conversation block
     assert len(at.session_state[S.CONVERSATION]) == 1
+    # the page shows the turn the next prompt will carry, without the answer's [n] markers
+    shown = [e for e in at.expander if e.label.startswith("Conversation — 1 earlier turn(s); 1 go")]
+    assert shown, [e.label for e in at.expander]
+    going = " ".join(m.value for m in shown[0].markdown)
+    assert "**User:** How do I start a Chroma server?" in going
+    assert "[1]" in ans.text and "[1]" not in going
     at.text_area(key=S.PROMPT).set_value("And how do I stop it?").run()
     at.button(key="run").click().run()
     assert "## Recent conversation" in sp(at).prompt_ready
