@@ -939,9 +939,9 @@ def main_area() -> None:
                 st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
     if state[S.CONVERSATION]:
         c1, c2 = st.columns([4, 1], vertical_alignment="center")
-        going = actions.conversation_block(engine, state)
+        going, carried = actions.conversation_block(engine, state)
         with c1.expander(f"Conversation — {len(state[S.CONVERSATION])} earlier turn(s); "
-                         f"{going.count('**User:**')} go into the next prompt", key=S.CONVERSATION_OPEN):
+                         f"{carried} go into the next prompt", key=S.CONVERSATION_OPEN):
             st.markdown(going or "_None: `limits.N4_RECENT_CONV_MAX_PAIRS` is 0._")
             st.caption("The earlier answers' [n] markers are left out: they pointed at those "
                        "answers' sources.")

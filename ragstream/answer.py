@@ -719,7 +719,7 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig,
     budget = int(window / TOKENIZER_SLACK)
     if acfg.max_prompt_tokens:
         budget = min(budget, acfg.max_prompt_tokens)
-    conversation = render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
+    conversation = render_conversation(sp.recent_conversation, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
     tries = [([sp.Attachments_MD, conversation], ""),
              ([SOURCES_LEFT_OUT, conversation], "the whole source texts"),
              ([SOURCES_LEFT_OUT], "the whole source texts and the recent conversation")]

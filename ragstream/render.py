@@ -7,12 +7,12 @@ from the typed records the Markdown was rendered from."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ragstream.records import Statement
-    from ragstream.super_prompt import SuperPrompt
+    from ragstream.super_prompt import ConversationTurn, SuperPrompt
 
 #: the body fields Retrieval searches for, in this order
 QUERY_KEYS = ("task", "context", "purpose")
@@ -94,10 +94,10 @@ def strip_citations(text: str) -> str:
     return _CITATION_MARKER.sub("", text)
 
 
-def render_conversation(sp: SuperPrompt, max_pairs: int) -> str:
-    """The last ``max_pairs`` turns of the conversation as a Markdown block (or nothing); the
+def render_conversation(conversation: Sequence[ConversationTurn], max_pairs: int) -> str:
+    """The last ``max_pairs`` turns of ``conversation`` as a Markdown block (or nothing); the
     answers without their ``[n]`` markers (``strip_citations``)."""
-    turns = sp.recent_conversation[-max_pairs:] if max_pairs else []
+    turns = conversation[-max_pairs:] if max_pairs else []
     if not turns:
         return ""
     lines = ["## Recent conversation"]

@@ -6,10 +6,12 @@ code fenced).
     converted = convert("manual.pdf", data)       # -> Converted, or a typed IngestError
     converted.markdown, converted.pages, converted.warnings
 
-One module per family: ``pdf`` (PDF), ``office`` (DOCX, PPTX), ``web`` (HTML, EPUB). The type is
-decided by the file's bytes, not its name: a ``.docx`` that is not a Word file is refused with
-what it is. Every converter keeps the bounds of ``Limits`` (pages, unpacked bytes of a zip,
-compression ratio, nesting), so a hostile file is refused in bounded time and memory.
+One module per family: ``pdf`` (PDF), ``office`` (DOCX, PPTX), ``web`` (HTML, EPUB); what they
+share (file signatures, Markdown escaping, code spans, pipe tables, titles) in ``markdown_out``.
+The name says which converter reads a file, and the converter checks the bytes: a ``.docx``
+that is not a Word file is refused with what it is. Every converter keeps the bounds of
+``Limits`` (pages, unpacked bytes of a zip, compression ratio, nesting), so a hostile file is
+refused in bounded time and memory.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 
 #: part of a converted file's stored hash: a change to what the converters write re-ingests
 #: every converted file once
-CONVERTER = "formats-1\0"
+CONVERTER = "formats-2\0"
 
 #: a paged document's page marker, on a line of its own before each page's text (PDF)
 PAGE_MARKER = "<!-- page: {n} -->"
@@ -60,46 +62,11 @@ CONVERTED_SUFFIXES: dict[str, str] = {
     ".xhtml": "html", ".epub": "epub",
 }
 
-_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-
-
-def detect(data: bytes) -> str | None:
-    """The format ``data`` is, by its bytes: ``pdf``, ``docx``, ``pptx``, ``epub``, ``zip``
-    (another zip), ``ole`` (a legacy or encrypted Office file), ``html``, or None (something
-    else: text, an image…)."""
-    head = data[:1024]
-    if head.lstrip(b"\x00\t\n\r ").startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
-        return "pdf"
-    if head.startswith(_OLE):
-        return "ole"
-    if head.startswith(b"PK\x03\x04"):
-        if head[30:38] == b"mimetype" and b"application/epub+zip" in head[38:100]:
-            return "epub"
-        # the parts' names sit in the local headers and the central directory at the end
-        if b"word/" in data[-65_536:] or b"word/document.xml" in head:
-            return "docx"
-        if b"ppt/" in data[-65_536:] or b"ppt/presentation.xml" in head:
-            return "pptx"
-        if b"META-INF/container.xml" in data[-65_536:]:
-            return "epub"
-        return "zip"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if text.startswith((b"<!doctype html", b"<html", b"<?xml")) and b"<html" in data[:4096].lower():
-        return "html"
-    if text.startswith((b"<head", b"<body", b"<meta", b"<title", b"<!--")) and b"<" in text:
-        return "html" if b"<html" in data[:4096].lower() or b"<body" in data[:4096].lower() else None
-    return None
-
-
-_WHAT = {"pdf": "a PDF", "docx": "a Word (.docx) file", "pptx": "a PowerPoint (.pptx) file",
-         "epub": "an EPUB book", "zip": "a zip archive", "ole": "a legacy Office 97-2003 file",
-         "html": "an HTML page"}
-
-
 def convert(name: str, data: bytes, limits: Limits | None = None) -> Converted:
-    """``data`` (the file ``name``) as Markdown, by the format its name says — checked against
-    its bytes: ``UnsupportedFormatError`` when the name's type is not one ingestion converts or
-    the bytes are something else; the converters' own typed errors otherwise."""
+    """``data`` (the file ``name``) as Markdown, by the format its name says: its converter
+    checks the bytes are that format (``UnsupportedFormatError`` naming what they are instead,
+    e.g. a PDF named ``.docx``) and raises its own typed errors; ``UnsupportedFormatError`` too
+    when the name's type is not one ingestion converts."""
     from ragstream.errors import UnsupportedFormatError
 
     limits = limits or Limits()
@@ -107,12 +74,6 @@ def convert(name: str, data: bytes, limits: Limits | None = None) -> Converted:
     claimed = CONVERTED_SUFFIXES.get(suffix)
     if claimed is None:
         raise UnsupportedFormatError(name, f"files ending {suffix or '(no extension)'} are not read")
-    found = detect(data)
-    ole = claimed in ("docx", "pptx") and found == "ole"  # encrypted or legacy: office.py says which
-    if found != claimed and not ole and not (claimed == "html" and found is None):
-        raise UnsupportedFormatError(
-            name, f"its name says {claimed.upper()} but it is "
-                  f"{_WHAT.get(found or '', 'neither (text or another binary format)')}")
     if claimed == "pdf":
         from ragstream.formats.pdf import convert_pdf
         return convert_pdf(name, data, limits)

@@ -55,6 +55,7 @@ from ragstream.errors import (
     UnsupportedFormatError,
 )
 from ragstream.formats import Converted, Limits
+from ragstream.formats.markdown_out import code_span, escape_line, pipe_table, signature_of, useful_title
 from ragstream.formats.zipsafe import open_zip
 
 __all__ = ["convert_docx", "convert_pptx", "OLE_SIGNATURE", "MAX_DEPTH"]
@@ -182,12 +183,6 @@ def _ole_names(data: bytes) -> set[str]:
     return names
 
 
-_SIGNATURES = (
-    (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
-    (b"\x1f\x8b", "a gzip archive"), (b"Rar!", "a RAR archive"), (b"7z\xbc\xaf", "a 7-Zip archive"),
-)
-
-
 def _describe_bytes(data: bytes) -> str:
     """What a file that is not a zip looks like, for the refusal message."""
     head = data[:2048]
@@ -196,9 +191,8 @@ def _describe_bytes(data: bytes) -> str:
         return "a PDF file"
     if stripped.startswith(b"{\\rtf"):
         return "an RTF file"
-    for signature, what in _SIGNATURES:
-        if data.startswith(signature):
-            return what
+    if (what := signature_of(data)) and not what.startswith(("a zip", "an old Office")):
+        return what
     if stripped.startswith((b"<!doctype html", b"<html")):
         return "an HTML file"
     if stripped.startswith(b"<"):
@@ -323,24 +317,11 @@ def _load_pptx(name: str, data: bytes) -> Any:
 # ------------------------------------------------------------------------------ Markdown writing
 
 _SPACE = re.compile(r"\s+")
-_BLOCK_START = re.compile(
-    r"#{1,6}(?=\s|$)|[-+*](?=\s|$)|>|`{3}|~{3}|<|\$\$|\[[^\]]*\]:|=+\s*$|(?:[-*_]\s*){3,}$")
-_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
-_GENERIC_TITLE = re.compile(
-    r"(powerpoint presentation|presentation|word document|document|slide)\s*\d*", re.I)
 
 
 def _clean(text: str) -> str:
     """Whitespace (tabs, line breaks, no-break spaces) collapsed to single spaces, soft hyphens out."""
     return _SPACE.sub(" ", text.replace("\u00ad", "")).strip()
-
-
-def _escape(text: str) -> str:
-    """A line of prose that Markdown reads as prose: a leading ``#``, ``-``, ``1.``, ``>``, fence,
-    HTML tag, math or rule marker is escaped."""
-    if _BLOCK_START.match(text):
-        return "\\" + text
-    return _ORDERED_START.sub(r"\1\\\2", text, count=1)
 
 
 def _with_code_spans(segments: Iterable[tuple[str, bool]]) -> str:
@@ -351,15 +332,13 @@ def _with_code_spans(segments: Iterable[tuple[str, bool]]) -> str:
     def close() -> None:
         text = "".join(code)
         code.clear()
-        core = _clean(text)
-        if not core:
+        span = code_span(_clean(text))
+        if not span:
             out.append(text)
             return
-        ticks = "`" * (max((len(run) for run in re.findall(r"`+", core)), default=0) + 1)
-        pad = " " if core.startswith("`") or core.endswith("`") else ""
         lead = " " if text[:1].isspace() else ""
         trail = " " if text[-1:].isspace() else ""
-        out.append(f"{lead}{ticks}{pad}{core}{pad}{ticks}{trail}")
+        out.append(f"{lead}{span}{trail}")
 
     for text, is_code in segments:
         if is_code:
@@ -373,25 +352,9 @@ def _with_code_spans(segments: Iterable[tuple[str, bool]]) -> str:
     return "".join(out)
 
 
-def _title_or_none(text: str | None) -> str | None:
-    """A core-properties title, or ``None`` when it is empty or a program's placeholder."""
-    text = _clean(text or "")
-    return None if not text or _GENERIC_TITLE.fullmatch(text) else text
-
-
 def _pipe_table(rows: list[list[str]]) -> str | None:
     """Rows of cell texts as a GitHub pipe table (first non-empty row as header), or ``None``."""
-    rows = [[_clean(c) for c in row] for row in rows]
-    rows = [row for row in rows if any(row)]
-    if not rows:
-        return None
-    width = max(len(row) for row in rows)
-
-    def line(row: list[str]) -> str:
-        cells = [c.replace("|", "\\|") for c in row + [""] * (width - len(row))]
-        return "| " + " | ".join(cells) + " |"
-
-    return "\n".join([line(rows[0]), "|" + " --- |" * width] + [line(row) for row in rows[1:]])
+    return pipe_table([row for row in ([_clean(c) for c in r] for r in rows) if any(row)]) or None
 
 
 @dataclass
@@ -420,7 +383,7 @@ class _Markdown:
         text = _clean(text)
         if text:
             self.flush()
-            self.blocks.append(_escape(text))
+            self.blocks.append(escape_line(text))
 
     def item(self, level: int, ordered: bool, text: str, key: Any = None) -> None:
         """A list item at ``level`` (0 = top); numbers count per ``(key, level)``."""
@@ -440,7 +403,7 @@ class _Markdown:
             marker = "- "
         indent = self._columns[level - 1] if level else 0
         self._columns.append(indent + len(marker))
-        self._items.append(" " * indent + marker + _escape(text))
+        self._items.append(" " * indent + marker + escape_line(text))
 
     def code(self, text: str) -> None:
         """A line (or lines) of code, fenced with its neighbours."""
@@ -629,7 +592,7 @@ class _DocxReader:
         markdown = self.out.markdown()
         if not markdown:
             warnings.append("no text: the document is empty")
-        title = _title_or_none(self.document.core_properties.title) or self.title_paragraph
+        title = useful_title(self.document.core_properties.title) or self.title_paragraph
         return Converted(markdown=markdown, title=title, kind="docx", warnings=warnings)
 
     def _blocks(self, parent: Any, depth: int) -> None:
@@ -1059,7 +1022,7 @@ class _PptxReader:
         """The whole deck."""
         slides = list(self.presentation.slides)
         titles = [self._title(slide) for slide in slides]
-        title = _title_or_none(self.presentation.core_properties.title) or next(iter(titles), "") or None
+        title = useful_title(self.presentation.core_properties.title) or next(iter(titles), "") or None
         if title:
             self.out.heading(1, title)
         starts: list[tuple[int, int]] = []

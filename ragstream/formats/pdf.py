@@ -83,6 +83,7 @@ from ragstream.errors import (
     UnsupportedFormatError,
 )
 from ragstream.formats import PAGE_MARKER, Converted, Limits
+from ragstream.formats.markdown_out import useful_title
 
 #: a page whose content streams decode to more bytes than this is left out (with a warning)
 MAX_PAGE_CONTENT_BYTES = 4 * 1024 * 1024
@@ -107,10 +108,6 @@ _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*|seite\s*|p\.\s*)?"
                           r"(?:\s*(?:/|of|von)\s*\d{1,5})?[-–—\s]*$", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _HYPHEN_END = re.compile(r"(?<=[^\W\d_])(?:-|\s?[\u2010\u00ad])$")
-_JUNK_TITLE = re.compile(r"^(?:untitled|unknown|none|null|title|document\d*|"
-                         r"microsoft (?:word|powerpoint) - .*)$"
-                         r"|\.(?:docx?|pdf|tex|dvi|ps|indd|qxd|rtf|odt|pptx?|xlsx?|html?|txt)$",
-                         re.IGNORECASE)
 _CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
 
 
@@ -256,7 +253,8 @@ def _convert(name: str, data: bytes, limits: Limits, pypdf: Any, warnings: list[
         _size_headings(pages, body)
     markdown, offsets = _render(pages, body, warnings)
     _report_empty(pages, warnings)
-    return Converted(markdown=markdown, title=_title(reader), kind="pdf", pages=offsets, warnings=warnings)
+    return Converted(markdown=markdown, title=_title(reader, name), kind="pdf", pages=offsets,
+                     warnings=warnings)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -951,7 +949,7 @@ def _numbers(word: str, numbers: list[int], verb: bool = True) -> str:
     return f"{text} {'have' if plural else 'has'}" if verb else text
 
 
-def _title(reader: Any) -> str | None:
+def _title(reader: Any, name: str) -> str | None:
     """The document information's ``/Title`` unless empty or junk."""
     try:
         metadata = reader.metadata
@@ -960,7 +958,4 @@ def _title(reader: Any) -> str | None:
         title = re.sub(r"\s+", " ", _clean(str(raw or "")))
     except Exception:  # unreadable metadata: no title
         return None
-    title = title.strip().strip("\x00")
-    if not title or len(title) > 300 or sum(c.isalpha() for c in title) < 2 or _JUNK_TITLE.search(title):
-        return None
-    return title
+    return useful_title(title, name)

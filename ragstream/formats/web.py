@@ -119,6 +119,7 @@ from ragstream.errors import (
     UnsupportedFormatError,
 )
 from ragstream.formats import Converted, Limits
+from ragstream.formats.markdown_out import code_span, escape_line, pipe_table, signature_of, useful_title
 from ragstream.formats.zipsafe import open_zip, read_member
 
 __all__ = ["EpubConverted", "convert_epub", "convert_html", "MAX_TABLE_CELLS", "MAX_WALK_DEPTH"]
@@ -182,12 +183,8 @@ _INLINE_IN_TEXT = frozenset({
 
 _SPACES = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029]+")
 _INVISIBLE = {0x00AD: None, 0x200B: None, 0xFEFF: None, 0x2060: None}
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_LINE_START = re.compile(
-    r"#{1,6}(?:\s|$)|>|[-+*](?:\s|$)|=+\s*$|-+\s*$|(?:[*_-]\s*){3,}$|`{3,}|~{3,}|\$\$|<[A-Za-z/!?]"
-    r"|\[[^\]]*\]:")
-_ORDERED_START = re.compile(r"(\d{1,9})([.)])(?=\s|$)")
 _BACKTICKS = re.compile(r"`+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _collapse(text: str) -> str:
@@ -196,31 +193,10 @@ def _collapse(text: str) -> str:
     return _SPACES.sub(" ", text.translate(_INVISIBLE))
 
 
-def _escape_line(line: str) -> str:
-    """A line of prose that Markdown would not read as structure (a heading, list, quote…)."""
-    if _LINE_START.match(line):
-        return "\\" + line
-    m = _ORDERED_START.match(line)
-    if m:
-        return f"{m.group(1)}\\{line[m.end(1):]}"
-    return line
-
-
 def _paragraph(raw: str) -> str:
     """Gathered inline text (``\\n`` where a ``<br>`` stood) as one Markdown paragraph."""
     lines = (_SPACES.sub(" ", part).strip() for part in raw.split("\n"))
-    return "\n".join(_escape_line(line) for line in lines if line)
-
-
-def _code_span(text: str) -> str:
-    """``text`` as inline code, fenced by more backticks than it holds in a row."""
-    text = _collapse(text).strip()
-    if not text:
-        return ""
-    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return "\n".join(escape_line(line) for line in lines if line)
 
 
 def _tag(el: Any) -> str | None:
@@ -252,20 +228,6 @@ def _is_hidden(el: Any) -> bool:
 
 # ----------------------------------------------------------------------------- decoding
 
-_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"PK\x03\x04", "a zip archive"),
-    (b"PK\x05\x06", "a zip archive"),
-    (b"%PDF-", "a PDF document"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"\x1f\x8b", "gzip-compressed data"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Office (OLE) file"),
-    (b"\x7fELF", "a program (ELF)"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
-    (b"Rar!\x1a\x07", "a RAR archive"),
-)
 _META_CHARSET = re.compile(rb"<meta\b[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:+-]+)", re.I)
 _XML_ENCODING = re.compile(rb"^\s*<\?xml\b[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9_.:+-]+)", re.I)
 #: labels read the WHATWG way: what the label says → what browsers decode
@@ -279,9 +241,8 @@ _WHATWG = {
 
 def _what_binary(data: bytes) -> str | None:
     """What ``data`` is when it is not text: ``"a PNG image"``, ``"binary data"``; else ``None``."""
-    for magic, what in _MAGIC:
-        if data.startswith(magic):
-            return what
+    if what := signature_of(data):
+        return what
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "a WebP image"
     head = data[:8192]
@@ -537,7 +498,7 @@ class _Renderer:
         elif tag == "hr":
             out.flush()
         elif tag == "code":
-            out.inline.append(_code_span(self.inline_text(el, flags, code=False)))
+            out.inline.append(code_span(_collapse(self.inline_text(el, flags, code=False))))
         elif tag in _LISTS:
             out.block(self.list_block(el, flags, depth))
         elif tag == "pre":
@@ -639,7 +600,7 @@ class _Renderer:
                 if tag is None or self.skip(el, tag, flags):
                     walk.skip_subtree()
                 elif tag == "code" and code:
-                    parts.append(_code_span(self.inline_text(el, flags, code=False)))
+                    parts.append(code_span(_collapse(self.inline_text(el, flags, code=False))))
                     walk.skip_subtree()
                 elif tag == "br":
                     parts.append("\n" if exact else " ")
@@ -729,23 +690,14 @@ class _Renderer:
         """Rows of cells as a GitHub pipe table (the first row is the header)."""
         spans: list[list[tuple[str, int, int]]] = []
         for row in rows:
-            spans.append([(self.inline_text(c, flags, code=True).replace("|", "\\|"),
+            spans.append([(self.inline_text(c, flags, code=True),
                            _span(c.get("colspan"), 1000), _span(c.get("rowspan"), 65_534, zero=True))
                           for c in row])
         grid = _grid(spans)
         if grid is None:
             self.flattened_tables += 1
             return "\n\n".join(_paragraph(" | ".join(t for t, _, _ in row if t)) for row in spans)
-        width = max((len(line) for line in grid), default=0)
-        if not width or not any(cell for line in grid for cell in line):
-            return ""
-        lines = []
-        for i, line in enumerate(grid):
-            line = line + [""] * (width - len(line))
-            lines.append("| " + " | ".join(line) + " |")
-            if i == 0:
-                lines.append("|" + " --- |" * width)
-        return "\n".join(lines)
+        return pipe_table(grid)
 
 
 def _span(value: str | None, most: int, zero: bool = False) -> int:
@@ -803,18 +755,6 @@ def _title_of(root: Any) -> str | None:
         if text:
             return text
     return None
-
-
-def _useful_title(title: str | None, name: str) -> str | None:
-    """``title`` unless it says nothing: the file's own name or stem (``faq`` for ``faq.html``,
-    as converters write when a document has no title), "untitled" or "document"."""
-    if not title:
-        return None
-    base = posixpath.basename(name.replace("\\", "/")).lower()
-    stem = base.rsplit(".", 1)[0]
-    if title.strip().lower() in {base, stem, "untitled", "document", "untitled document"}:
-        return None
-    return title
 
 
 def _body(root: Any) -> Any:
@@ -897,7 +837,7 @@ def _convert_html(name: str, data: bytes, limits: Limits) -> Converted:
     if not blocks:
         raise DamagedFileError(name, "it holds no text (is its content drawn by scripts? Save the "
                                      "page from a browser once it has loaded, or print it to PDF)")
-    title = _useful_title(_title_of(root), name) or _first_heading(blocks)
+    title = useful_title(_title_of(root), name) or _first_heading(blocks)
     warnings.extend(_render_warnings(renderer))
     return Converted(markdown=_markdown(blocks), title=title, kind="html", warnings=warnings)
 
@@ -1045,7 +985,7 @@ def _convert_epub(name: str, data: bytes, limits: Limits) -> EpubConverted:
     titles = [_collapse("".join(e.itertext())).strip() for e in opf.iter() if _local(e.tag) == "title"]
     creators = [_collapse("".join(e.itertext())).strip() for e in opf.iter() if _local(e.tag) == "creator"]
     dc_title = next((t for t in titles if t), None)
-    book_title = _useful_title(dc_title, name)
+    book_title = useful_title(dc_title, name)
     author = ", ".join(c for c in creators if c) or None
 
     manifest: dict[str, _Item] = {}
@@ -1098,7 +1038,7 @@ def _convert_epub(name: str, data: bytes, limits: Limits) -> EpubConverted:
         if not chapter:
             continue
         if not chapter[0].startswith("#"):
-            heading = toc.get(item.path) or _useful_title(_title_of(root), name)
+            heading = toc.get(item.path) or useful_title(_title_of(root), name)
             if heading and (item.path in toc or heading not in (dc_title, book_title)):
                 chapter.insert(0, "# " + (heading[:-1] + "\\#" if heading.endswith("#") else heading))
         chapters.append(path)

@@ -68,6 +68,7 @@ from ragstream.errors import (
     root_cause,
 )
 from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
+from ragstream.formats.markdown_out import signature_of
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.super_prompt import Chunk
 
@@ -249,16 +250,6 @@ def derived_note(doc_ids: list[str]) -> str:
 
 
 #: the first bytes of binary formats that end up renamed, or dropped, in a documents folder
-BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"%PDF-", "a PDF document"),
-    (b"PK\x03\x04", "a ZIP archive (or a .docx, .xlsx or .odt file)"),
-    (b"\x1f\x8b", "a gzip archive"),
-    (b"\x7fELF", "a program"),
-)
 #: byte-order marks of UTF-16 text (its ASCII letters come with NUL bytes)
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
@@ -268,9 +259,8 @@ def decode_text(data: bytes) -> str:
     ``NotUTF8Error`` (UTF-16, Latin-1 …) naming what is wrong and where."""
     if data.startswith(_UTF16_BOMS):
         raise NotUTF8Error("a UTF-16 byte-order mark", 0)
-    for magic, name in BINARY_SIGNATURES:
-        if data.startswith(magic):
-            raise BinaryFileError(f"it starts like {name}")
+    if what := signature_of(data):
+        raise BinaryFileError(f"it starts like {what}")
     nul = data.find(b"\0")
     if nul >= 0:
         raise BinaryFileError(f"a NUL byte at byte {nul}")
@@ -297,6 +287,12 @@ def read_bytes(path: Path, settings: IngestionSettings) -> bytes:
             if len(data) > limit:
                 raise FileTooLargeError(os.fstat(f.fileno()).st_size, settings.max_file_mb)
     return data
+
+
+def converted_digest(data: bytes) -> str:
+    """What a converted file's "unchanged" is decided on: its bytes (and the converters'
+    version), so an unchanged file is not converted again."""
+    return content_hash(ENCODING + CONVERTER + hashlib.sha256(data).hexdigest())
 
 
 def converted_text(name: str, data: bytes) -> tuple[str, list[str]]:
@@ -466,7 +462,16 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
                 report.failed += 1
                 report.errors.append(f"{doc.doc_id}: {problem}")
                 continue
+            meta = {k: str(v).strip() for k, v in doc.metadata.items() if k in _OVERRIDES and str(v).strip()}
+            ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
+            if ignored:
+                report.warnings.append(f"{doc.doc_id}: metadata keys ignored: {', '.join(ignored)}")
             text = doc.text
+            content = text if doc.data is None else converted_digest(doc.data)
+            digest = content_hash(ENCODING + content + "\0" + json.dumps(meta, sort_keys=True))
+            if doc.doc_id in stored and stored[doc.doc_id].doc_hash == digest:
+                report.skipped += 1
+                continue
             try:
                 if doc.data is None:
                     check_text(text, cfg.settings.ingestion)
@@ -478,14 +483,6 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
             except IngestError as err:
                 report.failed += 1
                 report.errors.append(refused(doc.doc_id, err))
-                continue
-            meta = {k: str(v).strip() for k, v in doc.metadata.items() if k in _OVERRIDES and str(v).strip()}
-            ignored = sorted(set(doc.metadata) - set(_OVERRIDES))
-            if ignored:
-                report.warnings.append(f"{doc.doc_id}: metadata keys ignored: {', '.join(ignored)}")
-            digest = content_hash(ENCODING + text + "\0" + json.dumps(meta, sort_keys=True))
-            if doc.doc_id in stored and stored[doc.doc_id].doc_hash == digest:
-                report.skipped += 1
                 continue
             parsed = parse_document(text, doc.filename, cfg.settings.chunking, today)
             report.warnings.extend(f"{doc.doc_id}: {w}" for w in parsed.warnings
@@ -591,19 +588,15 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             progress(i, len(files), doc_id)
         notes: list[str] = []
         try:
-            if file.suffix.lower() in CONVERTED_SUFFIXES:  # decided on its bytes: converted only when changed
-                data = read_bytes(file, cfg.settings.ingestion)
-                digest = content_hash(ENCODING + CONVERTER + hashlib.sha256(data).hexdigest())
-                if doc_id in stored and stored[doc_id].doc_hash == digest:
-                    report.skipped += 1
-                    continue
+            data = (read_bytes(file, cfg.settings.ingestion)
+                    if file.suffix.lower() in CONVERTED_SUFFIXES else None)
+            text = read_text_file(file, cfg.settings.ingestion) if data is None else ""
+            digest = content_hash(ENCODING + text) if data is None else converted_digest(data)
+            if doc_id in stored and stored[doc_id].doc_hash == digest:
+                report.skipped += 1
+                continue
+            if data is not None:
                 text, notes = converted_text(file.name, data)
-            else:
-                text = read_text_file(file, cfg.settings.ingestion)
-                digest = content_hash(ENCODING + text)
-                if doc_id in stored and stored[doc_id].doc_hash == digest:
-                    report.skipped += 1
-                    continue
         except IngestError as err:
             report.failed += 1
             report.errors.append(refused(doc_id, err))

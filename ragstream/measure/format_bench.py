@@ -30,10 +30,10 @@ FORMATS_DIR = PROJECT_ROOT / "benchmarks" / "formats"
 FORMATS = ("pdf", "docx", "pptx", "html", "epub")
 
 
-def _convert_all(files: list[Path]) -> tuple[float, int]:
-    """Seconds to convert every file once, and the words of their Markdown."""
+def _convert_all(files: list[tuple[str, bytes]]) -> tuple[float, int]:
+    """Seconds to convert every (name, bytes) once, and the words of their Markdown."""
     started = time.perf_counter()
-    converted = [convert(f.name, f.read_bytes()) for f in files]
+    converted = [convert(name, data) for name, data in files]
     elapsed = time.perf_counter() - started
     return elapsed, sum(len(words(c.markdown)) for c in converted)
 
@@ -63,7 +63,7 @@ def run_format_bench(rounds: int = 5, progress: Callable[[str], None] | None = N
         "seconds": round(ingest_s, 3), "words": ingest_words,
         "words_per_s": round(ingest_words / ingest_s)}, "formats": {}}
     for fmt in FORMATS:
-        files = sorted((FORMATS_DIR / f"kb-{fmt}").glob(f"*.{fmt}"))
+        files = [(f.name, f.read_bytes()) for f in sorted((FORMATS_DIR / f"kb-{fmt}").glob(f"*.{fmt}"))]
         if not files:
             raise RagstreamError(f"no {fmt} files in {FORMATS_DIR}/kb-{fmt}: run "
                                  "`python benchmarks/make_formats.py`.")

@@ -14,7 +14,7 @@ import binascii
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 #: the namespace of the UUIDs derived from RAGstream ids (uuid5)
 ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://ragstream.local/ids")
@@ -77,6 +77,7 @@ class RuleDocument(BaseModel):
         None, description="a PDF, DOCX, PPTX, HTML or EPUB file, base64-encoded; its filename "
                           "names the format (e.g. manual.pdf)")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    _data: bytes | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _one_content(self) -> RuleDocument:
@@ -85,14 +86,14 @@ class RuleDocument(BaseModel):
                              "DOCX, PPTX, HTML or EPUB file in base64), not both or neither")
         if self.content_base64 is not None:
             try:
-                base64.b64decode(self.content_base64, validate=True)
+                self._data = base64.b64decode(self.content_base64, validate=True)
             except (binascii.Error, ValueError) as err:
                 raise ValueError(f"content_base64 is not base64 ({err})") from None
         return self
 
     def data(self) -> bytes | None:
-        """The file's bytes when it was sent as ``content_base64``."""
-        return None if self.content_base64 is None else base64.b64decode(self.content_base64)
+        """The file's bytes when it was sent as ``content_base64`` (decoded once, when checked)."""
+        return self._data
 
 
 class IngestionResult(BaseModel):

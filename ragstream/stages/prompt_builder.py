@@ -92,7 +92,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         cfg.settings.chunking.encoding)
     ctx = sp.S_CTX_MD or "## Condensed context\n\n_A4_Condenser has not produced a context._\n"
     blocks = [sp.System_MD, sp.Prompt_MD, ctx, sp.Attachments_MD,
-              render_conversation(sp, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
+              render_conversation(sp.recent_conversation, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)]
     sp.prompt_ready = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
     return sp
 

@@ -445,13 +445,14 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
     st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
 
 
-def conversation_block(engine: Engine, st_state: S.SessionState) -> str:
-    """The Recent conversation block the next prompt will hold: the session's last N4 turns,
-    as Prompt_Builder renders them (the earlier answers without their [n] markers)."""
+def conversation_block(engine: Engine, st_state: S.SessionState) -> tuple[str, int]:
+    """The Recent conversation block the next prompt will hold, as Prompt_Builder renders it
+    (the earlier answers without their [n] markers), and how many turns it holds (the last N4)."""
     from ragstream.render import render_conversation
 
     n4 = session_config(engine, st_state).limits.N4_RECENT_CONV_MAX_PAIRS
-    return render_conversation(SuperPrompt(user_text="", recent_conversation=st_state[S.CONVERSATION]), n4)
+    turns = st_state[S.CONVERSATION]
+    return render_conversation(turns, n4), min(len(turns), max(n4, 0))
 
 
 def clear_conversation(st_state: S.SessionState) -> None:
