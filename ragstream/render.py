@@ -94,13 +94,16 @@ def strip_citations(text: str) -> str:
     return _CITATION_MARKER.sub("", text)
 
 
+CONVERSATION_HEADING = "## Recent conversation"
+
+
 def render_conversation(conversation: Sequence[ConversationTurn], max_pairs: int) -> str:
     """The last ``max_pairs`` turns of ``conversation`` as a Markdown block (or nothing); the
     answers without their ``[n]`` markers (``strip_citations``)."""
     turns = conversation[-max_pairs:] if max_pairs else []
     if not turns:
         return ""
-    lines = ["## Recent conversation"]
+    lines = [CONVERSATION_HEADING]
     for t in turns:
         lines.append(f"**User:** {t.user.strip()}\n\n**Assistant:** {strip_citations(t.assistant).strip()}")
     return "\n\n".join(lines) + "\n"

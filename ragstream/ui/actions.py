@@ -446,13 +446,15 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
 
 
 def conversation_block(engine: Engine, st_state: S.SessionState) -> tuple[str, int]:
-    """The Recent conversation block the next prompt will hold, as Prompt_Builder renders it
-    (the earlier answers without their [n] markers), and how many turns it holds (the last N4)."""
-    from ragstream.render import render_conversation
+    """The turns the next prompt's Recent conversation block will hold, as Prompt_Builder renders
+    them (the earlier answers without their [n] markers; the block's heading left to the page),
+    and how many they are (the last N4)."""
+    from ragstream.render import CONVERSATION_HEADING, render_conversation
 
     n4 = session_config(engine, st_state).limits.N4_RECENT_CONV_MAX_PAIRS
     turns = st_state[S.CONVERSATION]
-    return render_conversation(turns, n4), min(len(turns), max(n4, 0))
+    block = render_conversation(turns, n4).removeprefix(CONVERSATION_HEADING).strip()
+    return block, min(len(turns), max(n4, 0))
 
 
 def clear_conversation(st_state: S.SessionState) -> None:
