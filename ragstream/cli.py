@@ -1,6 +1,8 @@
 """Command line: ``python -m ragstream ingest PATH``, ``python -m ragstream run "PROMPT"``,
-``python -m ragstream retrieve "QUERY"``, ``python -m ragstream serve`` and the run history,
-``python -m ragstream runs list|show|export|import``."""
+``python -m ragstream retrieve "QUERY"``, ``python -m ragstream serve``, the run history
+(``runs list|show|export|import``), the knowledge bases (``kb list|create|rename|delete`` and
+``--kb NAME`` on ingest, run, retrieve, find, eval, status) and the named conversations
+(``run --answer --conversation NAME``, ``conversation list|show|forget|delete``)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from click._termui_impl import ProgressBar
 
 
-def _engine():
+def _engine(kb: str | None = None):
     from ragstream.engine import Engine
 
-    return Engine()
+    return Engine(kb=kb)
+
+
+def _kb_option(command: Callable) -> Callable:
+    return click.option("--kb", "kb", default=None, metavar="NAME", envvar="RAGSTREAM_KB",
+                        help="The knowledge base to work on (default: the bundled one, 'default'; "
+                             "`ragstream kb list` lists them; also $RAGSTREAM_KB).")(command)
 
 
 def _fail(err: RagstreamError) -> NoReturn:
@@ -90,15 +98,17 @@ def main() -> None:
     pass
 
 
-@main.command(help="Ingest a folder (or one file) of .md/.txt into the knowledge base.")
-@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@main.command(help="Ingest a folder (or one file) of Markdown, text, PDF, DOCX, PPTX, HTML or EPUB "
+                   "into the knowledge base (without PATH: the knowledge base's own folder).")
+@click.argument("path", required=False, type=click.Path(exists=True, file_okay=True, dir_okay=True))
 @click.option("--prune/--no-prune", default=None,
               help="Remove documents of this folder whose files are gone (default: on for folders).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingestion report as JSON.")
-def ingest(path: str, prune: bool | None, as_json: bool) -> None:
+@_kb_option
+def ingest(path: str | None, prune: bool | None, as_json: bool, kb: str | None) -> None:
     """Ingest ``path`` and print the report (text or JSON); exit 1 when any file failed."""
     try:
-        report = _engine().ingest(path, prune=prune)
+        report = _engine(kb).ingest(path, prune=prune)
     except RagstreamError as err:
         _fail(err)
     if as_json:
@@ -147,19 +157,25 @@ def _parse_sets(ctx: click.Context, param: click.Parameter,
 @_filter_option
 @click.option("--no-save", is_flag=True,
               help="Do not keep this pass in the run history (see `ragstream runs list`).")
+@click.option("--conversation", "conversation", default=None, metavar="NAME",
+              help="Continue the named conversation NAME (started if new): its remembered turns "
+                   "are searched with the knowledge base, its last turns go into the prompt, and "
+                   "with --answer the answer becomes its next turn.")
+@_kb_option
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
         pins: tuple[str, ...], excludes: tuple[str, ...], adds: tuple[str, ...],
-        sets: list[tuple[str, str]], filters: Filters, no_save: bool) -> None:
+        sets: list[tuple[str, str]], filters: Filters, no_save: bool,
+        conversation: str | None, kb: str | None) -> None:
     """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the
     result; every edit is checked before anything runs. Unless ``--no-save``, the pass (with
     its answer) is then kept as one run of the history, and ``run N saved`` said on stderr."""
     if with_answer and until:
         raise click.UsageError("--answer needs every stage to run; drop --until.")
     try:
-        engine = _engine()
+        engine = _engine(kb)
         if not no_sync:
             engine.ensure_knowledge_base()
-        sp = engine.new(prompt)
+        sp = engine.new(prompt, conversation_name=conversation or "")
         sp.filters = filters
         for name, value in sets:
             sp = engine.set_field(sp, name, value)
@@ -181,7 +197,8 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
     else:
         _print_edit_outcomes(sp)
         if with_answer:
-            _print_answer_footer(ans)
+            _print_answer_footer(ans, engine.kb)
+            _print_turn(sp)
         else:
             click.echo(sp.prompt_ready)
     if not no_save:
@@ -410,10 +427,11 @@ def runs_import(file: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the matches as JSON.")
 @click.option("--no-sync", is_flag=True,
               help="Do not bring the configured knowledge-base folder up to date first.")
-def find(text: str, limit: int, as_json: bool, no_sync: bool) -> None:
+@_kb_option
+def find(text: str, limit: int, as_json: bool, no_sync: bool, kb: str | None) -> None:
     """Search the whole knowledge base's text and print the chunks found."""
     try:
-        engine = _engine()
+        engine = _engine(kb)
         if not no_sync:
             engine.ensure_knowledge_base()
         found = engine.find_chunks(text, limit)
@@ -431,8 +449,22 @@ def find(text: str, limit: int, as_json: bool, no_sync: bool) -> None:
                    f"{preview[:150]}{'…' if len(preview) > 150 else ''}")
 
 
-def _print_answer_footer(ans) -> None:
-    """After the streamed text: sources, invalid citations, confidence, mode."""
+def _print_turn(sp) -> None:
+    """Which turn of its conversation the answer became, and whether it is remembered (stderr)."""
+    turn = sp.extras.turn
+    if turn is None:
+        return
+    if turn.error:
+        click.echo(f"Warning (conversation): {turn.error}", err=True)
+    elif turn.remembered:
+        click.echo(f"turn {turn.turn} of conversation {turn.conversation!r} remembered", err=True)
+    else:
+        click.echo(f"turn {turn.turn} of conversation {turn.conversation!r} not remembered: "
+                   f"{turn.why}", err=True)
+
+
+def _print_answer_footer(ans, kb: str = "default") -> None:
+    """After the streamed text: sources, invalid citations, confidence, mode, knowledge base."""
     click.echo("" if ans.text.endswith("\n") else "\n")
     if ans.unsupported:
         click.echo(f"UNSUPPORTED ANSWER — {ans.unsupported}.")
@@ -448,6 +480,7 @@ def _print_answer_footer(ans) -> None:
         click.echo(f"Invalid citations (no source has this number): {nums}")
     click.echo(f"Confidence: {ans.confidence} — {ans.confidence_reason}")
     click.echo(f"Mode: {ans.mode} — {ans.mode_reason}")
+    click.echo(f"Knowledge base: {kb}")
 
 
 @main.command(help="Retrieve the chunks most relevant to QUERY (the retrieval contract: relevance "
@@ -463,13 +496,14 @@ def _print_answer_footer(ans) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the RAGContext as JSON.")
 @click.option("--no-sync", is_flag=True,
               help="Do not bring the configured knowledge-base folder up to date first.")
+@_kb_option
 def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance: float | None,
-             filters: Filters, as_json: bool, no_sync: bool) -> None:
+             filters: Filters, as_json: bool, no_sync: bool, kb: str | None) -> None:
     """Retrieve for ``query`` with ``RAGPipeline`` and print a table or the JSON."""
     from ragstream.service.api import RAGPipeline
 
     try:
-        engine = _engine()
+        engine = _engine(kb)
         if not no_sync:
             engine.ensure_knowledge_base()
         pipeline = RAGPipeline(engine)
@@ -484,7 +518,7 @@ def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance
         click.echo(ctx.model_dump_json(indent=2))
         return
     if not ctx.document_chunks:
-        click.echo(f"No chunks: {ctx.no_documents_reason}")
+        click.echo(f"No chunks in knowledge base {ctx.kb!r}: {ctx.no_documents_reason}")
         return
     click.echo(f"{'#':>2}  {'relevance':>9}  {'type':<10}  {'updated':<10}  source § section")
     for i, c in enumerate(ctx.document_chunks, 1):
@@ -495,7 +529,8 @@ def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance
         text = " ".join(c.text.split())
         click.echo(f"{'':>4}{text[:100]}{'…' if len(text) > 100 else ''}")
     click.echo(f"{ctx.total_chunks} chunk{'s' if ctx.total_chunks != 1 else ''}, average relevance "
-               f"{ctx.avg_relevance:.3f} (min {ctx.min_relevance:g})" + (" (cached)" if ctx.cached else ""))
+               f"{ctx.avg_relevance:.3f} (min {ctx.min_relevance:g})" + (" (cached)" if ctx.cached else "")
+               + f", from knowledge base {ctx.kb!r}")
 
 
 @main.command(help="Serve the retrieval contract over HTTP (FastAPI + uvicorn): GET /health, "
@@ -541,11 +576,13 @@ def _emit(result: dict, as_json: bool, out: str | None, as_text) -> None:
     click.echo(text if as_json else as_text(result))
 
 
-@main.command(help="Show the knowledge base: collection, documents, chunks, last ingest.")
-def status() -> None:
+@main.command(help="Show the knowledge base: its name, folder, collection, documents, chunks, "
+                   "last ingest.")
+@_kb_option
+def status(kb: str | None) -> None:
     """Print the engine's knowledge-base status as JSON."""
     try:
-        info = _engine().status()
+        info = _engine(kb).status()
     except RagstreamError as err:
         _fail(err)
     click.echo(json.dumps(info, indent=2))
@@ -671,9 +708,13 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
+@click.option("--kb", "kb", default=None, metavar="NAME",
+              help="With --answers: ask the questions of knowledge base NAME as it is (nothing "
+                   "ingested; the sets' sections are looked for in its folder) instead of an "
+                   "index made from each set's own documents.")
 def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tuple[str, ...],
                  profile: str, split: str, limit: int | None, subset: str, as_json: bool,
-                 out: str | None) -> None:
+                 out: str | None, kb: str | None) -> None:
     """Evaluate retrieval on a BEIR data set, or answers on question sets, and print a table
     or JSON (optionally also to a file)."""
     from ragstream.config import load_config
@@ -681,6 +722,9 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
     if bool(data_dir) == bool(answer_sets):
         raise click.UsageError("give either --data (a BEIR folder: retrieval) or --answers (one "
                                "or more question sets: answer quality).")
+    if kb and data_dir:
+        raise click.UsageError("--kb goes with --answers: a BEIR set (--data) is always indexed "
+                               "on its own.")
     try:
         if answer_sets:
             from ragstream.config import LOCAL_MODEL_PROFILE
@@ -689,8 +733,13 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
             cfg = load_config()
             if profile == "local":
                 cfg = cfg.with_overrides(LOCAL_MODEL_PROFILE)
+            engine = None
+            if kb:
+                from ragstream.engine import Engine
+
+                engine = Engine(cfg, kb=kb)
             result = evaluate_answers(answer_sets, cfg, modes=list(modes) or None,
-                                      progress=_stderr_progress(), limit=limit)
+                                      progress=_stderr_progress(), limit=limit, engine=engine)
             as_text = format_answers
         else:
             from ragstream.measure.evaluation import evaluate, format_table
@@ -752,3 +801,183 @@ def bench(quick: bool, as_json: bool, out: str | None, page: bool, rounds: int,
     except RagstreamError as err:
         _fail(err)
     _emit(result, as_json, out, format_report)
+
+
+# --------------------------------------------------------------------------- knowledge bases
+
+
+@main.group(name="kb", help="The knowledge bases: each with its own documents folder and index. "
+                            "The bundled documents are 'default'; --kb NAME on ingest, run, "
+                            "retrieve, find, eval and status picks another.")
+def kb_group() -> None:
+    """The ``ragstream kb`` command group."""
+    pass
+
+
+@kb_group.command(name="list", help="List the knowledge bases: name, documents, chunks, folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
+def kb_list(as_json: bool) -> None:
+    """Print every knowledge base with its counts (read from its store)."""
+    try:
+        engine = _engine()
+        rows = []
+        for kb in engine.knowledge_bases().all():
+            info = engine.for_kb(kb.name).status()
+            rows.append({**kb.model_dump(), "documents": info["documents"], "chunks": info["chunks"],
+                         "last_ingest": info["last_ingest"]})
+    except RagstreamError as err:
+        _fail(err)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"{'name':<20}  {'documents':>9}  {'chunks':>7}  folder")
+    for r in rows:
+        click.echo(f"{r['name']:<20}  {r['documents']:>9}  {r['chunks']:>7}  {r['folder']}")
+
+
+@kb_group.command(name="create", help="Create knowledge base NAME with its own index; its documents "
+                                      "folder is --folder (made when missing) or a new folder of its "
+                                      "own. Then: ragstream ingest --kb NAME [PATH].")
+@click.argument("name")
+@click.option("--folder", default=None, type=click.Path(file_okay=False),
+              help="The folder of its documents (default: one made under paths.kbs_dir).")
+def kb_create(name: str, folder: str | None) -> None:
+    """Register a new knowledge base and say where its documents go."""
+    try:
+        kb = _engine().create_kb(name, folder)
+    except RagstreamError as err:
+        _fail(err)
+    click.echo(f"knowledge base {kb.name!r} created; its documents folder: {kb.folder}\n"
+               f"ingest into it: python -m ragstream ingest --kb {_quote(kb.name)}")
+
+
+@kb_group.command(name="rename", help="Rename knowledge base NAME to NEW_NAME (its documents and "
+                                      "index stay where they are).")
+@click.argument("name")
+@click.argument("new_name")
+def kb_rename(name: str, new_name: str) -> None:
+    """Rename a knowledge base."""
+    try:
+        kb = _engine().rename_kb(name, new_name)
+    except RagstreamError as err:
+        _fail(err)
+    click.echo(f"knowledge base {name!r} is now {kb.name!r}")
+
+
+@kb_group.command(name="delete", help="Delete knowledge base NAME: its index, and its folder when "
+                                      "RAGstream made it (a folder you named is left as it is). "
+                                      "Asks first; never touches another knowledge base.")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def kb_delete(name: str, yes: bool) -> None:
+    """Delete a knowledge base after confirmation."""
+    try:
+        engine = _engine()
+        kb = engine.knowledge_bases().get(name)
+        if not yes and not kb.is_default:
+            docs = engine.for_kb(kb.name).status()["documents"]
+            what = (f"its index ({docs} document(s))"
+                    + (f" and its folder {kb.folder}" if kb.own_folder else
+                       f"; its folder {kb.folder} is left as it is"))
+            click.confirm(f"Delete knowledge base {kb.name!r}: {what}?", abort=True, err=True)
+        gone = engine.delete_kb(kb.name)
+    except RagstreamError as err:
+        _fail(err)
+    click.echo(f"knowledge base {gone.name!r} deleted")
+
+
+def _quote(name: str) -> str:
+    return f"'{name}'" if " " in name else name
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+@main.group(name="conversation", help="The named conversations (`run PROMPT --answer --conversation "
+                                      "NAME`): each answered turn that found something is "
+                                      "remembered and searched with the knowledge base later.")
+def conversation_group() -> None:
+    """The ``ragstream conversation`` command group."""
+    pass
+
+
+@conversation_group.command(name="list", help="List the conversations, the one answered last first.")
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
+def conversation_list(as_json: bool) -> None:
+    """Print every conversation with its turn counts."""
+    try:
+        found = _engine().conversations().all()
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_conversations(err)
+    if as_json:
+        click.echo(json.dumps([vars(c) for c in found], indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("No conversations yet: python -m ragstream run PROMPT --answer --conversation NAME")
+        return
+    click.echo(f"{'name':<30}  {'turns':>5}  {'remembered':>10}  last turn (UTC)")
+    for c in found:
+        click.echo(f"{c.name:<30}  {c.turns:>5}  {c.in_memory:>10}  {_when(c.last_ts)}")
+
+
+@conversation_group.command(name="show", help="Show conversation NAME's turns: question, answer, "
+                                              "sources, and whether each is remembered.")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the turns as JSON.")
+def conversation_show(name: str, as_json: bool) -> None:
+    """Print every turn of a conversation."""
+    try:
+        turns = _engine().conversations().turns(name)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_conversations(err)
+    if as_json:
+        click.echo(json.dumps([vars(t) for t in turns], indent=2, ensure_ascii=False))
+        return
+    for t in turns:
+        state = ("forgotten" if t.removed else "remembered" if t.remembered
+                 else f"not remembered: {t.why}")
+        click.echo(f"turn {t.turn} · {t.when} · knowledge base {t.kb or 'default'} · {state}")
+        click.echo(f"  Q: {_cut(t.question, 200)}")
+        click.echo(f"  A: {_cut(t.answer, 200)}")
+        for label in t.sources:
+            click.echo(f"     source: {label}")
+
+
+@conversation_group.command(name="forget", help="Take turn TURN of conversation NAME out of its "
+                                                "memory: it is no longer retrieved nor carried in "
+                                                "the recent conversation (its row stays, marked).")
+@click.argument("name")
+@click.argument("turn", type=click.IntRange(min=1))
+def conversation_forget(name: str, turn: int) -> None:
+    """Forget one turn."""
+    try:
+        _engine().forget_turn(name, turn)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_conversations(err)
+    click.echo(f"turn {turn} of conversation {name!r} forgotten")
+
+
+@conversation_group.command(name="delete", help="Delete conversation NAME and all its turns (asks first).")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def conversation_delete(name: str, yes: bool) -> None:
+    """Delete a conversation after confirmation."""
+    try:
+        convs = _engine().conversations()
+        n = len(convs.turns(name))
+        if not yes:
+            click.confirm(f"Delete conversation {name!r} and its {n} turn(s)?", abort=True, err=True)
+        convs.delete(name)
+    except (RagstreamError, sqlite3.Error) as err:
+        _fail_conversations(err)
+    click.echo(f"conversation {name!r} deleted")
+
+
+def _fail_conversations(err: RagstreamError | sqlite3.Error) -> NoReturn:
+    """Exit 2 with ``err``: a RAGstream error as ``_fail`` says it, an SQLite one naming the file."""
+    if isinstance(err, RagstreamError):
+        _fail(err)
+    click.echo(f"Error (conversations): the Q&A log file cannot be read or written ({err}). If it "
+               f"is not a RAGstream Q&A log, move it away (paths.index_dir/answer.log_file).",
+               err=True)
+    sys.exit(2)

@@ -66,6 +66,9 @@ class PathsSettings(_Strict):
     index_dir: str = "data/index"
     cache_dir: str = "data/cache"
     uploads_dir: str = Field("data/uploads", description="where files uploaded in the page are kept")
+    kbs_dir: str = Field("", description=(
+        "where a knowledge base made without a folder of its own keeps its documents, one "
+        "folder each (ragstream.knowledge_bases); empty: kbs/ inside index_dir"))
 
 
 class VectorStoreSettings(_Strict):
@@ -721,6 +724,13 @@ class AppConfig(_Strict):
         return self.path(self.settings.paths.uploads_dir)
 
     @property
+    def kbs_dir(self) -> Path:
+        """The folder of the knowledge bases' own folders (``paths.kbs_dir``, resolved against
+        the project root; empty: ``kbs/`` inside the index folder)."""
+        value = self.settings.paths.kbs_dir
+        return self.path(value) if value else self.index_dir / "kbs"
+
+    @property
     def qa_log_path(self) -> Path:
         """The interaction log file: ``answer.log_file`` inside the index folder."""
         return self.index_dir / self.settings.answer.log_file
@@ -765,6 +775,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "RAGSTREAM_INDEX_DIR": ("paths", "index_dir"),
     "RAGSTREAM_CACHE_DIR": ("paths", "cache_dir"),
     "RAGSTREAM_UPLOADS_DIR": ("paths", "uploads_dir"),
+    "RAGSTREAM_KBS_DIR": ("paths", "kbs_dir"),
     "RAGSTREAM_CHROMA_URL": ("vector_store", "url"),
     "RAGSTREAM_COLLECTION": ("vector_store", "collection"),
     "RAGSTREAM_EMBEDDING_MODEL": ("embedding", "model"),

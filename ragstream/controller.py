@@ -96,6 +96,7 @@ def discard_from(sp: SuperPrompt, idx: int) -> None:
     forgets what it owns, in pipeline order; an answer belongs to one finished pass."""
     sp.answer = None
     sp.extras.qa_log = None
+    sp.extras.turn = None
     for stage in STAGES[idx:]:
         stage.discard(sp)
         sp.extras.agent_modes.pop(stage.name, None)

@@ -14,6 +14,15 @@
     print(rep.call.raw, rep.call.probabilities, engine.replay_decision(sp, rep).lines)
     sp = engine.resume(engine.apply_replay(sp, rep))   # recorded as your edits of A3
 
+    # several knowledge bases (ragstream.knowledge_bases); the bundled one is "default"
+    engine.create_kb("support", folder="~/support-docs")
+    support = engine.for_kb("support")    # its own store and index; the models are shared
+    support.ingest()                      # its folder
+
+    # a named conversation: its remembered turns are searched with the knowledge base
+    sp = engine.new("How is the ReRanker chosen?", conversation_name="onboarding")
+    sp, ans = engine.answer(engine.run(sp))   # the answer becomes turn 1 of "onboarding"
+
 The CLI and the Streamlit page use the same object.
 """
 
@@ -27,19 +36,67 @@ from ragstream import controller, edits, staleness
 from ragstream import replay as replays
 from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
+from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
 from ragstream.services import Services, build_services
 from ragstream.super_prompt import Chunk, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.conversations import Conversations
     from ragstream.runs import RunStore
 
 
 class Engine:
     """The app's entry point: config and services, with ingest, status, stage, run and answer calls."""
 
-    def __init__(self, cfg: AppConfig | None = None, services: Services | None = None):
-        self.cfg = cfg or load_config()
+    def __init__(self, cfg: AppConfig | None = None, services: Services | None = None,
+                 kb: str | None = None):
+        """``cfg``: the configuration (of the default knowledge base); ``kb``: the knowledge
+        base to work on (None: the default); ``KnowledgeBaseError`` when there is no such one."""
+        self.base_cfg = cfg or load_config()
+        self.cfg = self.base_cfg
         self.services = services or build_services(self.cfg)
+        self.kb = DEFAULT
+        if kb and kb != DEFAULT:
+            other = self.for_kb(kb)
+            self.cfg, self.services, self.kb = other.cfg, other.services, other.kb
+
+    # -- knowledge bases ----------------------------------------------------------------
+
+    def knowledge_bases(self) -> KnowledgeBases:
+        """The registry of named knowledge bases (``ragstream.knowledge_bases``)."""
+        return KnowledgeBases(self.base_cfg)
+
+    def for_kb(self, name: str | None) -> Engine:
+        """An engine for knowledge base ``name`` (None: the default): its own folder, store
+        and index; the models and the LLM client are this engine's."""
+        kb = self.knowledge_bases().get(name)
+        if kb.name == self.kb:
+            return self
+        twin = Engine.__new__(Engine)
+        twin.base_cfg, twin.kb = self.base_cfg, kb.name
+        twin.cfg = kb.config(self.base_cfg)
+        root = self.services._models  # the services this engine's were made from, if any
+        if kb.is_default and root is not None and root.kb_name == DEFAULT:
+            twin.services = root
+        else:
+            twin.services = self.services.for_knowledge_base(twin.cfg, kb.name)
+        return twin
+
+    def create_kb(self, name: str, folder: str | Path | None = None) -> KnowledgeBase:
+        """Make knowledge base ``name`` (``KnowledgeBases.create``)."""
+        return self.knowledge_bases().create(name, folder)
+
+    def rename_kb(self, name: str, new_name: str) -> KnowledgeBase:
+        """Rename knowledge base ``name`` (``KnowledgeBases.rename``)."""
+        return self.knowledge_bases().rename(name, new_name)
+
+    def delete_kb(self, name: str) -> KnowledgeBase:
+        """Delete knowledge base ``name``: its collection, index snapshot and own folder
+        (``KnowledgeBases.delete``); never the default, never another one's files."""
+        kbs = self.knowledge_bases()
+        kb = kbs.get(name)
+        engine = self.for_kb(kb.name) if not kb.is_default else self
+        return kbs.delete(kb.name, engine.services if not kb.is_default else None)
 
     # -- knowledge base -----------------------------------------------------------------
 
@@ -66,6 +123,8 @@ class Engine:
         store = self.services.store
         docs = stored_documents(store)  # a damaged store is named, with the repair command
         return {
+            "kb": self.kb,
+            "folder": str(self.cfg.kb_dir),
             "collection": self.cfg.settings.vector_store.collection,
             "location": store.location,
             "documents": len(docs),
@@ -80,13 +139,44 @@ class Engine:
 
     # -- pipeline -----------------------------------------------------------------------
 
-    def new(self, prompt: str, conversation: list | None = None) -> SuperPrompt:
-        """A fresh state for ``prompt`` (and the conversation so far)."""
-        return controller.new_prompt(prompt, conversation)
+    def new(self, prompt: str, conversation: list | None = None,
+            conversation_name: str = "", cfg: AppConfig | None = None) -> SuperPrompt:
+        """A fresh state for ``prompt``, with the conversation so far: ``conversation`` (the
+        recent turns), or, for a named conversation without them, its last N4 turns."""
+        sp = controller.new_prompt(prompt, conversation)
+        if conversation_name:
+            from ragstream.conversations import check_name
+
+            sp.conversation_name = check_name(conversation_name)
+            convs = self.conversations()
+            if conversation is None and convs.exists(sp.conversation_name):
+                n4 = (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS
+                sp.recent_conversation = convs.recent(sp.conversation_name, n4)
+        return sp
+
+    # -- conversations ----------------------------------------------------------------------
+
+    def conversations(self) -> Conversations:
+        """The named conversations, kept in the Q&A log file (``ragstream.conversations``)."""
+        from ragstream.conversations import Conversations
+
+        return Conversations.for_config(self.cfg)
+
+    def services_for(self, sp: SuperPrompt) -> Services:
+        """The services a stage of ``sp`` runs with: with ``sp``'s named conversation, its
+        remembered turns are searched with the knowledge base (``Services.with_memory``)."""
+        if not sp.conversation_name:
+            return self.services
+        return self.services.with_memory(
+            self.conversations().memory(sp.conversation_name, self.services.embedder))
+
+    def forget_turn(self, name: str, turn: int):
+        """Take turn ``turn`` of conversation ``name`` out of its memory (``Conversations.forget``)."""
+        return self.conversations().forget(name, turn)
 
     def run_stage(self, sp: SuperPrompt, name: str, cfg: AppConfig | None = None) -> SuperPrompt:
         """Run one stage on a copy of ``sp`` (with ``cfg``, e.g. a session's, if given)."""
-        return controller.run_stage(sp, name, cfg or self.cfg, self.services)
+        return controller.run_stage(sp, name, cfg or self.cfg, self.services_for(sp))
 
     @property
     def qa_log_path(self) -> Path:
@@ -112,7 +202,28 @@ class Engine:
         interaction, and return ``(sp with .answer, answer)``."""
         from ragstream.answer import answer_and_log
 
-        return answer_and_log(cfg or self.cfg, self.services, sp, on_token=on_token)
+        out, ans = answer_and_log(cfg or self.cfg, self.services_for(sp), sp, on_token=on_token)
+        if sp.conversation_name:
+            self._add_turn(out, ans)
+        return out, ans
+
+    def _add_turn(self, sp: SuperPrompt, ans) -> None:
+        """Record the answer as the next turn of ``sp``'s conversation (``sp.extras.turn``); a
+        turn that cannot be recorded costs nothing but the note."""
+        import sqlite3
+
+        from ragstream.errors import RagstreamError
+        from ragstream.records import TurnRecord
+
+        name = sp.conversation_name
+        log_id = sp.extras.qa_log.id if sp.extras.qa_log is not None else None
+        try:
+            turn = self.conversations().add_turn(name, sp, ans, self.services.embedder,
+                                                 kb=self.kb, interaction_id=log_id)
+            sp.extras.turn = TurnRecord(conversation=name, turn=turn.turn,
+                                        remembered=turn.remembered, why=turn.why)
+        except (sqlite3.Error, OSError, RagstreamError) as err:
+            sp.extras.turn = TurnRecord(conversation=name, error=f"the turn was not recorded: {err}")
 
     def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
         """The recent conversation after ``answer``, at most N4 pairs."""
@@ -123,7 +234,8 @@ class Engine:
     def stale(self, sp: SuperPrompt, cfg: AppConfig | None = None) -> staleness.Stale | None:
         """The first stage of ``sp``'s pass whose result no longer matches its inputs (the
         prompt text, ``cfg``'s settings, the filters, the edits, the knowledge base), or None."""
-        return controller.first_stale(sp, cfg or self.cfg, staleness.kb_fingerprint(self.services))
+        return controller.first_stale(sp, cfg or self.cfg,
+                                      staleness.kb_fingerprint(self.services_for(sp)))
 
     def resume(self, sp: SuperPrompt, until: str | None = None, cfg: AppConfig | None = None,
                on_stage: Callable[[str, SuperPrompt], None] | None = None,
@@ -133,7 +245,7 @@ class Engine:
         target = until or controller.resume_target(sp)
         if target is None:
             return sp
-        return controller.run_all(sp, cfg or self.cfg, self.services, until=target,
+        return controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=target,
                                   on_stage=on_stage, before_stage=before_stage)
 
     def find_chunks(self, text: str, limit: int = 20) -> list[tuple[Chunk, str]]:
@@ -173,7 +285,7 @@ class Engine:
         return self._chunk(sp, "drop", chunk_id)
 
     def _chunk(self, sp: SuperPrompt, kind: edits.EditKind, chunk_id: str) -> SuperPrompt:
-        edits.check_chunk(self.services.index(), chunk_id)
+        edits.check_chunk(self.services_for(sp).index(), chunk_id)
         return self.edit(sp, kind, chunk_id, kind, before=edits.chunk_status(sp, chunk_id))
 
     # The statement and rule edits check their item against ``sp`` or, once an earlier edit
@@ -228,12 +340,12 @@ class Engine:
         endpoint again as the agent would, its messages' texts replaced by ``messages`` (one
         per message; None: unchanged). The endpoint's error is in the result, not raised;
         ``ReplayError`` without an endpoint or such a call (``ragstream.replay``)."""
-        return replays.replay(sp, agent, call_index, messages, cfg or self.cfg, self.services)
+        return replays.replay(sp, agent, call_index, messages, cfg or self.cfg, self.services_for(sp))
 
     def replay_decision(self, sp: SuperPrompt, replayed: replays.Replayed,
                         cfg: AppConfig | None = None) -> replays.Decision:
         """What ``replayed``'s stage would decide with its reply, as edits and lines."""
-        return replayed.decision(sp, cfg or self.cfg, self.services)
+        return replayed.decision(sp, cfg or self.cfg, self.services_for(sp))
 
     def apply_replay(self, sp: SuperPrompt, replayed: replays.Replayed,
                      cfg: AppConfig | None = None) -> SuperPrompt:
@@ -255,5 +367,5 @@ class Engine:
         """Auto mode: every remaining stage of ``prompt`` (a text starts a new state), through
         ``until`` if given; ``before_stage(name)`` as each starts, ``on_stage(name, sp)`` after."""
         sp = self.new(prompt) if isinstance(prompt, str) else prompt
-        return controller.run_all(sp, cfg or self.cfg, self.services, until=until,
+        return controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=until,
                                   on_stage=on_stage, before_stage=before_stage)

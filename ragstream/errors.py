@@ -352,6 +352,31 @@ class UploadNameError(IngestError):
     kind = "upload name"
 
 
+class KnowledgeBaseError(RagstreamError):
+    """A knowledge base that does not exist, a name that cannot be used, or an operation a
+    knowledge base does not allow (the default one cannot be deleted or renamed)."""
+
+    kind = "knowledge base"
+
+
+class KnowledgeBaseNotFoundError(KnowledgeBaseError):
+    """A knowledge base name that the registry does not hold."""
+
+    kind = "no such knowledge base"
+
+
+class ConversationError(RagstreamError):
+    """A conversation or turn that does not exist, or a name that cannot be used."""
+
+    kind = "conversation"
+
+
+class ConversationNotFoundError(ConversationError):
+    """A conversation, or a turn of one, that does not exist."""
+
+    kind = "no such conversation"
+
+
 class StoreUnreadableError(VectorStoreError):
     """The vector store's files cannot be read: damaged, or not readable by this user."""
 

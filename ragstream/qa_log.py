@@ -11,7 +11,8 @@ invalid_citations (JSON), confidence and its reason, ``stage_latency_ms`` (JSON 
 wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' tokens
 (``sp.extras.llm_usage``, summed) and the answer's latency; ``incomplete`` (version 2) is 1
 for an answer that was stopped before it ended (the HTTP client of ``POST /answer`` went away),
-whose ``answer`` is then the text streamed until then, else 0.
+whose ``answer`` is then the text streamed until then, else 0. Version 3 adds the named
+conversations and their turns (``ragstream.conversations``).
 
 The schema is versioned: ``MIGRATIONS`` lists the steps in order, and ``PRAGMA user_version``
 counts the steps a file has. Opening a file applies the missing steps, each once and in its own
@@ -87,8 +88,22 @@ def _add_incomplete(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN incomplete INTEGER NOT NULL DEFAULT 0")
 
 
+def _add_conversations(conn: sqlite3.Connection) -> None:
+    """Version 3: the named ``conversations`` and their ``turns`` (``ragstream.conversations``)."""
+    conn.execute("CREATE TABLE conversations (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+                 "created_at TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE turns (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL REFERENCES "
+        "conversations(id) ON DELETE CASCADE, turn INTEGER NOT NULL, ts TEXT NOT NULL, "
+        "question TEXT NOT NULL, answer TEXT NOT NULL, sources TEXT NOT NULL DEFAULT '[]', "
+        "kb TEXT NOT NULL DEFAULT '', interaction_id INTEGER, remembered INTEGER NOT NULL, "
+        "why TEXT NOT NULL DEFAULT '', removed_at TEXT, encoding BLOB, "
+        "encoded_with TEXT NOT NULL DEFAULT '', UNIQUE (conversation_id, turn))")
+
+
 #: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table, _add_incomplete)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _create_table, _add_incomplete, _add_conversations)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:

@@ -212,6 +212,10 @@ class RetrievalRecord(Record):
     tau: float
     rrf_k: int
     index_chunks: int
+    kb: str = Field("default", description="the knowledge base searched")
+    conversation: str = Field("", description=(
+        "the conversation whose remembered turns were searched with it ('' for none)"))
+    conversation_chunks: int = Field(0, description="how many of its turns were searched")
 
 
 class RerankerRecord(Record):
@@ -357,6 +361,18 @@ class FormatSpec(Record):
 # --------------------------------------------------------------------------- the answer
 
 
+class TurnRecord(Record):
+    """The answer's turn in its named conversation (``ragstream.conversations``)."""
+
+    OPTIONAL = frozenset({"error"})
+
+    conversation: str
+    turn: int = 0
+    remembered: bool = False
+    why: str = Field("", description="why the turn is not remembered, or not recorded")
+    error: str | None = None
+
+
 class QALogRecord(Record):
     """Where the answer was logged: the database and its row, or why it could not be."""
 
@@ -484,7 +500,7 @@ class Extras(Record):
     OPTIONAL = frozenset({
         "a0_decisions", "normalized_map", "unknown_attributes", "a0_rules", "body_sources",
         "semantic_used", "a0_body", "a0_sources", "a2_decisions", "retrieval", "reranker", "a3", "a4",
-        "format_enforcer", "qa_log",
+        "format_enforcer", "qa_log", "turn",
     })
     OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls", "edit_outcomes", "judgments"})
 
@@ -511,6 +527,8 @@ class Extras(Record):
     a4: A4Record | None = None
     format_enforcer: FormatSpec | None = None
     qa_log: QALogRecord | None = None
+    turn: TurnRecord | None = Field(None, description=(
+        "the answer's turn in the named conversation the prompt continues"))
     edit_outcomes: dict[str, list[EditOutcome]] = Field(
         default_factory=dict, description="per stage, how it applied each of the person's edits")
 

@@ -8,10 +8,14 @@ it to every stage call. Everything heavy loads lazily on first use.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragstream.config import AppConfig
+
+#: combined (knowledge base + conversation) indexes kept in memory
+COMBINED_KEPT = 8
 
 
 @dataclass
@@ -24,8 +28,12 @@ class Services:
     reranker_settings: Any = None
     llm: Any = None  # an LLM client; None means every agent runs deterministically
     index_cache: Any = None  # an IndexCache: the in-memory DocumentIndex of ``store``
+    kb_name: str = "default"  # the knowledge base ``store`` holds (ragstream.knowledge_bases)
+    memory: Any = None  # a conversation's Memory searched with the knowledge base, or None
     _reranker: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _models: Services | None = field(default=None, repr=False)  # whose reranker model is shared
+    _combined: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     @property
     def llm_available(self) -> bool:
@@ -34,8 +42,45 @@ class Services:
 
     def index(self):
         """The ``DocumentIndex`` of the store as it is now (vectors, evidence, BM25), from
-        memory, from its copy on disk, or rebuilt from the store when the store changed."""
-        return self.index_cache.current(self.store)
+        memory, from its copy on disk, or rebuilt from the store when the store changed; with
+        a conversation's ``memory``, the two as one index (made once per pair of versions)."""
+        kb = self.index_cache.current(self.store)
+        if self.memory is None:
+            return kb
+        key = (kb.fingerprint, self.memory.fingerprint)
+        with self._lock:
+            both = self._combined.get(key)
+        if both is None:
+            both = kb.with_memory(self.memory, self.index_cache.new_keyword_index())
+            with self._lock:
+                self._combined[key] = both
+                while len(self._combined) > COMBINED_KEPT:
+                    self._combined.popitem(last=False)
+        return both
+
+    def for_knowledge_base(self, cfg: AppConfig, name: str) -> Services:
+        """Services for another knowledge base (``cfg``: its configuration): its own store and
+        index; the embedder, the LLM client and a loaded reranker model are shared."""
+        from ragstream.backends.doc_index import IndexCache
+        from ragstream.backends.vector_store import ChromaStore
+
+        s = cfg.settings
+        return Services(
+            embedder=self.embedder, store=ChromaStore(s.vector_store, cfg.index_dir),
+            keyword_index=self.keyword_index, reranker_settings=self.reranker_settings,
+            llm=self.llm, kb_name=name, _models=self._models or self,
+            index_cache=IndexCache(cfg.index_dir / f"docindex-{s.vector_store.collection}",
+                                   s.retrieval.stemmer, s.retrieval.stopwords))
+
+    def with_memory(self, memory) -> Services:
+        """These services with a conversation's ``memory`` searched beside the knowledge base
+        (``self`` when ``memory`` is None). The combined indexes are cached with this one's."""
+        if memory is None:
+            return self
+        return Services(embedder=self.embedder, store=self.store, keyword_index=self.keyword_index,
+                        reranker_settings=self.reranker_settings, llm=self.llm,
+                        index_cache=self.index_cache, kb_name=self.kb_name, memory=memory,
+                        _models=self._models or self, _combined=self._combined)
 
     def keyword(self):
         """The BM25 index of the store as it is now."""
@@ -45,6 +90,10 @@ class Services:
     def reranker(self):
         """A ``RerankerChoice`` (reranker, backend name, reason), loaded on first use."""
         with self._lock:
+            if self._reranker is None and self._models is not None:
+                from ragstream.backends.reranker import share_reranker
+
+                self._reranker = share_reranker(self._models.reranker, self)
             if self._reranker is None:
                 from ragstream.backends.reranker import load_reranker
 

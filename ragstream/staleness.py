@@ -73,15 +73,43 @@ def _setting(cfg: AppConfig, path: str) -> str:
 
 
 def kb_fingerprint(services) -> str | None:
-    """The knowledge base's fingerprint now (renewed by every write to the store), or None
-    when it cannot be read (no store, or the store is unreachable: nothing can be said)."""
+    """What Retrieval searches, as one string: the knowledge base's name and fingerprint
+    (renewed by every write to its store), then `` + `` and the conversation memory's
+    fingerprint when one is searched with it (``Services.memory``); None when the store
+    cannot be read (no store, or the store is unreachable: nothing can be said)."""
     store = getattr(services, "store", None)
     if store is None:
         return None
     try:
-        return store.fingerprint()
+        kb = f"{getattr(services, 'kb_name', 'default')}@{store.fingerprint()}"
     except Exception:  # an unreadable store says nothing; the stage that reads it will fail
         return None
+    memory = getattr(services, "memory", None)
+    return f"{kb}{MEMORY_JOIN}{memory.fingerprint}" if memory is not None else kb
+
+
+#: between the knowledge base's part and the conversation memory's in ``kb_fingerprint``
+MEMORY_JOIN = " + "
+
+
+def _kb_changes(was: str | None, now: str) -> list[str]:
+    """In words, how what Retrieval searched changed (``kb_fingerprint``'s two strings)."""
+    was_kb, _, was_memory = (was or "").partition(MEMORY_JOIN)
+    now_kb, _, now_memory = now.partition(MEMORY_JOIN)
+    out = []
+    now_name = now_kb.partition("@")[0]
+    if "@" not in was_kb:  # recorded before knowledge bases had names: the default's stamp
+        was_kb = f"default@{was_kb}"
+    was_name = was_kb.partition("@")[0]
+    if was_name != now_name:
+        out.append(f"another knowledge base is chosen: {was_name} → {now_name}")
+    elif was_kb != now_kb:
+        out.append("the knowledge base changed (documents were ingested or removed)")
+    if was_memory != now_memory:
+        out.append("the conversation's memory changed (a turn was added or forgotten)"
+                   if was_memory and now_memory else
+                   "the conversation searched with the knowledge base changed")
+    return out
 
 
 def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
@@ -138,7 +166,7 @@ def differences(was: StageInputs, now: StageInputs) -> list[str]:
     if was.filters != now.filters:
         out.append(f"the filters changed: {was.filters} → {now.filters}")
     if was.kb != now.kb and now.kb is not None:
-        out.append("the knowledge base changed (documents were ingested or removed)")
+        out.extend(_kb_changes(was.kb, now.kb))
     if was.conversation != now.conversation:
         out.append("the conversation changed")
     if was.edits != now.edits:

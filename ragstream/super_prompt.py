@@ -168,6 +168,7 @@ class ConversationTurn(BaseModel):
 
     user: str
     assistant: str
+    turn: int = Field(0, description="its number in a named conversation (0: not kept in one)")
 
 
 class StageRun(BaseModel):
@@ -264,6 +265,10 @@ class SuperPrompt(BaseModel):
     views_by_stage: dict[str, list[ViewRow]] = Field(default_factory=dict)
     final_selection_ids: list[str] = Field(default_factory=list)
     recent_conversation: list[ConversationTurn] = Field(default_factory=list)
+    conversation_name: str = Field("", description=(
+        "the named conversation this prompt continues (ragstream.conversations): Retrieval "
+        "searches its remembered turns with the knowledge base, and the answer becomes its next "
+        "turn; empty: none"))
     filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
     System_MD: str = ""
     Prompt_MD: str = ""

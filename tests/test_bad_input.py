@@ -75,7 +75,7 @@ def fresh_session() -> dict:
 @pytest.fixture
 def cli_on(kb_engine, monkeypatch):
     """Run a CLI command in-process on the session's engine; returns ``(exit code, stdout, stderr)``."""
-    monkeypatch.setattr(cli, "_engine", lambda: Engine(kb_engine.cfg, kb_engine.services))
+    monkeypatch.setattr(cli, "_engine", lambda kb=None: Engine(kb_engine.cfg, kb_engine.services))
 
     def run(*args: str):
         result = CliRunner().invoke(cli.main, list(args))

@@ -354,7 +354,7 @@ def runs_cli(kb_engine, tmp_path, monkeypatch):
     idx = tmp_path / "idx"
     monkeypatch.setenv("RAGSTREAM_INDEX_DIR", str(idx))
     monkeypatch.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path / "uploads"))
-    monkeypatch.setattr(cli, "_engine", lambda: Engine(load_config(), kb_engine.services))
+    monkeypatch.setattr(cli, "_engine", lambda kb=None: Engine(load_config(), kb_engine.services))
 
     def invoke(*args: str):
         result = CliRunner().invoke(cli.main, list(args))

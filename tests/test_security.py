@@ -137,7 +137,7 @@ def test_the_api_key_never_leaves_the_process(kb_engine, endpoint, monkeypatch, 
         "settings.llm.model": "m", "settings.llm.max_attempts": 1, "settings.llm.timeout_s": 2.0,
         "settings.answer.log_file": f"canary-{uuid.uuid4().hex}.sqlite3"})
     services = dataclasses.replace(kb_engine.services, llm=build_llm(cfg.settings.llm))
-    monkeypatch.setattr(cli, "_engine", lambda: Engine(cfg, services))
+    monkeypatch.setattr(cli, "_engine", lambda kb=None: Engine(cfg, services))
     with caplog.at_level(logging.DEBUG):
         text = CliRunner().invoke(cli.main, ["run", QUESTION, "--answer", "--no-sync"])
         exported = CliRunner().invoke(cli.main, ["run", QUESTION, "--answer", "--json", "--no-sync"])

@@ -297,6 +297,25 @@ class DocumentIndex:
             keyword=keyword,
         )
 
+    def with_memory(self, memory, keyword: KeywordIndex) -> DocumentIndex:
+        """This index and a conversation's ``memory`` (``ragstream.conversations.Memory``) as
+        one index: the chunks of both in id order, their stored vectors, and ``keyword`` built
+        over all of them (BM25's word statistics are those of the two together). Retrieval,
+        the ReRanker and A3/A4 then score both alike; nothing is encoded."""
+        windows: dict[str, list[np.ndarray]] = dict(memory.windows)
+        sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]] = dict(memory.sentences)
+        for i, c in enumerate(self.chunks):
+            w0, w1 = self.window_offsets[i], self.window_offsets[i + 1]
+            s0, s1 = self.sentence_offsets[i], self.sentence_offsets[i + 1]
+            windows[c.id] = list(self.window_vectors[w0:w1])
+            sentences[c.id] = [((int(a), int(b)), v) for (a, b), v in
+                               zip(self.sentence_spans[s0:s1], self.sentence_vectors[s0:s1])]
+        held = {c.id for c in self.chunks}
+        chunks = self.chunks + [c for c in memory.chunks if c.id not in held]
+        dim = self.dim or next((len(w[0]) for w in memory.windows.values() if w), 0)
+        return DocumentIndex.from_records(f"{self.fingerprint} + {memory.fingerprint}", chunks,
+                                          windows, sentences, dim, keyword)
+
     # -- disk ---------------------------------------------------------------------------
 
     def save(self, folder: Path) -> None:

@@ -157,6 +157,16 @@ def find_local_model(model: str) -> str | None:
     return model if cached.is_dir() else None
 
 
+def share_reranker(choice: RerankerChoice, services) -> RerankerChoice:
+    """``choice`` (another ``Services``' reranker) for ``services``: a cross-encoder is shared
+    as it is (it reads passages only); the offline reranker is made again, reading ``services``'
+    index."""
+    if isinstance(choice.reranker, OfflineReranker):
+        return RerankerChoice(OfflineReranker(services, choice.reranker.weights), choice.backend,
+                              choice.reason)
+    return choice
+
+
 def load_reranker(settings: RerankerSettings, services) -> RerankerChoice:
     """The cross-encoder when it loads offline, else the offline reranker, with the reason."""
     def offline(reason: str) -> RerankerChoice:

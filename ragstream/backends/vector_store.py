@@ -297,6 +297,23 @@ class ChromaStore:
 
             SharedSystemClient.clear_system_cache()
 
+    def drop(self) -> None:
+        """Delete the whole collection (and, in persistent mode, its generation stamp's copy);
+        nothing else in the store is touched. A collection that does not exist is no error."""
+        try:
+            names = {getattr(c, "name", c) for c in self.client.list_collections()}
+            if self.settings.collection in names:
+                self.client.delete_collection(self.settings.collection)
+        except VectorStoreError:
+            raise
+        except Exception as err:
+            raise VectorStoreError(f"Cannot delete collection {self.settings.collection!r} at "
+                                   f"{self.location}: {err}") from err
+        self._collection = None
+        path = self._generation_file
+        if path is not None:
+            path.unlink(missing_ok=True)
+
     # -- reading ------------------------------------------------------------------------
 
     @_reaching_server(_READING)

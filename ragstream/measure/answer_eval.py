@@ -340,10 +340,12 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
 def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
                      progress: Progress | None = None,
                      services_for: Callable[[AppConfig], Any] | None = None,
-                     limit: int | None = None) -> dict[str, Any]:
+                     limit: int | None = None, engine: Any = None) -> dict[str, Any]:
     """Index each question set's documents (or reuse the index), answer every question (the
     first ``limit`` of each set, if given) in each mode (default: ``offline``, and ``llm`` when
-    an endpoint is configured) and grade it."""
+    an endpoint is configured) and grade it. With ``engine`` (an ``Engine`` for a named
+    knowledge base, ``eval --kb``), the questions are asked of that knowledge base as it is:
+    nothing is ingested, and the sections are looked for in its folder."""
     from ragstream.ingest.ingestor import ingest_path
     from ragstream.measure.evaluation import machine
     from ragstream.services import build_services
@@ -359,10 +361,15 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
     load_start = machine()["load_avg_1m"]
     results = []
     for qs in sets:
-        acfg = answers_config(cfg, qs)
-        services = (services_for or build_services)(acfg)
         t = time.perf_counter()
-        report = ingest_path(qs.docs, acfg, services, prune=True)
+        if engine is not None:
+            qs = replace(qs, docs=engine.cfg.kb_dir)
+            acfg, services = engine.cfg, engine.services
+            ingested = f"knowledge base {engine.kb!r} as it is (nothing ingested)"
+        else:
+            acfg = answers_config(cfg, qs)
+            services = (services_for or build_services)(acfg)
+            ingested = ingest_path(qs.docs, acfg, services, prune=True).summary()
         index_s = time.perf_counter() - t
         chunks = services.index().chunks
         check_sections(qs, chunks)
@@ -375,7 +382,7 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
             rows = run_mode(qs, acfg, run_services, mode, progress)
             results.append({"set": qs.name, "description": qs.description, "mode": mode,
                             "documents": len({c.doc_id for c in chunks}),
-                            "ingest": report.summary(),
+                            "ingest": ingested, "kb": engine.kb if engine is not None else "",
                             "chunks": len(chunks), "index_s": round(index_s, 2),
                             **summarize(rows), "rows": rows})
     return {

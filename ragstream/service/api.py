@@ -20,6 +20,11 @@ relevant first, at most ``max_chunks``. When none qualifies the context is empty
 * A retrieval that takes longer than ``retrieval.timeout_s`` raises ``RetrievalTimeoutError``.
 * An unreachable Chroma server raises ``VectorDBUnavailableError``.
 
+Both take ``kb``: the named knowledge base to work on (``ragstream.knowledge_bases``; None or
+"default": the bundled one). Its engine is made once and shares the models; each result names
+the knowledge base it came from (``RAGContext.kb``, each chunk's ``metadata["kb"]``). An
+unknown name raises ``KnowledgeBaseError`` (HTTP 404).
+
 ``ingest`` upserts documents given as text by their id (``ragstream.ingest.ingestor.
 ingest_documents``): an unchanged one is skipped, a changed one has all of its embeddings
 replaced at once; a document that cannot be ingested is listed in ``errors`` and the others
@@ -59,24 +64,47 @@ class RAGPipeline:
             TTLCache(maxsize=CACHE_SIZE, ttl=rs.cache_ttl_seconds) if rs.cache_ttl_seconds > 0 else None)
         self._cache_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ragstream-retrieve")
+        self._engines: dict[str, Engine] = {}  # collection -> the engine of that knowledge base
+        self._engines_lock = threading.Lock()
 
     @property
     def cfg(self) -> AppConfig:
         """The engine's configuration."""
         return self.engine.cfg
 
+    def engine_for(self, kb: str | None) -> Engine:
+        """The engine of knowledge base ``kb`` (None: this pipeline's own), made once; the
+        name is looked up every time, so a knowledge base renamed or deleted elsewhere is seen."""
+        if not kb or kb == self.engine.kb:
+            return self.engine
+        found = self.engine.knowledge_bases().get(kb)
+        with self._engines_lock:
+            engine = self._engines.get(found.collection)
+            if engine is None or engine.kb != found.name:
+                engine = self.engine.for_kb(found.name)
+                self._engines[found.collection] = engine
+        return engine
+
+    def forget_engine(self, collection: str) -> None:
+        """Drop the engine of a deleted knowledge base (its collection) and the cached results."""
+        with self._engines_lock:
+            self._engines.pop(collection, None)
+        self.clear_cache()
+
     # -- ingest -------------------------------------------------------------------------
 
-    def ingest(self, documents: list[RuleDocument] | list[dict]) -> IngestionResult:
-        """Upsert ``documents`` (see the module docstring); the cache is cleared after a write."""
+    def ingest(self, documents: list[RuleDocument] | list[dict], kb: str | None = None) -> IngestionResult:
+        """Upsert ``documents`` into knowledge base ``kb`` (see the module docstring); the cache
+        is cleared after a write."""
         from ragstream.ingest.ingestor import TextDocument, ingest_documents
 
+        engine = self.engine_for(kb)
         docs = [d if isinstance(d, RuleDocument) else RuleDocument.model_validate(d) for d in documents]
         report = ingest_documents(
             [TextDocument(doc_id=str(d.document_id), filename=d.filename, text=d.content or "",
                           metadata={k: str(v) for k, v in d.metadata.items()}, data=d.data())
              for d in docs],
-            self.cfg, self.engine.services)
+            engine.cfg, engine.services)
         if report.processed or report.deleted:
             self.clear_cache()
         return IngestionResult(
@@ -88,8 +116,11 @@ class RAGPipeline:
     # -- retrieve -----------------------------------------------------------------------
 
     def retrieve(self, query: str, context_key: str, max_chunks: int | None = None,
-                 min_relevance: float | None = None, filters: Filters | dict | None = None) -> RAGContext:
-        """The chunks most relevant to ``query`` (see the module docstring for the rules)."""
+                 min_relevance: float | None = None, filters: Filters | dict | None = None,
+                 kb: str | None = None) -> RAGContext:
+        """The chunks of knowledge base ``kb`` most relevant to ``query`` (see the module
+        docstring for the rules)."""
+        engine = self.engine_for(kb)
         rs = self.cfg.settings.retrieval
         max_chunks = rs.max_chunks if max_chunks is None else max_chunks
         min_relevance = rs.min_relevance if min_relevance is None else min_relevance
@@ -99,7 +130,7 @@ class RAGPipeline:
         if not 0.0 <= min_relevance <= 1.0:
             raise InvalidQueryError(f"min_relevance is {min_relevance}; give a number from 0 to 1.")
         filters = filters if isinstance(filters, Filters) else Filters.model_validate(filters or {})
-        future = self._pool.submit(self._retrieve_cached, query, context_key, max_chunks,
+        future = self._pool.submit(self._retrieve_cached, engine, query, context_key, max_chunks,
                                    min_relevance, filters)
         try:
             return future.result(timeout=rs.timeout_s)
@@ -129,24 +160,25 @@ class RAGPipeline:
         """Stop the worker threads (a retrieval still running finishes first)."""
         self._pool.shutdown(wait=True)
 
-    def _retrieve_cached(self, query: str, context_key: str, max_chunks: int,
+    def _retrieve_cached(self, engine: Engine, query: str, context_key: str, max_chunks: int,
                          min_relevance: float, filters: Filters) -> RAGContext:
-        services = self.engine.services
-        key = (query, context_key, max_chunks, min_relevance, filters, services.store.fingerprint())
+        services = engine.services
+        key = (engine.cfg.settings.vector_store.collection, query, context_key, max_chunks,
+               min_relevance, filters, services.store.fingerprint())
         if self._cache is not None:
             with self._cache_lock:
                 hit = self._cache.get(key)
             if hit is not None:
                 return hit.model_copy(update={"cached": True})
-        result = self._retrieve(query, context_key, max_chunks, min_relevance, filters)
+        result = self._retrieve(engine, query, context_key, max_chunks, min_relevance, filters)
         if self._cache is not None:
             with self._cache_lock:
                 self._cache[key] = result
         return result
 
-    def _retrieve(self, query: str, context_key: str, max_chunks: int, min_relevance: float,
-                  filters: Filters) -> RAGContext:
-        services = self.engine.services
+    def _retrieve(self, engine: Engine, query: str, context_key: str, max_chunks: int,
+                  min_relevance: float, filters: Filters) -> RAGContext:
+        services = engine.services
         index = services.index()
 
         def empty(reason: str, scores: list[float] | None = None) -> RAGContext:
@@ -154,15 +186,16 @@ class RAGPipeline:
             return RAGContext(context_id=uuid.uuid4(), query_id=uuid.uuid4(), context_key=context_key,
                               document_chunks=[], relevance_scores=[], total_chunks=0,
                               avg_relevance=round(avg, 6), meets_threshold=False,
-                              min_relevance=min_relevance, no_documents_reason=reason)
+                              min_relevance=min_relevance, no_documents_reason=reason,
+                              kb=engine.kb)
 
         if index.n_chunks == 0:
             return empty("The knowledge base is empty: ingest documents first.")
         if not filters.empty and not index.passing(filters).any():
             return empty(f"No chunk matches the filters ({filters.describe()}).")
-        sp = self.engine.new(query)
+        sp = engine.new(query)
         sp.filters = filters
-        sp = self.engine.run(sp, until="ReRanker")
+        sp = engine.run(sp, until="ReRanker")
         rows = sp.view(View.RERANKED)
         chunks = sp.chunk_map()
         candidates = [chunks[r.chunk_id] for r in rows]
@@ -175,16 +208,16 @@ class RAGPipeline:
             return empty(f"No chunk reaches min_relevance {min_relevance:g} (best "
                          f"{best[0] if best else 0:.2f}): the knowledge base does not seem to "
                          f"cover this question.", best)
-        found = [self._chunk(candidates[i], scores[i]) for i in chosen]
+        found = [self._chunk(candidates[i], scores[i], engine.kb) for i in chosen]
         picked = [scores[i] for i in chosen]
         return RAGContext(
             context_id=uuid.uuid4(), query_id=uuid.uuid4(), context_key=context_key,
             document_chunks=found, relevance_scores=picked, total_chunks=len(found),
             avg_relevance=round(sum(picked) / len(picked), 6), meets_threshold=True,
-            min_relevance=min_relevance,
+            min_relevance=min_relevance, kb=engine.kb,
         )
 
-    def _chunk(self, chunk: Chunk, score: float) -> DocumentChunk:
+    def _chunk(self, chunk: Chunk, score: float, kb: str) -> DocumentChunk:
         return DocumentChunk(
             chunk_id=stable_uuid(chunk.id), document_id=stable_uuid(chunk.doc_id), text=chunk.text,
             metadata={
@@ -196,6 +229,7 @@ class RAGPipeline:
                 "heading_path": list(chunk.heading_path),
                 "title": chunk.title,
                 "chunk_ref": chunk.id,
+                "kb": kb,
                 "embedding_model": self.cfg.settings.embedding.model,
                 **({"page": chunk.page, "page_end": chunk.page_end} if chunk.page else {}),
             },

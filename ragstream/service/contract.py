@@ -61,6 +61,7 @@ class RAGContext(BaseModel):
     cached: bool = Field(False, description="served from the cache (same query and context key)")
     no_documents_reason: str = Field(
         "", description="NoDocumentsFoundError: why no chunk is returned (empty when some are)")
+    kb: str = Field("default", description="the knowledge base the chunks come from")
 
 
 class RuleDocument(BaseModel):

@@ -45,9 +45,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ragstream.errors import (
+    ConversationError,
+    ConversationNotFoundError,
     EmptyPromptError,
     IngestLockedError,
     InvalidQueryError,
+    KnowledgeBaseError,
+    KnowledgeBaseNotFoundError,
     PromptTooLongError,
     RagstreamError,
     RetrievalTimeoutError,
@@ -78,6 +82,10 @@ STATUS_BY_ERROR: tuple[tuple[type[RagstreamError], int], ...] = (
     (VectorDBUnavailableError, 503),
     (RetrievalTimeoutError, 504),
     (IngestLockedError, 409),
+    (KnowledgeBaseNotFoundError, 404),
+    (ConversationNotFoundError, 404),
+    (KnowledgeBaseError, 409),
+    (ConversationError, 409),
 )
 SSE_MEDIA_TYPE = "text/event-stream"
 
@@ -88,6 +96,24 @@ _Send = Callable[[_Message], Awaitable[None]]
 
 
 # --------------------------------------------------------------------------- request / response models
+
+
+class KnowledgeBaseRequest(BaseModel):
+    """``POST /kb``: a new knowledge base's name and, optionally, its documents folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="1 to 40 characters: letters, digits, spaces, '.', '-', '_'")
+    folder: str | None = Field(None, description=(
+        "the folder of its documents on the server (made when missing); none: a folder of its own"))
+
+
+class RenameRequest(BaseModel):
+    """``PATCH /kb/{name}``: the knowledge base's new name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
 
 
 class ErrorBody(BaseModel):
@@ -121,6 +147,8 @@ class RetrieveRequest(BaseModel):
                                                           "0 to 1 (default: retrieval.min_relevance)")
     filters: Filters = Field(default_factory=Filters,
                              description="doc_type, source (shell patterns), updated_from/updated_to")
+    kb: str | None = Field(None, description="the knowledge base to search (default: the bundled "
+                                             "one; GET /kb lists them; unknown: 404)")
 
 
 class Message(BaseModel):
@@ -144,6 +172,12 @@ class AnswerRequest(BaseModel):
         description="at most 10 items, oldest first: turns {user, assistant} or messages "
                     "{role, content} (a user message and the assistant message after it make a turn)")
     filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
+    kb: str | None = Field(None, description="the knowledge base to answer from (default: the "
+                                             "bundled one; unknown: 404)")
+    conversation: str | None = Field(None, description=(
+        "a named conversation to continue: its remembered turns are searched with the knowledge "
+        "base, its last turns go into the prompt when conversation_history is empty, and this "
+        "answer becomes its next turn (started if new)"))
 
     def turns(self) -> list[ConversationTurn]:
         """The history as turns: a user message opens one, the assistant message after it closes it."""
@@ -200,6 +234,11 @@ class DoneEvent(BaseModel):
     token_events: int = Field(description="how many token events were sent")
     latency_ms: int = Field(description="from the request to this event")
     qa_log_id: int | None = Field(description="the interaction's row in the Q&A log")
+    kb: str = Field("default", description="the knowledge base the answer came from")
+    conversation: str = Field("", description="the named conversation the answer continues")
+    turn: int | None = Field(None, description="its turn number in that conversation")
+    remembered: bool | None = Field(None, description=(
+        "whether the turn is remembered (searchable later): not when the answer found nothing"))
 
 
 def status_for(err: RagstreamError) -> int:
@@ -367,6 +406,7 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
             for c in ans.sources:
                 yield _sse("citation", _citation(c, out_sp))
             qa = out_sp.extras.qa_log
+            turn = out_sp.extras.turn
             yield _sse("done", DoneEvent(
                 context_key=context_key, mode=ans.mode, confidence=ans.confidence,
                 confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
@@ -374,7 +414,10 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
                 set_aside_reason=ans.set_aside_reason,
                 total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
                 token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
-                qa_log_id=qa.id if qa else None))
+                qa_log_id=qa.id if qa else None, kb=engine.kb,
+                conversation=out_sp.conversation_name,
+                turn=turn.turn if turn is not None and turn.turn else None,
+                remembered=turn.remembered if turn is not None else None))
             return
     finally:
         if not finished:
@@ -458,13 +501,42 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
               summary="The chunks most relevant to the query (RAGPipeline.retrieve)")
     def retrieve(body: RetrieveRequest) -> RAGContext:
         return pipeline.retrieve(body.query, body.context_key, max_chunks=body.max_chunks,
-                                 min_relevance=body.min_relevance, filters=body.filters)
+                                 min_relevance=body.min_relevance, filters=body.filters, kb=body.kb)
 
     @app.post("/ingest", response_model=IngestionResult, dependencies=secured,
               responses={**_ERRORS, 409: {"model": ErrorBody, "description": "another ingestion runs"}},
               summary="Ingest (upsert) rule documents (RAGPipeline.ingest)")
-    def ingest(documents: list[RuleDocument]) -> IngestionResult:
-        return pipeline.ingest(documents)
+    def ingest(documents: list[RuleDocument], kb: str | None = None) -> IngestionResult:
+        return pipeline.ingest(documents, kb=kb)
+
+    @app.get("/kb", dependencies=secured, summary="The knowledge bases: name, folder, collection")
+    def kb_list() -> list[dict[str, Any]]:
+        return [kb.model_dump() for kb in engine.knowledge_bases().all()]
+
+    @app.post("/kb", dependencies=secured, status_code=201, responses=_ERRORS,
+              summary="Create a knowledge base (ingest into it with POST /ingest?kb=NAME)")
+    def kb_create(body: KnowledgeBaseRequest) -> dict[str, Any]:
+        return engine.create_kb(body.name, body.folder).model_dump()
+
+    @app.patch("/kb/{name}", dependencies=secured, responses=_ERRORS,
+               summary="Rename a knowledge base (its documents and index stay)")
+    def kb_rename(name: str, body: RenameRequest) -> dict[str, Any]:
+        renamed = engine.rename_kb(name, body.name).model_dump()
+        pipeline.clear_cache()
+        return renamed
+
+    @app.delete("/kb/{name}", dependencies=secured, responses=_ERRORS,
+                summary="Delete a knowledge base: its index and its own folder (never another's); "
+                        "?confirm=NAME must repeat its name")
+    def kb_delete(name: str, confirm: str = "") -> dict[str, Any]:
+        kb = engine.knowledge_bases().get(name)
+        if confirm != kb.name:
+            raise KnowledgeBaseError(f"Deleting knowledge base {kb.name!r} removes its index"
+                                     + (" and its folder" if kb.own_folder else "") + ": repeat "
+                                     f"its name to confirm (DELETE /kb/{kb.name}?confirm={kb.name}).")
+        gone = engine.delete_kb(kb.name)
+        pipeline.forget_engine(gone.collection)
+        return gone.model_dump()
 
     @app.post("/answer", response_class=StreamingResponse, dependencies=secured,
               responses={200: {"content": {SSE_MEDIA_TYPE: {}}, "description": "the SSE stream"},
@@ -473,13 +545,16 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
     async def answer(body: AnswerRequest) -> StreamingResponse:
         started = time.perf_counter()
 
+        kb_engine = pipeline.engine_for(body.kb)
+
         def stages() -> SuperPrompt:
-            sp = engine.new(pipeline.checked_query(body.query), body.turns())
+            sp = kb_engine.new(pipeline.checked_query(body.query), body.turns() or None,
+                               conversation_name=body.conversation or "")
             sp.filters = body.filters
-            return engine.run(sp)
+            return kb_engine.run(sp)
 
         sp = await run_in_threadpool(stages)
-        return StreamingResponse(_answer_events(engine, sp, body.context_key, started),
+        return StreamingResponse(_answer_events(kb_engine, sp, body.context_key, started),
                                  media_type=SSE_MEDIA_TYPE,
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 

@@ -15,6 +15,12 @@
 6. Reciprocal rank fusion of the two rankings (k and weights from config); the top N1 by
    fused score (ties by id) become the view and ``base_context_chunks``.
 
+With a named conversation (``sp.conversation_name``) the engine hands in services whose index
+holds the knowledge base and the conversation's remembered turns as one
+(``DocumentIndex.with_memory``): both are searched, scored and fused alike, each chunk once by
+its id (a turn's id is ``conversation:<name>#<turn>``), and the record says which knowledge
+base and conversation were searched.
+
 ``sp.filters`` (document type, source, update dates) restrict the search to the chunks that
 pass them: the others are never candidates of either list (BM25's word statistics stay those
 of the whole knowledge base).
@@ -119,7 +125,8 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     if not query:
         raise StageError(NAME, "the prompt has no task, context or purpose to search for; "
                                "run A0_PreProcessing on a non-empty prompt first.")
-    index = services.index()
+    index = services.index()  # with a conversation's memory: both as one index
+    memory = getattr(services, "memory", None)
     if index.n_chunks == 0:
         raise EmptyIndexError(cfg.settings.vector_store.collection)
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
@@ -180,6 +187,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     sp.extras.retrieval = RetrievalRecord(
         query=query, pieces=pieces, candidates_considered=len(ordered), returned=len(out_rows),
         tau=rs.tau, rrf_k=rs.rrf_k, index_chunks=index.n_chunks,
+        kb=getattr(services, "kb_name", "default"),
+        conversation=memory.name if memory is not None else "",
+        conversation_chunks=len(memory.chunks) if memory is not None else 0,
     )
     return sp
 
