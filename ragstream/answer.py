@@ -91,7 +91,7 @@ from ragstream.super_prompt import (
     SuperPrompt,
     View,
 )
-from ragstream.text import split_sentences
+from ragstream.text import fold, split_sentences
 
 NAME = "Answer"
 TokenCallback = Callable[[str], None]
@@ -458,10 +458,11 @@ _QUOTED = re.compile(r"[\"“][^\"“”\n]{1,300}[\"”]|(?<!\w)['‘][^'‘’
 
 
 def mention_only(text: str) -> bool:
-    """True for a sentence that shows the question's words rather than stating a fact: one
-    holding a code block (a worked example), or with fewer than ``MIN_PROSE_WORDS`` words
+    """True for a sentence that shows the question's words rather than stating a fact: a
+    question (it ends with "?": a remembered turn's question, an FAQ's), one holding a code
+    block (a worked example), or with fewer than ``MIN_PROSE_WORDS`` words
     outside code spans and quotes (a quoted prompt, a list of file names)."""
-    if "```" in text:
+    if "```" in text or text.rstrip().endswith("?"):
         return True
     prose = _QUOTED.sub(" ", _CODE_SPANS.sub(" ", text))
     return len(_WORD.findall(prose)) < MIN_PROSE_WORDS
@@ -485,7 +486,9 @@ def answer_length(sp: SuperPrompt, acfg: AnswerSettings) -> tuple[int, str]:
 def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Statement]:
     """The statements the extractive answer gives: A4's statements by score (its order when
     they have none, or when a person edited them: theirs), those that only mention the
-    question's words left out unless nothing else is left; the first
+    question's words — or repeat a sentence of the prompt itself (a remembered turn holds what
+    the person said: "I renamed a file." is no answer to the same words) — left out unless
+    nothing else is left; the first
     ``distinct_sources_first`` from as many different chunks (the best statement of each
     chunk the person pinned first, then the best sentence, then the best of the next
     sources), then the rest best first; at most ``answer_length`` of them."""
@@ -493,7 +496,9 @@ def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Stateme
     statements = list(record.condensed) if record else []
     if all(s.score is not None for s in statements) and not (record and record.edited):
         statements.sort(key=lambda s: -(s.score or 0.0))
-    stating = [s for s in statements if not mention_only(s.text)] or statements
+    asked = fold(sp.user_text)
+    stating = [s for s in statements
+               if not mention_only(s.text) and fold(s.text) not in asked] or statements
 
     def opening(best: Statement) -> Statement:  # the person's order stands as they left it
         return best if record and record.edited else _opening(best, stating, acfg.lead_margin)

@@ -692,9 +692,10 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
               help="A question set (repeatable), e.g. benchmarks/answers/kb.json: answer quality "
                    "instead of retrieval (does the answer's first sentence cite the section that "
                    "answers the question?).")
-@click.option("--mode", "modes", multiple=True, type=click.Choice(["offline", "llm"]),
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["offline", "llm", "conversation"]),
               help="With --answers: the answer modes to run (repeatable); default offline, and "
-                   "llm when an endpoint is configured.")
+                   "llm when an endpoint is configured. 'conversation': the set asked twice as "
+                   "one named conversation (offline answers; remembered turns searched).")
 @click.option("--profile", type=click.Choice(["files", "local"]), default="files", show_default=True,
               help="With --answers: 'local' applies the small-local-model settings "
                    "(config.LOCAL_MODEL_PROFILE: a 1,500-token answer prompt, 400-token answer) "
@@ -733,11 +734,9 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
             cfg = load_config()
             if profile == "local":
                 cfg = cfg.with_overrides(LOCAL_MODEL_PROFILE)
-            engine = None
-            if kb:
-                from ragstream.engine import Engine
-
-                engine = Engine(cfg, kb=kb)
+            engine = _engine(kb) if kb else None
+            if engine is not None and profile == "local":
+                engine.cfg = engine.cfg.with_overrides(LOCAL_MODEL_PROFILE)
             result = evaluate_answers(answer_sets, cfg, modes=list(modes) or None,
                                       progress=_stderr_progress(), limit=limit, engine=engine)
             as_text = format_answers

@@ -97,7 +97,8 @@ def _add_conversations(conn: sqlite3.Connection) -> None:
         "conversations(id) ON DELETE CASCADE, turn INTEGER NOT NULL, ts TEXT NOT NULL, "
         "question TEXT NOT NULL, answer TEXT NOT NULL, sources TEXT NOT NULL DEFAULT '[]', "
         "kb TEXT NOT NULL DEFAULT '', interaction_id INTEGER, remembered INTEGER NOT NULL, "
-        "why TEXT NOT NULL DEFAULT '', removed_at TEXT, encoding BLOB, "
+        "why TEXT NOT NULL DEFAULT '', removed_at TEXT, memory_text TEXT NOT NULL DEFAULT '', "
+        "encoding BLOB, "
         "encoded_with TEXT NOT NULL DEFAULT '', UNIQUE (conversation_id, turn))")
 
 

@@ -214,7 +214,8 @@ class RetrievalRecord(Record):
     index_chunks: int
     kb: str = Field("default", description="the knowledge base searched")
     conversation: str = Field("", description=(
-        "the conversation whose remembered turns were searched with it ('' for none)"))
+        "the named conversation the prompt continues, whose remembered turns were searched "
+        "with it ('' for none)"))
     conversation_chunks: int = Field(0, description="how many of its turns were searched")
 
 

@@ -39,6 +39,9 @@ class View(StrEnum):
     A4 = "a4"
 
 
+#: how the id of a conversation's remembered turn starts (``ragstream.conversations``)
+CONVERSATION_ID_PREFIX = "conversation:"
+
 #: the value ``history_of_stages`` records for Prompt_Builder (it does not change ``stage``)
 PROMPT_BUILT = "prompt_built"
 
@@ -76,6 +79,12 @@ class Chunk(BaseModel):
         if not self.page:
             return ""
         return f"pp. {self.page}–{self.page_end}" if self.page_end > self.page else f"p. {self.page}"
+
+    @property
+    def from_conversation(self) -> bool:
+        """True for a remembered turn of a named conversation (``ragstream.conversations``:
+        its id starts with ``conversation:``; no file path does), not a document's chunk."""
+        return self.id.startswith(CONVERSATION_ID_PREFIX)
 
     @property
     def heading_label(self) -> str:

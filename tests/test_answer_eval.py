@@ -232,3 +232,20 @@ def test_roc_auc_of_the_models_probability():
     assert roc_auc([(0.1, True), (0.9, False)]) == 0.0
     assert roc_auc([(0.5, True), (0.5, False), (0.7, True), (0.2, False)]) == 0.875
     assert roc_auc([(0.5, True)]) is None  # one class only: no AUC
+
+
+def test_conversation_mode_asks_the_set_twice_as_one_conversation_and_deletes_it(tiny, tiny_engine):
+    from ragstream.conversations import Conversations
+
+    qs, engine = tiny_engine
+    base = engine.cfg.with_overrides({
+        "settings.paths.index_dir": str(engine.cfg.index_dir.parent.parent)})
+    result = evaluate_answers([tiny], base, modes=["conversation"],
+                              services_for=lambda c: engine.services)
+    first, second = result["results"]
+    assert (first["mode"], second["mode"]) == ("conv 1", "conv 2")
+    assert first["questions"] == second["questions"] == 3
+    # asked again, the documents still lead: the earlier turns do not crowd them out
+    assert second["first3"] >= first["first3"] - 1 / 3 and second["in_sources"] == first["in_sources"]
+    assert 0 <= second["cite_turn"] <= 1 and "cite_turn" in first
+    assert Conversations.for_config(engine.cfg).names() == []  # the eval's conversation is gone

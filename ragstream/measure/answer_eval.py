@@ -26,6 +26,10 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
    two), the median answer length in sentences, and the median time of pipeline + answer;
    and, for retrieval, the MRR@10 of the first answering chunk in the Retrieval and the
    ReRanker stages (the section as the relevant item).
+   ``conversation`` mode asks the whole set as one named conversation, twice over (``conv 1``,
+   ``conv 2``: the second time every question's earlier turn is remembered), and adds
+   ``cite_turn``: the share of answers that cite a remembered turn. A remembered turn must
+   not crowd out the documents it answered from.
 4. **Agents (LLM mode).** Each agent that asked the model records its decisions beside the
    rules' (``extras.judgments``). Per agent: how many decisions the model judged, how many it
    changed (``changed``), and of the changes on chunks (A3, A4) how many *helped* (an answering
@@ -54,7 +58,7 @@ from ragstream.super_prompt import Chunk, SuperPrompt, View
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 SECTION_MARK = " § "
-MODES = ("offline", "llm")
+MODES = ("offline", "llm", "conversation")
 
 
 class AnswerQuestion(BaseModel):
@@ -299,6 +303,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "median_sentences_short": _median([r["sentences"] for r in short]),
         "max_sentences_short": max((r["sentences"] for r in short), default=0),
         "median_ms": round(_median([r["ms"] for r in rows]), 1),
+        "cite_turn": _share([r.get("cites_turn", False) for r in rows]),
         "mrr10_retrieval": _mrr10([r["retrieval_rank"] for r in rows]),
         "mrr10_rerank": _mrr10([r["rerank_rank"] for r in rows]),
         "agents": agents_summary(rows),
@@ -306,8 +311,10 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
-             progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Ask every question in ``mode`` and grade the answers: one row per question."""
+             progress: Progress | None = None, conversation: str = "") -> list[dict[str, Any]]:
+    """Ask every question in ``mode`` and grade the answers: one row per question. With
+    ``conversation``, each question continues that named conversation (its remembered turns
+    are searched with the knowledge base) and its answer becomes the next turn."""
     from ragstream.answer import answer
     from ragstream.engine import Engine
 
@@ -315,8 +322,11 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
     rows: list[dict[str, Any]] = []
     for n, q in enumerate(qs.questions, start=1):
         started = time.perf_counter()
-        sp = engine.run(q.question)
-        ans = answer(sp, cfg, services)
+        if conversation:
+            sp, ans = engine.answer(engine.run(engine.new(q.question, conversation_name=conversation)))
+        else:
+            sp = engine.run(q.question)
+            ans = answer(sp, cfg, services)
         ms = (time.perf_counter() - started) * 1000.0
         g = grade(sp, ans.text, qs.sections[q.id], qs.docs.name, cfg)
         rows.append({
@@ -331,10 +341,34 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             "agents": agent_figures(sp, qs.sections[q.id], qs.docs.name),
             "agent_modes": {a: m.mode for a, m in sp.extras.agent_modes.items()},
             "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
+            "cites_turn": any(c.chunk_id.startswith("conversation:") for c in ans.sources),
         })
         if progress:
             progress(f"answers {qs.name} ({mode})", n, len(qs.questions))
     return rows
+
+
+#: how many times ``conversation`` mode asks the whole set in one conversation
+CONVERSATION_PASSES = 2
+
+
+def _mode_rows(qs: QuestionSet, cfg: AppConfig, services, mode: str,
+               progress: Progress | None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The graded rows of ``mode``; ``conversation`` (offline answers) asks the set as one
+    new named conversation ``CONVERSATION_PASSES`` times over — the first pass with each
+    earlier question's turn remembered, the second with every question's — then deletes it."""
+    if mode != "conversation":
+        return [(mode, run_mode(qs, cfg, services, mode, progress))]
+    from ragstream.conversations import Conversations, new_name
+
+    name = f"eval-{qs.name}-{new_name()}"[:60]
+    try:
+        return [(f"conv {n}", run_mode(qs, cfg, services, mode, progress, conversation=name))
+                for n in range(1, CONVERSATION_PASSES + 1)]
+    finally:
+        convs = Conversations.for_config(cfg)
+        if convs.exists(name):
+            convs.delete(name)
 
 
 def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
@@ -379,12 +413,12 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
                 raise EvalDataError("answer mode 'llm' needs an LLM endpoint: set llm.base_url "
                                     "in config/settings.json.")
             run_services = services if mode == "llm" else replace(services, llm=None)
-            rows = run_mode(qs, acfg, run_services, mode, progress)
-            results.append({"set": qs.name, "description": qs.description, "mode": mode,
-                            "documents": len({c.doc_id for c in chunks}),
-                            "ingest": ingested, "kb": engine.kb if engine is not None else "",
-                            "chunks": len(chunks), "index_s": round(index_s, 2),
-                            **summarize(rows), "rows": rows})
+            for label, rows in _mode_rows(qs, acfg, run_services, mode, progress):
+                results.append({"set": qs.name, "description": qs.description, "mode": label,
+                                "documents": len({c.doc_id for c in chunks}),
+                                "ingest": ingested, "kb": engine.kb if engine is not None else "",
+                                "chunks": len(chunks), "index_s": round(index_s, 2),
+                                **summarize(rows), "rows": rows})
     return {
         "sets": [str(Path(p)) for p in paths],
         "results": results,

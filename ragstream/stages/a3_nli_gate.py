@@ -8,7 +8,8 @@ Pre-filter (always, deterministic), in reranked order:
 The rules (always run: they are the backbone, and what the model's word is weighed against):
 
 3. Relevance: a rerank score below ``min_relevance``, or below ``relative_min`` × the best
-   score in the working set, is dropped as off-topic.
+   score in the working set, is dropped as off-topic. The best is the best *document's*
+   (``bar``): a remembered conversation turn is measured against it, never sets it.
 4. Near-duplicates: a chunk whose word 3-shingle Jaccard similarity with an already kept
    chunk is ≥ ``duplicate_jaccard`` is dropped as a duplicate of that chunk.
 
@@ -151,7 +152,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     if words is None:
         verdicts.update(rules)
     else:
-        gate, decided, judgments = combine(candidates, rules, words, acfg)
+        gate, decided, judgments = combine(candidates, rules, words, acfg, chunks)
         verdicts.update(gate)
         rule_of = {r.chunk_id: rules[r.chunk_id][0] for r in candidates}
         sp.extras.judgments[NAME] = judgments
@@ -197,12 +198,13 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
 
 
 def combine(candidates: list[ViewRow], rules: dict[str, Verdict], words: dict[str, ModelWord],
-            acfg: A3Config) -> tuple[dict[str, Verdict], dict[str, DecidedBy], list[Judgment]]:
+            acfg: A3Config, chunks: dict[str, Chunk],
+            ) -> tuple[dict[str, Verdict], dict[str, DecidedBy], list[Judgment]]:
     """The gate's verdicts when the model spoke (see the module docstring): the rules' verdict
     stands unless the model agrees a weak candidate should go, or is confident enough to
     rescue one the rules drop as off-topic. Returns the verdicts, who decided each, and a
     ``Judgment`` per candidate the model judged."""
-    best = max((r.score for r in candidates), default=0.0)
+    best = bar(candidates, chunks)
     weak_floor = acfg.weak_relative * best
     out: dict[str, Verdict] = {}
     decided: dict[str, DecidedBy] = {}
@@ -255,9 +257,18 @@ def combine(candidates: list[ViewRow], rules: dict[str, Verdict], words: dict[st
     return out, decided, judgments
 
 
+def bar(candidates: list[ViewRow], chunks: dict[str, Chunk]) -> float:
+    """The best score the relative thresholds measure against: the best document's. A
+    remembered conversation turn holds the question it answered, so it can score far above
+    every document for the same question again; it is weighed against the documents' bar and
+    never sets it (the best turn's score counts only when no document is a candidate)."""
+    documents = [r.score for r in candidates if not chunks[r.chunk_id].from_conversation]
+    return max(documents or [r.score for r in candidates] or [0.0])
+
+
 def _rule_gate(candidates: list[ViewRow], chunks: dict[str, Chunk], cfg: AppConfig) -> dict[str, Verdict]:
     acfg = cfg.agents.A3_NLI_Gate
-    best = max((r.score for r in candidates), default=0.0)
+    best = bar(candidates, chunks)
     floor = acfg.relative_min * best
     out: dict[str, Verdict] = {}
     kept_shingles: list[tuple[str, set]] = []

@@ -188,7 +188,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         query=query, pieces=pieces, candidates_considered=len(ordered), returned=len(out_rows),
         tau=rs.tau, rrf_k=rs.rrf_k, index_chunks=index.n_chunks,
         kb=getattr(services, "kb_name", "default"),
-        conversation=memory.name if memory is not None else "",
+        conversation=sp.conversation_name,
         conversation_chunks=len(memory.chunks) if memory is not None else 0,
     )
     return sp
