@@ -36,6 +36,8 @@ import io
 import json
 import re
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -217,6 +219,11 @@ def embedder_id(embedder) -> str:
 
 # --------------------------------------------------------------------------- the store
 
+#: conversations' memories kept in this process, keyed by file, name, model and turn ids
+MEMORIES_KEPT = 16
+_MEMORIES: OrderedDict[tuple, Memory] = OrderedDict()
+_MEMORIES_LOCK = threading.Lock()
+
 
 class Conversations:
     """The named conversations of one Q&A log file (see the module docstring)."""
@@ -364,19 +371,24 @@ class Conversations:
     def memory(self, name: str, embedder) -> Memory | None:
         """The remembered, unforgotten turns of ``name`` as chunks with their vectors (None
         when there are none). A turn encoded by another embedding model is encoded again now
-        (and stored so)."""
+        (and stored so). The memory is kept (``MEMORIES_KEPT``) while its turns stay the same:
+        a stage run reads only the turns' ids."""
+        made_with = embedder_id(embedder)
         with closing(self._connect()) as conn:
             row = conn.execute("SELECT id FROM conversations WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            rows = conn.execute(
-                "SELECT id, turn, ts, question, answer, sources, kb, memory_text, encoding, "
-                "encoded_with FROM "
-                "turns WHERE conversation_id = ? AND remembered = 1 AND removed_at IS NULL "
-                "ORDER BY turn", (row[0],)).fetchall()
+            where = ("FROM turns WHERE conversation_id = ? AND remembered = 1 AND removed_at IS "
+                     "NULL ORDER BY turn")
+            ids = tuple((r[0], r[1]) for r in conn.execute(f"SELECT id, encoded_with {where}", (row[0],)))
+            key = (str(self.path), name, made_with, ids)
+            with _MEMORIES_LOCK:
+                if key in _MEMORIES:
+                    return _MEMORIES[key]
+            rows = conn.execute("SELECT id, turn, ts, question, answer, sources, kb, memory_text, "
+                                f"encoding, encoded_with {where}", (row[0],)).fetchall()
         if not rows:
             return None
-        made_with = embedder_id(embedder)
         chunks: list[Chunk] = []
         windows: dict[str, list[np.ndarray]] = {}
         sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]] = {}
@@ -400,5 +412,11 @@ class Conversations:
                                  [(b, made_with, i) for i, b in stale])
         turns = ",".join(str(r["turn"]) for r in rows)
         digest = hashlib.sha1(f"{name}\0{turns}\0{made_with}".encode()).hexdigest()[:10]
-        return Memory(name=name, chunks=tuple(chunks), windows=windows, sentences=sentences,
-                      fingerprint=f"conversation {name}: {len(rows)} turn(s) {digest}")
+        memory = Memory(name=name, chunks=tuple(chunks), windows=windows, sentences=sentences,
+                        fingerprint=f"conversation {name}: {len(rows)} turn(s) {digest}")
+        if not stale:  # re-encoded turns have new ids' encodings: the next read keys them
+            with _MEMORIES_LOCK:
+                _MEMORIES[key] = memory
+                while len(_MEMORIES) > MEMORIES_KEPT:
+                    _MEMORIES.popitem(last=False)
+        return memory

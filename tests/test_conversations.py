@@ -271,3 +271,42 @@ def test_asked_again_the_documents_lead_not_the_earlier_turn(engine):
     documents = [c.chunk_id for c in ans.sources if not c.chunk_id.startswith("conversation:")]
     assert first_ans.sources[0].chunk_id in documents[:2], (documents, first_ans.sources)
     assert "laptop without a GPU" not in ans.text
+
+
+def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
+    """with_memory gives each chunk its own vectors and the BM25 of the union, as an index
+    built from scratch over both would; a store with no documents yet still searches a turn."""
+    import numpy as np
+
+    from ragstream.backends.keyword_index import KeywordIndex
+
+    name = "combined"
+    _turn(engine, "Our backup robot is Pennywhistle. How does the ReRanker choose its backend?", name)
+    memory = engine.conversations().memory(name, engine.services.embedder)
+    kb = engine.services.index()
+    both = kb.with_memory(memory, KeywordIndex())
+    assert both.n_chunks == kb.n_chunks + 1 and both.ids[-1] == chunk_id(name, 1)
+    scratch = type(kb).from_records(
+        "x", kb.chunks + list(memory.chunks),
+        {**{c.id: [both.window_vectors[i] for i in range(both.window_offsets[both.row(c.id)],
+                                                         both.window_offsets[both.row(c.id) + 1])]
+            for c in kb.chunks}, **memory.windows},
+        {c.id: [((int(a), int(b)), v) for (a, b), v in zip(
+            both.sentence_spans[both.sentence_offsets[both.row(c.id)]:both.sentence_offsets[both.row(c.id) + 1]],
+            both.sentence_vectors[both.sentence_offsets[both.row(c.id)]:both.sentence_offsets[both.row(c.id) + 1]])]
+         for c in kb.chunks} | dict(memory.sentences), kb.dim, KeywordIndex())
+    query = "Pennywhistle backup robot reranker backend"
+    mine = dict(zip(both.ids, both.keyword.scores(query)))
+    theirs = dict(zip(scratch.ids, scratch.keyword.scores(query)))
+    assert mine.keys() == theirs.keys() and all(abs(mine[k] - theirs[k]) < 1e-5 for k in mine)
+    q = engine.services.embedder.embed([query])
+    a, b = both.piece_cosines(q), scratch.piece_cosines(q)
+    assert all(abs(a[both.row(c)][0] - b[scratch.row(c)][0]) < 1e-5 for c in both.ids)
+    turn = both.chunks[-1]
+    assert both.evidence(turn) is not None and len(both.evidence(turn).sentences) >= 1
+
+    empty = Engine(make_config(tmp_path / "index", RAGSTREAM_KB_DIR=str(tmp_path / "none")))
+    empty.services.embedder = embedder
+    alone = empty.services.index().with_memory(memory, KeywordIndex())
+    assert alone.ids == [chunk_id(name, 1)] and alone.piece_cosines(q).shape == (1, 1)
+    assert np.isfinite(alone.piece_cosines(q)).all()

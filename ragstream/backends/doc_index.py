@@ -152,7 +152,7 @@ class DocumentIndex:
     """Snapshot of the store at one fingerprint: chunks, window and sentence vectors, and the BM25 index."""
 
     fingerprint: str
-    chunks: list[Chunk]  # sorted by id
+    chunks: list[Chunk]  # sorted by id (with_memory: the knowledge base's, then the turns')
     window_vectors: np.ndarray  # float32 (W × dim), grouped by chunk in chunk order
     window_offsets: np.ndarray  # int64 (C + 1): chunk i owns rows offsets[i]:offsets[i+1]
     sentence_vectors: np.ndarray  # float16 (S × dim), grouped by chunk
@@ -162,6 +162,7 @@ class DocumentIndex:
     _row: dict[str, int] = field(default_factory=dict, repr=False)
     _passing: dict[Filters, np.ndarray] = field(default_factory=dict, repr=False)
     _folded: list[str] | None = field(default=None, repr=False)
+    _tokens: list[list[str]] | None = field(default=None, repr=False)  # BM25 terms, for with_memory
 
     def __post_init__(self) -> None:
         self._row = {c.id: i for i, c in enumerate(self.chunks)}
@@ -299,22 +300,46 @@ class DocumentIndex:
 
     def with_memory(self, memory, keyword: KeywordIndex) -> DocumentIndex:
         """This index and a conversation's ``memory`` (``ragstream.conversations.Memory``) as
-        one index: the chunks of both in id order, their stored vectors, and ``keyword`` built
-        over all of them (BM25's word statistics are those of the two together). Retrieval,
-        the ReRanker and A3/A4 then score both alike; nothing is encoded."""
-        windows: dict[str, list[np.ndarray]] = dict(memory.windows)
-        sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]] = dict(memory.sentences)
-        for i, c in enumerate(self.chunks):
-            w0, w1 = self.window_offsets[i], self.window_offsets[i + 1]
-            s0, s1 = self.sentence_offsets[i], self.sentence_offsets[i + 1]
-            windows[c.id] = list(self.window_vectors[w0:w1])
-            sentences[c.id] = [((int(a), int(b)), v) for (a, b), v in
-                               zip(self.sentence_spans[s0:s1], self.sentence_vectors[s0:s1])]
-        held = {c.id for c in self.chunks}
-        chunks = self.chunks + [c for c in memory.chunks if c.id not in held]
-        dim = self.dim or next((len(w[0]) for w in memory.windows.values() if w), 0)
-        return DocumentIndex.from_records(f"{self.fingerprint} + {memory.fingerprint}", chunks,
-                                          windows, sentences, dim, keyword)
+        one index: this index's chunks, then the memory's (a turn already held is not added
+        twice), with their stored vectors, and ``keyword`` built over all of them (BM25's word
+        statistics are those of the two together; this index's chunk texts are tokenised once
+        and kept). Retrieval, the ReRanker and A3/A4 then score both alike; nothing is encoded."""
+        held = set(self._row)
+        extra = [c for c in memory.chunks if c.id not in held]
+        w_rows: list[np.ndarray] = [self.window_vectors]
+        w_off = list(self.window_offsets)
+        s_rows: list[np.ndarray] = [self.sentence_vectors]
+        s_spans: list[np.ndarray] = [self.sentence_spans]
+        s_off = list(self.sentence_offsets)
+        w_count, s_count = int(w_off[-1]), int(s_off[-1])
+        for c in extra:
+            windows = memory.windows[c.id]
+            found = sorted(memory.sentences.get(c.id, []), key=lambda x: x[0])
+            if windows:
+                w_rows.append(np.vstack(windows).astype(np.float32))
+            w_count += len(windows)
+            w_off.append(w_count)
+            if found:
+                s_rows.append(np.vstack([v for _, v in found]).astype(np.float16))
+                s_spans.append(np.asarray([span for span, _ in found], dtype=np.int32).reshape(-1, 2))
+            s_count += len(found)
+            s_off.append(s_count)
+        if self._tokens is None:
+            self._tokens = keyword.tokens([index_text(c) for c in self.chunks])
+        chunks = self.chunks + extra
+        keyword.build([c.id for c in chunks],
+                      tokens=self._tokens + keyword.tokens([index_text(c) for c in extra]))
+        def stack(parts: list[np.ndarray], dtype) -> np.ndarray:  # an empty store has no columns
+            full = [p for p in parts if p.size]
+            return np.vstack(full).astype(dtype, copy=False) if full else parts[0].astype(dtype)
+
+        return DocumentIndex(
+            fingerprint=f"{self.fingerprint} + {memory.fingerprint}", chunks=chunks,
+            window_vectors=stack(w_rows, np.float32),
+            window_offsets=np.asarray(w_off, dtype=np.int64),
+            sentence_vectors=stack(s_rows, np.float16),
+            sentence_offsets=np.asarray(s_off, dtype=np.int64),
+            sentence_spans=stack(s_spans, np.int32).reshape(-1, 2), keyword=keyword)
 
     # -- disk ---------------------------------------------------------------------------
 

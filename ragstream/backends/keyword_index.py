@@ -67,15 +67,22 @@ class KeywordIndex:
         """The indexed chunk ids, in index order."""
         return self._ids
 
-    def build(self, ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
-        """Index ``texts`` under ``ids`` (replacing any previous index) and return self."""
+    def tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's stemmed, stop-word-free terms, as ``build`` indexes them."""
+        return self._tokenize(texts) if texts else []
+
+    def build(self, ids: Sequence[str], texts: Sequence[str] = (),
+              tokens: Sequence[list[str]] | None = None) -> KeywordIndex:
+        """Index ``texts`` (or their ``tokens``, already made) under ``ids`` (replacing any
+        previous index) and return self."""
         import bm25s
 
         self._ids = list(ids)
         self._retriever = None
         if self._ids:
             self._retriever = bm25s.BM25()
-            self._retriever.index(self._tokenize(texts), show_progress=False)
+            self._retriever.index(list(tokens) if tokens is not None else self._tokenize(texts),
+                                  show_progress=False)
         return self
 
     def save(self, folder: Path) -> None:
