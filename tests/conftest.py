@@ -50,6 +50,19 @@ def fresh_engine(tmp_path, embedder) -> Engine:
     return engine
 
 
+def three_article_engine(root: Path, embedder) -> Engine:
+    """An engine in ``root`` whose default knowledge base is three bundled articles (reranking,
+    faq, configuration), ingested; the embedding model is shared."""
+    docs = root / "kb"
+    docs.mkdir()
+    for name in ("reranking.md", "faq.md", "configuration.md"):
+        shutil.copy(KB / name, docs / name)
+    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
+    engine.services.embedder = embedder
+    assert engine.ensure_knowledge_base().failed == 0
+    return engine
+
+
 @pytest.fixture
 def kb_copy(tmp_path) -> Path:
     target = tmp_path / "kb"

@@ -5,7 +5,6 @@ Chroma in a temp dir, the real embedding model, the extractive answer (no LLM)."
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from contextlib import closing
 
@@ -21,7 +20,7 @@ from ragstream.qa_log import MIGRATIONS
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.super_prompt import View
-from tests.conftest import KB, make_config
+from tests.conftest import make_config, three_article_engine
 from tests.test_service import serving
 
 #: turn 1 states a fact the knowledge base does not hold, then asks about the KB
@@ -45,15 +44,7 @@ BETWEEN = [
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory, embedder) -> Engine:
-    root = tmp_path_factory.mktemp("conv")
-    docs = root / "kb"
-    docs.mkdir()
-    for name in ("reranking.md", "faq.md", "configuration.md"):
-        shutil.copy(KB / name, docs / name)
-    eng = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
-    eng.services.embedder = embedder
-    assert eng.ensure_knowledge_base().failed == 0
-    return eng
+    return three_article_engine(tmp_path_factory.mktemp("conv"), embedder)
 
 
 def _turn(engine: Engine, prompt: str, name: str):
@@ -286,15 +277,20 @@ def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
     kb = engine.services.index()
     both = kb.with_memory(memory, KeywordIndex())
     assert both.n_chunks == kb.n_chunks + 1 and both.ids[-1] == chunk_id(name, 1)
+    def windows(c):
+        i = both.row(c.id)
+        return list(both.window_vectors[both.window_offsets[i]:both.window_offsets[i + 1]])
+
+    def sentences(c):
+        i = both.row(c.id)
+        a, b = both.sentence_offsets[i], both.sentence_offsets[i + 1]
+        return [((int(x), int(y)), v) for (x, y), v in zip(both.sentence_spans[a:b],
+                                                            both.sentence_vectors[a:b])]
+
     scratch = type(kb).from_records(
         "x", kb.chunks + list(memory.chunks),
-        {**{c.id: [both.window_vectors[i] for i in range(both.window_offsets[both.row(c.id)],
-                                                         both.window_offsets[both.row(c.id) + 1])]
-            for c in kb.chunks}, **memory.windows},
-        {c.id: [((int(a), int(b)), v) for (a, b), v in zip(
-            both.sentence_spans[both.sentence_offsets[both.row(c.id)]:both.sentence_offsets[both.row(c.id) + 1]],
-            both.sentence_vectors[both.sentence_offsets[both.row(c.id)]:both.sentence_offsets[both.row(c.id) + 1]])]
-         for c in kb.chunks} | dict(memory.sentences), kb.dim, KeywordIndex())
+        {**{c.id: windows(c) for c in kb.chunks}, **memory.windows},
+        {**{c.id: sentences(c) for c in kb.chunks}, **memory.sentences}, kb.dim, KeywordIndex())
     query = "Pennywhistle backup robot reranker backend"
     mine = dict(zip(both.ids, both.keyword.scores(query)))
     theirs = dict(zip(scratch.ids, scratch.keyword.scores(query)))

@@ -20,7 +20,7 @@ from ragstream.knowledge_bases import DEFAULT, KnowledgeBases
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.super_prompt import View
-from tests.conftest import KB, make_config
+from tests.conftest import three_article_engine
 from tests.test_service import serving
 
 ZEBRA = ("# Zebra care\n\nThe zebra called Quagga Bob eats forty kilograms of hay every day and "
@@ -35,15 +35,7 @@ ZEBRA_Q = "How much hay does Quagga Bob the zebra eat every day?"
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, embedder) -> Engine:
     """An engine whose default knowledge base is three bundled articles, in its own index."""
-    root = tmp_path_factory.mktemp("kbs")
-    docs = root / "kb"
-    docs.mkdir()
-    for name in ("reranking.md", "faq.md", "configuration.md"):
-        shutil.copy(KB / name, docs / name)
-    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
-    engine.services.embedder = embedder
-    assert engine.ensure_knowledge_base().failed == 0
-    return engine
+    return three_article_engine(tmp_path_factory.mktemp("kbs"), embedder)
 
 
 def _zoo(base: Engine, tmp_path: Path, name: str = "zoo", own: bool = False) -> Engine:
