@@ -18,7 +18,17 @@ from ragstream.engine import Engine
 from ragstream.errors import RagstreamError
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt
-from ragstream.ui import actions, editing, eval_tab, evidence, inspector, runs_tab, views
+from ragstream.ui import (
+    actions,
+    conversation,
+    editing,
+    eval_tab,
+    evidence,
+    inspector,
+    knowledge,
+    runs_tab,
+    views,
+)
 from ragstream.ui import state as S
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -32,6 +42,14 @@ def get_engine() -> Engine:
     engine.warm_up()
     gc.freeze()  # the models and indexes live as long as the server: no collector pass walks them
     return engine
+
+
+@st.cache_resource(show_spinner=False)
+def get_engines() -> knowledge.Engines:
+    """The engine of each knowledge base, made once per server from the default's (the models
+    are shared); the index of each one made is, like the default's, left out of the
+    collector's passes."""
+    return knowledge.Engines(get_engine(), on_made=lambda _engine: gc.freeze())
 
 
 def table(rows: list[dict], key: str, height: int | None = None,
@@ -179,14 +197,19 @@ def draw_replay(agent: str) -> None:
 # --------------------------------------------------------------------------- start
 try:
     with st.spinner("Loading models and bringing the knowledge base up to date…"):
-        engine = get_engine()
+        engines = get_engines()
 except RagstreamError as err:
     st.error(f"**{err.kind}** — {err}")
     st.stop()
 
 S.init_state(st.session_state)
 state = st.session_state
-runs_tab.start_session(engine, state, st.query_params)  # a reload reopens the session's latest run
+# a reload reopens the session's latest run (its knowledge base and conversation too)
+runs_tab.start_session(engines.default, state, st.query_params)
+kb_names = knowledge.choices(engines, state)
+with st.spinner(f"Opening the knowledge base {state[S.KB]!r}…"):
+    engine = knowledge.selected(engines, state)  # the one the sidebar selects: every action's
+conversation.start(engine, state)  # a session starts in a new conversation
 state[S.REDRAW_ALL] = False  # this run draws the whole page
 #: what the main area works out at each draw (``main_area``), which the drawing helpers read
 sp: SuperPrompt = state[S.SP]
@@ -196,14 +219,63 @@ before: SuperPrompt | None = None
 links: list[evidence.Link] = []
 
 # --------------------------------------------------------------------------- sidebar
+def draw_kb_manager() -> None:
+    """Create a knowledge base; rename or delete the selected one (the delete asks for a tick)."""
+    with st.form("kb_create", border=False, enter_to_submit=True):
+        st.text_input("New knowledge base", key=S.KB_NEW_NAME, placeholder="name, e.g. support")
+        st.text_input("Its documents folder (optional)", key=S.KB_NEW_FOLDER,
+                      placeholder="/path/to/docs — empty: a folder of its own",
+                      help="A folder on this machine whose documents it holds (made when "
+                           "missing). Empty: RAGstream makes one, and deletes it with the "
+                           "knowledge base.")
+        st.form_submit_button("Create and select", width="stretch", icon=":material/add:",
+                              on_click=knowledge.create, args=(engines, state))
+    chosen = state[S.KB]
+    if chosen == knowledge.DEFAULT:
+        st.caption(f"**{chosen}** holds the bundled documents: it cannot be renamed or deleted.")
+        return
+    with st.form("kb_rename", border=False, enter_to_submit=True):
+        st.text_input(f"Rename {chosen!r} to", key=S.KB_RENAME_TO, placeholder="new name")
+        st.form_submit_button("Rename", width="stretch", icon=":material/edit:",
+                              on_click=knowledge.rename, args=(engines, state))
+    st.checkbox(knowledge.delete_label(chosen), key=S.kb_delete_sure(chosen),
+                help="Its index and, when RAGstream made its folder, the folder go; a folder "
+                     "you named stays as it is. No other knowledge base is touched.")
+    st.button(f"Delete {chosen!r}", key="kb_delete", width="stretch", icon=":material/delete:",
+              type="primary" if state.get(S.kb_delete_sure(chosen)) else "secondary",
+              on_click=knowledge.delete, args=(engines, state))
+
+
+def draw_chats() -> None:
+    """The conversation the page is in, the others to go back to, and a new one."""
+    st.selectbox("Conversation", conversation.choices(engine, state), key=S.CHAT,
+                 label_visibility="collapsed", on_change=do, args=(conversation.opened,),
+                 help="The page's prompts search this conversation's remembered turns with the "
+                      "knowledge base, carry its last turns, and each answer becomes its next "
+                      "turn. Newest first.")
+    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    c1.text_input("New conversation's name", key=S.CHAT_NEW_NAME, label_visibility="collapsed",
+                  placeholder="new one's name (optional)")
+    c2.button("New", key="new_chat", width="stretch", icon=":material/add_comment:",
+              help="Start a new conversation (named as typed, or chat-date-time); this one "
+                   "stays in the list.", on_click=do, args=(conversation.start_new,))
+    st.caption(conversation.memory_line(engine, state))
+
+
 with st.sidebar:
     st.header("Knowledge base")
+    st.selectbox("Knowledge base", kb_names, key=S.KB, label_visibility="collapsed",
+                 on_change=knowledge.switched, args=(engines, state),
+                 help="The knowledge base every stage, answer, ingest and search on this page "
+                      "works on. Results computed on another one are marked out of date.")
+    with st.expander("Manage knowledge bases", expanded=False):
+        draw_kb_manager()
     info = actions.kb_status(engine)
     c1, c2 = st.columns(2)
     c1.metric("Documents", info["documents"])
     c2.metric("Chunks", info["chunks"])
-    st.caption(f"Collection `{info['collection']}` at `{info['location']}`  \n"
-               f"Last ingest: {info['last_ingest'] or 'never'}")
+    st.caption(f"Folder `{info['folder']}`  \nCollection `{info['collection']}` at "
+               f"`{info['location']}`  \nLast ingest: {info['last_ingest'] or 'never'}")
     with st.expander("Documents", expanded=False):
         table(info["document_list"], key="kb_docs")
 
@@ -239,6 +311,9 @@ with st.sidebar:
             with st.expander(f"{len(report['warnings'])} warnings"):
                 for line in report["warnings"]:
                     st.caption(line)
+
+    st.header("Conversation")
+    draw_chats()
 
     st.header("Filters")
     active_filters = state[S.FILTERS]
@@ -359,6 +434,30 @@ def draw_evidence(links: list[evidence.Link]) -> None:
         st.markdown(found.summary())
         st.html(found.html)
         st.caption(evidence.LEGEND)
+
+
+def draw_turns() -> None:
+    """The conversation's turns, newest first: which go into the next prompt, which Retrieval
+    searches (or why not), which were forgotten; "Forget" for each one that is not."""
+    try:
+        turns = conversation.turn_views(engine, state)
+    except RagstreamError as err:
+        st.error(f"The conversation cannot be read ({err.kind}): {err}")
+        return
+    if not turns:  # turns not kept in a conversation (a run from before conversations had names)
+        going, _ = actions.conversation_block(engine, state)
+        st.markdown(going or "_None: `limits.N4_RECENT_CONV_MAX_PAIRS` is 0._")
+    for view in turns:
+        head, button = st.columns([5, 1], vertical_alignment="center")
+        head.markdown(f"**{view.heading}**  \n:gray[{view.marks}]")
+        button.button("Forget", key=f"forget_turn_{view.turn}", width="stretch",
+                      icon=":material/delete_sweep:", disabled=not view.can_forget,
+                      help="Take this turn out of the conversation's memory (Retrieval no longer "
+                           "finds it) and out of the next prompt.",
+                      on_click=do, args=(conversation.forget, view.turn))
+        st.markdown(view.text)
+    st.caption("The earlier answers' [n] markers are left out: they pointed at those answers' "
+               "sources.")
 
 
 def resume_button(key: str) -> None:
@@ -893,6 +992,7 @@ def main_area() -> None:
     if state[S.OVERRIDES]:
         stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
     st.markdown(stage_line)
+    st.caption(knowledge.results_line(sp, engine.kb))
     # --------------------------------------------------------------------------- answer
     links = evidence.sentence_links(
         sp, actions.session_config(engine, state).settings.answer.max_citation_range)
@@ -908,6 +1008,8 @@ def main_area() -> None:
             st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
                        + (f" · model: {ans.model}" if ans.model else "")
                        + (f" · {ans.error}" if ans.error else ""))
+            if turn_note := conversation.turn_note(sp):
+                st.caption(turn_note)
             if ans.unsupported:
                 st.warning(f"**Unsupported answer** — {ans.unsupported}.", icon=":material/report:")
             if ans.set_aside:
@@ -926,8 +1028,8 @@ def main_area() -> None:
             valid = ans.sources
             if valid:
                 with st.expander(f"Sources ({len(valid)})", expanded=len(valid) <= 5):
-                    st.markdown("\n".join(f"- **[{c.n}]** {c.source} § {c.section}" for c in valid))
-                    by_label = {f"[{c.n}] {c.source} § {c.section}": c for c in valid}
+                    st.markdown("\n".join(f"- {views.citation_line(c, bold=True)}" for c in valid))
+                    by_label = {views.citation_line(c): c for c in valid}
                     picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
                     cited = by_label[picked]
                     st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
@@ -937,17 +1039,17 @@ def main_area() -> None:
                         st.rerun()
             for n in ans.invalid_citations:
                 st.warning(f"[{n}] is an invalid citation: it matches no source in the prompt.")
-    if state[S.CONVERSATION]:
-        c1, c2 = st.columns([4, 1], vertical_alignment="center")
-        going, carried = actions.conversation_block(engine, state)
-        with c1.expander(f"Conversation — {len(state[S.CONVERSATION])} earlier turn(s); "
-                         f"{carried} go into the next prompt", key=S.CONVERSATION_OPEN):
-            st.markdown(going or "_None: `limits.N4_RECENT_CONV_MAX_PAIRS` is 0._")
-            st.caption("The earlier answers' [n] markers are left out: they pointed at those "
-                       "answers' sources.")
-        if c2.button("Clear conversation", key="clear_conversation"):
-            actions.clear_conversation(state)
-            st.rerun()
+    if chat_title := conversation.title(engine, state):
+        c1, c2 = st.columns([4, 1], vertical_alignment="top")
+        box = c1.expander(chat_title, expanded=state[S.CONVERSATION_SHOWN], key=S.CONVERSATION_OPEN,
+                          on_change=conversation.remember_open, args=(state,))
+        if box.open:  # its turns are read while it is open
+            with box:
+                draw_turns()
+        c2.button("Clear conversation", key="clear_conversation", width="stretch",
+                  help="Start a new conversation: the next prompt carries no earlier turn and "
+                       "searches no memory. This one stays in the sidebar's list.",
+                  on_click=do, args=(conversation.start_new, ""))
     # --------------------------------------------------------------------------- results
     st.subheader("prompt_ready")
     if stale is not None and sp.prompt_ready:

@@ -35,6 +35,7 @@ import hashlib
 import io
 import json
 import re
+import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -74,8 +75,9 @@ def check_name(name: str) -> str:
 
 
 def new_name(now: datetime | None = None) -> str:
-    """A name for a conversation the person did not name: ``chat-20261124-140233``."""
-    return (now or datetime.now(UTC)).strftime("chat-%Y%m%d-%H%M%S")
+    """A name for a conversation the person did not name: ``chat-20261124-140233-3f9a`` (the
+    random end keeps two started in the same second apart)."""
+    return (now or datetime.now(UTC)).strftime("chat-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def chunk_id(name: str, turn: int) -> str:
@@ -126,7 +128,7 @@ class Turn:
             id=chunk_id(self.conversation, self.turn), doc_id=f"{ID_PREFIX}{self.conversation}",
             text=text, source=SOURCE, source_name=self.conversation,
             title=f"Conversation {self.conversation}",
-            heading_path=(f"Turn {self.turn} · {self.when}",), section=f"Turn {self.turn}",
+            heading_path=(f"Turn {self.turn} · {self.when} UTC",), section=f"Turn {self.turn}",
             doc_type=DOC_TYPE, last_update_date=self.ts[:10], chunk_index=self.turn,
             word_count=len(text.split()),
             content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
@@ -368,25 +370,26 @@ class Conversations:
 
     # -- memory -------------------------------------------------------------------------
 
-    def memory(self, name: str, embedder) -> Memory | None:
-        """The remembered, unforgotten turns of ``name`` as chunks with their vectors (None
-        when there are none). A turn encoded by another embedding model is encoded again now
-        (and stored so). The memory is kept (``MEMORIES_KEPT``) while its turns stay the same:
-        a stage run reads only the turns' ids."""
+    def memory(self, name: str, embedder, before: int = 0) -> Memory | None:
+        """The remembered, unforgotten turns of ``name`` (those numbered below ``before``, when
+        it is not 0) as chunks with their vectors (None when there are none). A turn encoded by
+        another embedding model is encoded again now (and stored so). The memory is kept
+        (``MEMORIES_KEPT``) while its turns stay the same: a stage run reads only their ids."""
         made_with = embedder_id(embedder)
         with closing(self._connect()) as conn:
             row = conn.execute("SELECT id FROM conversations WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
             where = ("FROM turns WHERE conversation_id = ? AND remembered = 1 AND removed_at IS "
-                     "NULL ORDER BY turn")
-            ids = tuple((r[0], r[1]) for r in conn.execute(f"SELECT id, encoded_with {where}", (row[0],)))
+                     "NULL AND (? = 0 OR turn < ?) ORDER BY turn")
+            args = (row[0], int(before), int(before))
+            ids = tuple((r[0], r[1]) for r in conn.execute(f"SELECT id, encoded_with {where}", args))
             key = (str(self.path), name, made_with, ids)
             with _MEMORIES_LOCK:
                 if key in _MEMORIES:
                     return _MEMORIES[key]
             rows = conn.execute("SELECT id, turn, ts, question, answer, sources, kb, memory_text, "
-                                f"encoding, encoded_with {where}", (row[0],)).fetchall()
+                                f"encoding, encoded_with {where}", args).fetchall()
         if not rows:
             return None
         chunks: list[Chunk] = []

@@ -164,11 +164,12 @@ class Engine:
 
     def services_for(self, sp: SuperPrompt) -> Services:
         """The services a stage of ``sp`` runs with: with ``sp``'s named conversation, its
-        remembered turns are searched with the knowledge base (``Services.with_memory``)."""
+        remembered turns are searched with the knowledge base (``Services.with_memory``); those
+        before ``sp.own_turn`` once the prompt was answered in it (never its own answer)."""
         if not sp.conversation_name:
             return self.services
-        return self.services.with_memory(
-            self.conversations().memory(sp.conversation_name, self.services.embedder))
+        return self.services.with_memory(self.conversations().memory(
+            sp.conversation_name, self.services.embedder, before=sp.own_turn))
 
     def forget_turn(self, name: str, turn: int):
         """Take turn ``turn`` of conversation ``name`` out of its memory (``Conversations.forget``)."""
@@ -222,6 +223,8 @@ class Engine:
                                                  kb=self.kb, interaction_id=log_id)
             sp.extras.turn = TurnRecord(conversation=name, turn=turn.turn,
                                         remembered=turn.remembered, why=turn.why)
+            if not sp.own_turn:  # the pass searched the turns before this one, and still does
+                sp.own_turn = turn.turn
         except (sqlite3.Error, OSError, RagstreamError) as err:
             sp.extras.turn = TurnRecord(conversation=name, error=f"the turn was not recorded: {err}")
 

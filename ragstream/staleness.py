@@ -92,6 +92,11 @@ def kb_fingerprint(services) -> str | None:
 MEMORY_JOIN = " + "
 
 
+def _conversation(memory: str) -> str:
+    """The conversation's name in a memory fingerprint (``conversation NAME: …``), or ""."""
+    return memory.removeprefix("conversation ").partition(":")[0] if memory else ""
+
+
 def _kb_changes(was: str | None, now: str) -> list[str]:
     """In words, how what Retrieval searched changed (``kb_fingerprint``'s two strings)."""
     was_kb, _, was_memory = (was or "").partition(MEMORY_JOIN)
@@ -106,9 +111,10 @@ def _kb_changes(was: str | None, now: str) -> list[str]:
     elif was_kb != now_kb:
         out.append("the knowledge base changed (documents were ingested or removed)")
     if was_memory != now_memory:
-        out.append("the conversation's memory changed (a turn was added or forgotten)"
-                   if was_memory and now_memory else
-                   "the conversation searched with the knowledge base changed")
+        was_conv, now_conv = _conversation(was_memory), _conversation(now_memory)
+        out.append(f"another conversation is searched: {was_conv} → {now_conv}"
+                   if was_conv and now_conv and was_conv != now_conv else
+                   "the conversation's memory changed (a turn was added or forgotten)")
     return out
 
 

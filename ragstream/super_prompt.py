@@ -278,6 +278,10 @@ class SuperPrompt(BaseModel):
         "the named conversation this prompt continues (ragstream.conversations): Retrieval "
         "searches its remembered turns with the knowledge base, and the answer becomes its next "
         "turn; empty: none"))
+    own_turn: int = Field(0, description=(
+        "the turn this prompt's first answer became in that conversation (0: not answered in "
+        "one yet); Retrieval searches the turns before it, so the pass never finds its own answer "
+        "and stays current after it"))
     filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
     System_MD: str = ""
     Prompt_MD: str = ""

@@ -124,7 +124,7 @@ def test_forgetting_a_turn_takes_it_out_of_memory_and_makes_the_pass_out_of_date
     engine.forget_turn(name, 1)
     stale = engine.stale(sp)
     assert stale is not None and stale.stage == "Retrieval"
-    assert stale.reasons == ["the conversation searched with the knowledge base changed"]
+    assert stale.reasons == ["the conversation's memory changed (a turn was added or forgotten)"]
     again = engine.resume(sp)
     assert chunk_id(name, 1) not in _ids(again)
     assert engine.new(question, conversation_name=name).recent_conversation == []
@@ -306,3 +306,15 @@ def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
     alone = empty.services.index().with_memory(memory, KeywordIndex())
     assert alone.ids == [chunk_id(name, 1)] and alone.piece_cosines(q).shape == (1, 1)
     assert np.isfinite(alone.piece_cosines(q)).all()
+
+
+def test_an_answered_pass_stays_current_and_never_finds_its_own_answer(engine):
+    name = "own-answer"
+    sp, _ = _turn(engine, "Our lab printer is Wrenfield. How does the ReRanker choose its backend?", name)
+    assert sp.own_turn == 1 and engine.stale(sp) is None  # its own turn does not outdate it
+    edited = engine.resume(engine.exclude(sp, _ids(sp)[0]))  # a re-run of the same prompt
+    assert chunk_id(name, 1) not in _ids(edited) and edited.own_turn == 1
+    again, _ = engine.answer(edited)
+    assert again.extras.turn.turn == 2 and again.own_turn == 1 and engine.stale(again) is None
+    fresh = engine.run(engine.new("What is the Wrenfield printer?", conversation_name=name))
+    assert fresh.own_turn == 0 and {chunk_id(name, 1), chunk_id(name, 2)} <= set(_ids(fresh))

@@ -36,6 +36,8 @@ from ragstream.super_prompt import Filters, SuperPrompt, View
 from ragstream.ui import runs_tab
 from ragstream.ui import state as S
 
+#: the stage whose result records what it searched (the knowledge base and conversation memory)
+RETRIEVAL = "Retrieval"
 #: the stage views the Chunk views tab has a table for
 VIEW_KEYS = tuple(View.__members__.values())
 
@@ -100,7 +102,8 @@ def _fail(st_state: S.SessionState, err: RagstreamError) -> None:
 
 def pending_state(st_state: S.SessionState) -> SuperPrompt:
     """The state the next run starts from: the session's state with the prompt box's text and
-    the sidebar's filters (and, when the text is new, the conversation so far). What changed
+    the sidebar's filters (and, when the text is new, the conversation so far: the page's
+    named conversation, whose memory Retrieval searches, and its recent turns). What changed
     makes the stages that read it out of date (``staleness``); the edits carry over."""
     sp = st_state[S.SP]
     update: dict[str, Any] = {}
@@ -108,6 +111,8 @@ def pending_state(st_state: S.SessionState) -> SuperPrompt:
     if text != sp.user_text:
         update["user_text"] = text
         update["recent_conversation"] = list(st_state.get(S.CONVERSATION) or [])
+        update["conversation_name"] = st_state.get(S.CHAT) or ""
+        update["own_turn"] = 0  # a new question searches every turn, the last answer's too
     filters = st_state.get(S.FILTERS) or Filters()
     if filters != sp.filters:
         update["filters"] = filters
@@ -116,7 +121,8 @@ def pending_state(st_state: S.SessionState) -> SuperPrompt:
 
 def out_of_date(engine: Engine, st_state: S.SessionState) -> Stale | None:
     """The first stage whose result no longer matches what the page would run it with now
-    (prompt box, sidebar settings and filters, edits, knowledge base), or None."""
+    (prompt box, sidebar settings and filters, edits, knowledge base and conversation
+    memory), or None."""
     try:
         cfg = session_config(engine, st_state)
     except RagstreamError:
@@ -149,9 +155,13 @@ def set_filters(st_state: S.SessionState, doc_type: list[str], source: str,
 
 
 def filter_choices(engine: Engine) -> dict[str, list[str]]:
-    """The document types and declared source names in the knowledge base, for the filter widgets."""
+    """The document types and declared source names in the knowledge base, for the filter
+    widgets; the type ``conversation`` too (the turns of the page's conversation that
+    Retrieval searches with the knowledge base: a type filter without it leaves them out)."""
+    from ragstream.conversations import DOC_TYPE
+
     chunks = engine.services.index().chunks
-    return {"doc_type": sorted({c.doc_type for c in chunks}),
+    return {"doc_type": sorted({c.doc_type for c in chunks} | {DOC_TYPE}),
             "source": sorted({c.source_name for c in chunks if c.source_name})}
 
 
@@ -439,10 +449,28 @@ def answer_stream(engine: Engine, st_state: S.SessionState) -> Generator[str, No
     if failure is not None:
         raise failure
     done_sp, ans = outcome["result"]
-    st_state[S.SP] = done_sp
+    st_state[S.SP] = done_sp  # current: it searched the turns before its own (sp.own_turn)
     runs_tab.record(engine, st_state, sp, [])
     _reset_evidence(st_state)  # the answer's first cited chunk, now there is an answer
-    st_state[S.CONVERSATION] = engine.conversation_after(done_sp, ans, cfg)
+    _carry_turn(engine, st_state, st_state[S.SP], ans, cfg)
+
+
+def _carry_turn(engine: Engine, st_state: S.SessionState, sp: SuperPrompt, ans: Any,
+                cfg: AppConfig) -> None:
+    """Carry the answered turn into the next prompt: its conversation's last N4 turns as kept
+    (with their numbers, so that one can be forgotten), or, when the turn was not kept, the
+    pass's turns and this one."""
+    turn = sp.extras.turn
+    st_state[S.CHAT_LIST] = None  # the list counts this turn
+    if turn is None or turn.error or not turn.turn:
+        st_state[S.CONVERSATION] = engine.conversation_after(sp, ans, cfg)
+        return
+    try:
+        st_state[S.CONVERSATION] = engine.conversations().recent(
+            turn.conversation, cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
+    except RagstreamError as err:
+        st_state[S.CONVERSATION] = engine.conversation_after(sp, ans, cfg)
+        st_state[S.NOTICE] = f"The conversation could not be read again: {err}"
 
 
 def conversation_block(engine: Engine, st_state: S.SessionState) -> tuple[str, int]:
@@ -455,16 +483,6 @@ def conversation_block(engine: Engine, st_state: S.SessionState) -> tuple[str, i
     turns = st_state[S.CONVERSATION]
     block = render_conversation(turns, n4).removeprefix(CONVERSATION_HEADING).strip()
     return block, min(len(turns), max(n4, 0))
-
-
-def clear_conversation(st_state: S.SessionState) -> None:
-    """Forget the earlier turns: the next prompt carries no conversation, and a pass whose
-    prompt carried some is out of date from Prompt_Builder (it is built again without them)."""
-    st_state[S.CONVERSATION] = []
-    sp = st_state[S.SP]
-    if sp.recent_conversation:
-        st_state[S.SP] = sp.model_copy(update={"recent_conversation": []})
-    st_state[S.NOTICE] = "Conversation cleared: the next prompt starts without earlier turns."
 
 
 def apply_settings(engine: Engine, st_state: S.SessionState, values: dict[str, Any]) -> bool:

@@ -76,10 +76,10 @@ def _show(engine: Engine, st_state: S.SessionState, run: StoredRun, continues: b
         S.forget(st_state, S.setting_widget(key))
     S.forget(st_state, S.FILTER_TYPES_WIDGET)
     st_state[S.OVERRIDES] = settings
-    conversation = list(sp.recent_conversation)
-    if sp.answer is not None:  # the answered turn goes into the next prompt, as after answering
-        conversation = engine.conversation_after(sp, sp.answer)
-    st_state[S.CONVERSATION] = conversation
+    st_state[S.CONVERSATION] = _conversation(engine, st_state, sp)
+    retrieval = sp.extras.retrieval
+    if retrieval is not None and retrieval.kb != st_state.get(S.KB):
+        _select_kb(engine, st_state, retrieval.kb)
     st_state[S.BEFORE_EDITS] = None
     st_state[S.EDIT_NONCE] = st_state[S.EDIT_NONCE] + 1  # the editable tables start afresh
     st_state[S.RUN_ID] = run.id
@@ -89,6 +89,40 @@ def _show(engine: Engine, st_state: S.SessionState, run: StoredRun, continues: b
                 S.REPLAY, S.COMPARE_A, S.COMPARE_B):
         st_state[key] = None
     st_state[S.REDRAW_ALL] = True  # the sidebar shows the run's settings and filters
+
+
+def _conversation(engine: Engine, st_state: S.SessionState, sp: SuperPrompt) -> list:
+    """The turns the next prompt carries after ``sp``: its named conversation's last N4 as
+    kept (the page goes on in that conversation), else its own and its answered turn."""
+    name = sp.conversation_name
+    if name:
+        st_state[S.CHAT] = name
+        st_state[S.CHAT_LIST] = None
+        try:
+            convs = engine.conversations()
+            if convs.exists(name):
+                return convs.recent(name, engine.cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
+        except (RagstreamError, sqlite3.Error) as err:
+            st_state[S.NOTICE] = f"The run's conversation {name!r} could not be read: {err}"
+    conversation = list(sp.recent_conversation)
+    if sp.answer is not None:  # the answered turn goes into the next prompt, as after answering
+        conversation = engine.conversation_after(sp, sp.answer)
+    return conversation
+
+
+def _select_kb(engine: Engine, st_state: S.SessionState, name: str) -> None:
+    """Select knowledge base ``name`` in the sidebar, the one the run searched, when it is
+    still there; else say that the run's results are out of date for another one."""
+    try:
+        kb = engine.knowledge_bases().find(name)
+    except RagstreamError:
+        kb = None
+    if kb is None:
+        st_state[S.NOTICE] = (f"The run searched knowledge base {name!r}, which is no longer "
+                              f"there: its results are shown as out of date.")
+        return
+    st_state[S.KB] = kb.name
+    st_state[S.INGEST_REPORT] = None
 
 
 def _valid_settings(engine: Engine, st_state: S.SessionState, run: StoredRun) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ragstream.controller import new_prompt
+from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
 from ragstream.super_prompt import Filters
 
 SP = "sp"                      # the SuperPrompt
@@ -21,6 +22,8 @@ JOURNEY_CHUNK = "journey_chunk"   # the chunk picked in the chunk journey
 UPLOAD_NONCE = "upload_nonce"     # bumped to clear the file uploader after an ingest
 CONVERSATION = "conversation"     # recent (question, answer) turns that the next prompt carries
 CONVERSATION_OPEN = "conversation_open"  # the expander showing the turns the next prompt carries
+CONVERSATION_SHOWN = "conversation_shown"  # the person opened it: it stays open while its title's
+                                           # counts change (a new title is a new expander)
 FILTERS = "filters"               # the Filters the next Retrieval applies
 DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage key), or None
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None
@@ -53,6 +56,15 @@ COMPARE_B = "compare_b"           # the Compare tab's run B (an id), or None: th
 COMPARE_STAGE = "compare_stage"   # the chunk stage the Compare tab's table shows
 REDRAW_ALL = "redraw_all"         # set by a callback in the main area whose change the sidebar
                                   # shows too (an opened run's settings): the page redraws whole
+KB = "kb"                         # the knowledge base the page works on (the sidebar's switcher)
+KB_NEW_NAME = "kb_new_name"       # the name typed for a new knowledge base
+KB_NEW_FOLDER = "kb_new_folder"   # the folder typed for a new knowledge base ("" : one of its own)
+KB_RENAME_TO = "kb_rename_to"     # the new name typed for the selected knowledge base
+CHAT = "chat"                     # the named conversation the page is in (its prompts search its memory,
+                                  # its answers are its next turns); not kept until its first answer
+CHAT_LIST = "chat_list"           # the conversations (ConversationInfo, newest first) as last read, or
+                                  # None: read again at the next draw
+CHAT_NEW_NAME = "chat_new_name"   # the name typed for a new conversation ("": one is made up)
 VIEW = "view"                     # the open result tab (its label; st.tabs keeps it, and the URL's
                                   # ?view=… query parameter); not set here: the tabs own it
 
@@ -98,6 +110,12 @@ def table_open(view: str) -> str:
     return f"table_open_{view}"
 
 
+def kb_delete_sure(name: str) -> str:
+    """The key of the box that must be ticked before "Delete" deletes knowledge base ``name``
+    (one per knowledge base: a tick never carries over to another one)."""
+    return f"kb_delete_sure_{name}"
+
+
 def setting_widget(key: str) -> str:
     """The key of the sidebar's number input for setting ``key`` (a dotted config path)."""
     return f"set_{key}"
@@ -123,6 +141,7 @@ def init_state(state: SessionState) -> None:
         JOURNEY_CHUNK: None,
         UPLOAD_NONCE: 0,
         CONVERSATION: [],
+        CONVERSATION_SHOWN: False,
         FILTERS: Filters(),
         DIFF_A: None,
         DIFF_B: None,
@@ -150,6 +169,9 @@ def init_state(state: SessionState) -> None:
         COMPARE_B: None,
         COMPARE_STAGE: None,
         REDRAW_ALL: False,
+        KB: DEFAULT_KB,
+        CHAT: "",
+        CHAT_LIST: None,
     }
     for key, value in defaults.items():
         if key not in state:

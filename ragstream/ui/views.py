@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller
+from ragstream.conversations import ID_PREFIX as CONVERSATION_PREFIX
+from ragstream.conversations import SOURCE as CONVERSATION_SOURCE
+from ragstream.conversations import is_conversation_chunk
 from ragstream.staleness import Stale
-from ragstream.super_prompt import Chunk, SuperPrompt, View, ViewRow
+from ragstream.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
 
 #: stages that write a chunk view: (views_by_stage key, title)
 VIEW_STAGES: list[tuple[str, str]] = [
@@ -170,7 +173,10 @@ def section_label(chunk: Chunk, top: str = "") -> str:
     heading (``What each stage does > A3_NLI_Gate``, not ``The eight pipeline stages > What
     each stage does > A3_NLI_Gate``), which is the document's title (``chunk.title``) or
     ``top`` (see ``top_headings``); the top heading alone for a chunk under no other heading,
-    "" for a chunk before any heading."""
+    "" for a chunk before any heading. A turn of a conversation reads ``conversation · Turn 3
+    · 2026-11-24 14:02`` (its chunk id names the conversation)."""
+    if is_conversation_chunk(chunk):
+        return f"{CONVERSATION_SOURCE} · {chunk.heading_label}"
     path = list(chunk.heading_path)
     if len(path) > 1 and path[0] in (chunk.title, top):
         path = path[1:]
@@ -729,6 +735,17 @@ def score_charts(sp: SuperPrompt) -> list[tuple[str, Any]]:
         )
         out.append((title, chart))
     return out
+
+
+def citation_line(citation: Citation, bold: bool = False) -> str:
+    """An answer's source as the Sources list names it: ``[2] reranking.md § Backends``; a
+    turn of a conversation ``[3] conversation chat-… § Turn 2 · 2026-11-24 14:02``."""
+    source = citation.source
+    if citation.chunk_id.startswith(CONVERSATION_PREFIX):
+        name = citation.chunk_id.removeprefix(CONVERSATION_PREFIX).rpartition("#")[0]
+        source = f"{CONVERSATION_SOURCE} {name}"
+    number = f"**[{citation.n}]**" if bold else f"[{citation.n}]"
+    return f"{number} {source} § {citation.section}" if citation.section else f"{number} {source}"
 
 
 def chunk_detail(sp: SuperPrompt, chunk_id: str) -> tuple[str, dict[str, Any]]:

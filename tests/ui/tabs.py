@@ -1,9 +1,15 @@
 """Opening one of the page's result tabs in an AppTest: only the open tab is drawn (``st.tabs``
 with state tracking), so a test opens the tab whose content it checks."""
 
+from pathlib import Path
+
 from streamlit.testing.v1 import AppTest
 
 from ragstream.ui import state as S
+
+#: the page under test, and how long one of its runs may take in an AppTest
+APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")
+TIMEOUT = 300
 
 #: the tab open when the URL names none
 DEFAULT_TAB = "Chunk views"
@@ -41,3 +47,15 @@ def open_tables(at: AppTest) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def fresh() -> AppTest:
+    """A new session of the page, drawn once, without an exception."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def sp(at: AppTest):
+    """The session's SuperPrompt."""
+    return at.session_state[S.SP]

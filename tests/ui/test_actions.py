@@ -194,6 +194,7 @@ def test_sidebar_filters_are_validated_and_apply_from_the_next_retrieval(kb_engi
     st_state[S.PROMPT] = "How do I start a Chroma server?"
     choices = actions.filter_choices(kb_engine)
     assert "faq" in choices["doc_type"] and "guide" in choices["doc_type"]
+    assert "conversation" in choices["doc_type"]  # the page's conversation turns, filtered alike
 
     assert not actions.set_filters(st_state, [], "", dt.date(2026, 2, 1), dt.date(2025, 1, 1))
     assert st_state[S.ERROR][0] == "filters" and "after" in st_state[S.ERROR][1]

@@ -9,11 +9,9 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.config import load_config
 from ragstream.ui import state as S
-from tests.ui.tabs import open_box, open_tab, open_tables
+from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, open_tab, open_tables, sp
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "ui_streamlit.py")
-TIMEOUT = 300
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -21,14 +19,6 @@ def app_env(page_env):
     """Every test here drives the page over the session's temp index."""
 
 
-def fresh() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def sp(at):
-    return at.session_state[S.SP]
 
 
 def test_initial_page_gates_every_stage_but_a0():
@@ -174,8 +164,11 @@ def test_auto_run_answers_with_citations_and_logs_it():
     # the page shows the turn the next prompt will carry, without the answer's [n] markers
     shown = [e for e in at.expander if e.label.startswith("Conversation — 1 earlier turn(s); 1 go")]
     assert shown, [e.label for e in at.expander]
+    open_box(at, S.CONVERSATION_OPEN)  # its turns are drawn while it is open
+    shown = [e for e in at.expander if e.label.startswith("Conversation — 1 earlier turn(s); 1 go")]
     going = " ".join(m.value for m in shown[0].markdown)
     assert "**User:** How do I start a Chroma server?" in going
+    assert "Turn 1 · " in going and "goes into the next prompt" in going
     assert "[1]" in ans.text and "[1]" not in going
     at.text_area(key=S.PROMPT).set_value("And how do I stop it?").run()
     at.button(key="run").click().run()
