@@ -143,7 +143,7 @@ def _ingested(report: IngestReport) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
-def create(engines: Engines, st_state: S.SessionState) -> bool:
+def create(engines: Engines, st_state: S.SessionState) -> None:
     """Create the knowledge base named in ``KB_NEW_NAME`` with the folder in ``KB_NEW_FOLDER``
     as its documents folder (empty: one of its own), ingest what the folder holds, and select
     it."""
@@ -156,7 +156,7 @@ def create(engines: Engines, st_state: S.SessionState) -> bool:
         report = engines.made_report(kb.name) or engine.ensure_knowledge_base()
     except RagstreamError as err:
         _fail(st_state, err)
-        return False
+        return
     st_state[S.KB] = kb.name
     st_state[S.INGEST_REPORT] = None
     for key in (S.KB_NEW_NAME, S.KB_NEW_FOLDER):
@@ -164,10 +164,9 @@ def create(engines: Engines, st_state: S.SessionState) -> bool:
     held = (f"{_count(report.processed, 'document')} ingested from {kb.folder}" if report.processed
             else f"its folder {kb.folder} holds no documents yet: add some below")
     st_state[S.NOTICE] = f"Knowledge base {kb.name!r} created and selected; {held}."
-    return True
 
 
-def rename(engines: Engines, st_state: S.SessionState) -> bool:
+def rename(engines: Engines, st_state: S.SessionState) -> None:
     """Rename the selected knowledge base (not the default) to the name in ``KB_RENAME_TO``;
     it stays selected."""
     st_state[S.ERROR] = None
@@ -177,12 +176,11 @@ def rename(engines: Engines, st_state: S.SessionState) -> bool:
         kb = engines.default.rename_kb(old, new_name)
     except RagstreamError as err:
         _fail(st_state, err)
-        return False
+        return
     engines.forget(old)
     st_state[S.KB] = kb.name
     st_state[S.KB_RENAME_TO] = ""
     st_state[S.NOTICE] = f"Knowledge base {old!r} is now called {kb.name!r}."
-    return True
 
 
 #: what the Delete button says when its box is not ticked
@@ -190,7 +188,7 @@ DELETE_UNCONFIRMED = ("Nothing was deleted: tick the box above the button to con
                       "{name!r} is to be deleted.")
 
 
-def delete(engines: Engines, st_state: S.SessionState) -> bool:
+def delete(engines: Engines, st_state: S.SessionState) -> None:
     """Delete the selected knowledge base once its box (``kb_delete_sure``) is ticked: its
     index and, when RAGstream made it, its folder; no other knowledge base is touched. The
     page then works on the default. The default cannot be deleted."""
@@ -199,22 +197,21 @@ def delete(engines: Engines, st_state: S.SessionState) -> bool:
     if name == DEFAULT:
         _fail(st_state, KnowledgeBaseError("The default knowledge base (the bundled documents) "
                                            "cannot be deleted."))
-        return False
+        return
     if not st_state.get(S.kb_delete_sure(name)):
         st_state[S.NOTICE] = DELETE_UNCONFIRMED.format(name=name)
-        return False
+        return
     try:
         kb = engines.default.delete_kb(name)
     except RagstreamError as err:
         _fail(st_state, err)
-        return False
+        return
     engines.forget(kb.name)
     st_state[S.KB] = DEFAULT
     S.forget(st_state, S.kb_delete_sure(kb.name))
     st_state[S.INGEST_REPORT] = None
     kept = "" if kb.own_folder else f"; its folder {kb.folder} was left as it is"
     st_state[S.NOTICE] = f"Knowledge base {kb.name!r} deleted{kept}. The page works on {DEFAULT!r}."
-    return True
 
 
 def delete_label(name: str) -> str:
