@@ -77,11 +77,11 @@ def test_smoke_run_through_the_cli(data, tmp_path):
 def test_an_error_inside_a_client_is_counted_and_reported(data, monkeypatch):
     original = RAGPipeline._retrieve_cached
 
-    def flaky(self, query, context_key, *args):
+    def flaky(self, engine, query, context_key, *args):
         seq = int(context_key.rsplit(":", 1)[-1])
         if not context_key.startswith("warm") and seq % 2 == 0:
             raise RuntimeError(f"injected failure {seq}")
-        return original(self, query, context_key, *args)
+        return original(self, engine, query, context_key, *args)
 
     monkeypatch.setattr(RAGPipeline, "_retrieve_cached", flaky)
     result = load.run_load(chunks=(200,), clients=2, seconds=1.0, data=data)  # no exception
