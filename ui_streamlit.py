@@ -209,7 +209,7 @@ runs_tab.start_session(engines.default, state, st.query_params)
 kb_names = knowledge.choices(engines, state)
 with st.spinner(f"Opening the knowledge base {state[S.KB]!r}…"):
     engine = knowledge.selected(engines, state)  # the one the sidebar selects: every action's
-conversation.start(engine, state)  # a session starts in a new conversation
+conversation.start(state)  # a session starts in a new conversation
 state[S.REDRAW_ALL] = False  # this run draws the whole page
 #: what the main area works out at each draw (``main_area``), which the drawing helpers read
 sp: SuperPrompt = state[S.SP]

@@ -138,6 +138,14 @@ class Turn:
         return ConversationTurn(user=self.question, assistant=self.answer, turn=self.turn)
 
 
+def _turn(name: str, row: sqlite3.Row) -> Turn:
+    """Conversation ``name``'s turn in ``row`` of the ``turns`` table."""
+    return Turn(conversation=name, turn=row["turn"], ts=row["ts"], question=row["question"],
+                answer=row["answer"], sources=tuple(json.loads(row["sources"] or "[]")),
+                kb=row["kb"], remembered=bool(row["remembered"]), why=row["why"],
+                removed=row["removed_at"] is not None, memory_text=row["memory_text"])
+
+
 @dataclass(frozen=True)
 class ConversationInfo:
     """One conversation in the list: name, when made, turns answered and in memory, last turn's time."""
@@ -241,7 +249,7 @@ class Conversations:
         return cls(cfg.qa_log_path, secret_env=[cfg.settings.llm.api_key_env])
 
     def _connect(self) -> sqlite3.Connection:
-        conn = self._log._connect()
+        conn = self._log.connect()
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -307,10 +315,7 @@ class Conversations:
             cid = self._id(conn, name)
             rows = conn.execute("SELECT * FROM turns WHERE conversation_id = ? ORDER BY turn",
                                 (cid,)).fetchall()
-        return [Turn(conversation=name, turn=r["turn"], ts=r["ts"], question=r["question"],
-                     answer=r["answer"], sources=tuple(json.loads(r["sources"] or "[]")),
-                     kb=r["kb"], remembered=bool(r["remembered"]), why=r["why"],
-                     removed=r["removed_at"] is not None, memory_text=r["memory_text"]) for r in rows]
+        return [_turn(name, r) for r in rows]
 
     def recent(self, name: str, max_pairs: int) -> list[ConversationTurn]:
         """The last ``max_pairs`` turns not forgotten: the next prompt's recent conversation."""
@@ -330,7 +335,7 @@ class Conversations:
         chunks = sp.chunk_map()
         quoted = [chunks[c.chunk_id].text for c in answer.sources if c.chunk_id in chunks]
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        scrub = self._log._scrub
+        scrub = self._log.scrub
         self.create(name)
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -388,8 +393,7 @@ class Conversations:
             with _MEMORIES_LOCK:
                 if key in _MEMORIES:
                     return _MEMORIES[key]
-            rows = conn.execute("SELECT id, turn, ts, question, answer, sources, kb, memory_text, "
-                                f"encoding, encoded_with {where}", args).fetchall()
+            rows = conn.execute(f"SELECT * {where}", args).fetchall()
         if not rows:
             return None
         chunks: list[Chunk] = []
@@ -397,10 +401,7 @@ class Conversations:
         sentences: dict[str, list[tuple[tuple[int, int], np.ndarray]]] = {}
         stale: list[tuple[int, bytes]] = []
         for r in rows:
-            chunk = Turn(conversation=name, turn=r["turn"], ts=r["ts"], question=r["question"],
-                         answer=r["answer"], sources=tuple(json.loads(r["sources"] or "[]")),
-                         kb=r["kb"], remembered=True, why="", removed=False,
-                         memory_text=r["memory_text"]).chunk()
+            chunk = _turn(name, r).chunk()
             blob = r["encoding"]
             if not blob or r["encoded_with"] != made_with:
                 from ragstream.backends.doc_index import encode_chunks

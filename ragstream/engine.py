@@ -28,6 +28,7 @@ The CLI and the Streamlit page use the same object.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,9 @@ class Engine:
         self.cfg = self.base_cfg
         self.services = services or build_services(self.cfg)
         self.kb = DEFAULT
+        #: the engines of the other knowledge bases, by collection, shared by all of them
+        self._engines: dict[str, Engine] = {}
+        self._engines_lock = threading.Lock()
         if kb and kb != DEFAULT:
             other = self.for_kb(kb)
             self.cfg, self.services, self.kb = other.cfg, other.services, other.kb
@@ -67,20 +71,24 @@ class Engine:
         return KnowledgeBases(self.base_cfg)
 
     def for_kb(self, name: str | None) -> Engine:
-        """An engine for knowledge base ``name`` (None: the default): its own folder, store
-        and index; the models and the LLM client are this engine's."""
+        """The engine of knowledge base ``name`` (None: the default): its own folder, store
+        and index; the models and the LLM client are this engine's. Made once and kept (by its
+        collection, so a renamed one keeps its engine); the name is looked up every time, so a
+        knowledge base renamed or deleted elsewhere is seen."""
         kb = self.knowledge_bases().get(name)
         if kb.name == self.kb:
             return self
-        twin = Engine.__new__(Engine)
-        twin.base_cfg, twin.kb = self.base_cfg, kb.name
-        twin.cfg = kb.config(self.base_cfg)
-        root = self.services._models  # the services this engine's were made from, if any
-        if kb.is_default and root is not None and root.kb_name == DEFAULT:
-            twin.services = root
-        else:
-            twin.services = self.services.for_knowledge_base(twin.cfg, kb.name)
-        return twin
+        with self._engines_lock:
+            engine = self._engines.get(kb.collection)
+            if engine is None:
+                root = self.services._models or self.services  # the default's services
+                engine = Engine(self.base_cfg, root if kb.is_default else
+                                root.for_knowledge_base(kb.config(self.base_cfg), kb.name))
+                engine.cfg = kb.config(self.base_cfg)
+                engine._engines, engine._engines_lock = self._engines, self._engines_lock
+                self._engines[kb.collection] = engine
+            engine.kb = engine.services.kb_name = kb.name  # renamed since: the same index
+        return engine
 
     def create_kb(self, name: str, folder: str | Path | None = None) -> KnowledgeBase:
         """Make knowledge base ``name`` (``KnowledgeBases.create``)."""
@@ -95,8 +103,12 @@ class Engine:
         (``KnowledgeBases.delete``); never the default, never another one's files."""
         kbs = self.knowledge_bases()
         kb = kbs.get(name)
-        engine = self.for_kb(kb.name) if not kb.is_default else self
-        return kbs.delete(kb.name, engine.services if not kb.is_default else None)
+        if kb.is_default:
+            return kbs.delete(kb.name)  # refused, with the reason
+        gone = kbs.delete(kb.name, self.for_kb(kb.name).services)
+        with self._engines_lock:
+            self._engines.pop(gone.collection, None)
+        return gone
 
     # -- knowledge base -----------------------------------------------------------------
 

@@ -205,6 +205,7 @@ class KnowledgeBases:
         else a store opened for it), its index snapshot, its folder when it is its own, and its
         line in the registry. No other knowledge base's files are touched."""
         from ragstream.backends.vector_store import ChromaStore
+        from ragstream.services import snapshot_folder
 
         with _LOCK:
             kb = self.get(name)
@@ -215,7 +216,7 @@ class KnowledgeBases:
             store = services.store if services is not None else ChromaStore(
                 cfg.settings.vector_store, cfg.index_dir)
             store.drop()
-            shutil.rmtree(cfg.index_dir / f"docindex-{kb.collection}", ignore_errors=True)
+            shutil.rmtree(snapshot_folder(cfg), ignore_errors=True)
             folder = Path(kb.folder)
             if kb.own_folder and folder.resolve().is_relative_to(self.cfg.kbs_dir.resolve()):
                 shutil.rmtree(folder, ignore_errors=True)

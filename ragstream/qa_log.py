@@ -162,10 +162,12 @@ class QALog:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to the log's file, its schema up to date (the caller closes it)."""
         return open_migrated(self.path, MIGRATIONS)
 
-    def _scrub(self, value: Any) -> Any:
+    def scrub(self, value: Any) -> Any:
+        """``value`` with every secret's value replaced by ``***`` (a text; others as they are)."""
         if isinstance(value, str):
             for secret in self._secrets:
                 value = value.replace(secret, MASK)
@@ -205,11 +207,11 @@ class QALog:
 
     def record(self, sp: SuperPrompt, answer: Answer, incomplete: bool = False) -> int:
         """Append one interaction (``incomplete``: the answer was stopped); returns its row id."""
-        values = {k: self._scrub(v) for k, v in self.row(sp, answer, incomplete).items()}
+        values = {k: self.scrub(v) for k, v in self.row(sp, answer, incomplete).items()}
         names = list(values)
         sql = (f"INSERT INTO {TABLE} ({', '.join(names)}) "
                f"VALUES ({', '.join('?' for _ in names)})")
-        with closing(self._connect()) as conn, conn:
+        with closing(self.connect()) as conn, conn:
             cur = conn.execute(sql, [values[n] for n in names])
             if cur.lastrowid is None:  # pragma: no cover - sqlite3 sets it after an INSERT
                 raise sqlite3.DatabaseError(f"{self.path}: the new row has no row id")
@@ -217,7 +219,7 @@ class QALog:
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The last ``limit`` interactions, newest first, JSON columns parsed."""
-        with closing(self._connect()) as conn:
+        with closing(self.connect()) as conn:
             rows = conn.execute(f"SELECT * FROM {TABLE} ORDER BY id DESC LIMIT ?",
                                 (int(limit),)).fetchall()
         out = []
@@ -231,5 +233,5 @@ class QALog:
 
     def count(self) -> int:
         """How many interactions the log holds."""
-        with closing(self._connect()) as conn:
+        with closing(self.connect()) as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ragstream.config import AppConfig
@@ -65,26 +66,19 @@ class Services:
         from ragstream.backends.vector_store import ChromaStore
 
         s = cfg.settings
-        return Services(
-            embedder=self.embedder, store=ChromaStore(s.vector_store, cfg.index_dir),
-            keyword_index=self.keyword_index, reranker_settings=self.reranker_settings,
-            llm=self.llm, kb_name=name, _models=self._models or self,
-            index_cache=IndexCache(cfg.index_dir / f"docindex-{s.vector_store.collection}",
-                                   s.retrieval.stemmer, s.retrieval.stopwords))
+        return replace(self, store=ChromaStore(s.vector_store, cfg.index_dir), kb_name=name,
+                       index_cache=IndexCache(snapshot_folder(cfg), s.retrieval.stemmer,
+                                              s.retrieval.stopwords),
+                       memory=None, _reranker=None, _lock=threading.Lock(),
+                       _models=self._models or self, _combined=OrderedDict())
 
     def with_memory(self, memory) -> Services:
         """These services with a conversation's ``memory`` searched beside the knowledge base
         (``self`` when ``memory`` is None). The combined indexes are cached with this one's."""
         if memory is None:
             return self
-        return Services(embedder=self.embedder, store=self.store, keyword_index=self.keyword_index,
-                        reranker_settings=self.reranker_settings, llm=self.llm,
-                        index_cache=self.index_cache, kb_name=self.kb_name, memory=memory,
-                        _models=self._models or self, _combined=self._combined)
-
-    def keyword(self):
-        """The BM25 index of the store as it is now."""
-        return self.index().keyword
+        return replace(self, memory=memory, _reranker=None, _lock=threading.Lock(),
+                       _models=self._models or self)
 
     @property
     def reranker(self):
@@ -110,12 +104,16 @@ def build_services(cfg: AppConfig) -> Services:
     from ragstream.backends.vector_store import ChromaStore
 
     s = cfg.settings
-    index_dir = cfg.index_dir / f"docindex-{s.vector_store.collection}"
     return Services(
         embedder=make_embedder(s.embedding, cfg.cache_dir),
         store=ChromaStore(s.vector_store, cfg.index_dir),
         keyword_index=KeywordIndex(s.retrieval.stemmer, s.retrieval.stopwords),
         reranker_settings=s.reranker,
         llm=build_llm(s.llm),
-        index_cache=IndexCache(index_dir, s.retrieval.stemmer, s.retrieval.stopwords),
+        index_cache=IndexCache(snapshot_folder(cfg), s.retrieval.stemmer, s.retrieval.stopwords),
     )
+
+
+def snapshot_folder(cfg: AppConfig) -> Path:
+    """Where ``cfg``'s collection keeps its index snapshot: ``<index_dir>/docindex-<collection>``."""
+    return cfg.index_dir / f"docindex-{cfg.settings.vector_store.collection}"

@@ -64,8 +64,6 @@ class RAGPipeline:
             TTLCache(maxsize=CACHE_SIZE, ttl=rs.cache_ttl_seconds) if rs.cache_ttl_seconds > 0 else None)
         self._cache_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ragstream-retrieve")
-        self._engines: dict[str, Engine] = {}  # collection -> the engine of that knowledge base
-        self._engines_lock = threading.Lock()
 
     @property
     def cfg(self) -> AppConfig:
@@ -73,23 +71,8 @@ class RAGPipeline:
         return self.engine.cfg
 
     def engine_for(self, kb: str | None) -> Engine:
-        """The engine of knowledge base ``kb`` (None: this pipeline's own), made once; the
-        name is looked up every time, so a knowledge base renamed or deleted elsewhere is seen."""
-        if not kb or kb == self.engine.kb:
-            return self.engine
-        found = self.engine.knowledge_bases().get(kb)
-        with self._engines_lock:
-            engine = self._engines.get(found.collection)
-            if engine is None or engine.kb != found.name:
-                engine = self.engine.for_kb(found.name)
-                self._engines[found.collection] = engine
-        return engine
-
-    def forget_engine(self, collection: str) -> None:
-        """Drop the engine of a deleted knowledge base (its collection) and the cached results."""
-        with self._engines_lock:
-            self._engines.pop(collection, None)
-        self.clear_cache()
+        """The engine of knowledge base ``kb`` (None: this pipeline's own; ``Engine.for_kb``)."""
+        return self.engine.for_kb(kb) if kb else self.engine
 
     # -- ingest -------------------------------------------------------------------------
 

@@ -535,7 +535,7 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
                                      + (" and its folder" if kb.own_folder else "") + ": repeat "
                                      f"its name to confirm (DELETE /kb/{kb.name}?confirm={kb.name}).")
         gone = engine.delete_kb(kb.name)
-        pipeline.forget_engine(gone.collection)
+        pipeline.clear_cache()
         return gone.model_dump()
 
     @app.post("/answer", response_class=StreamingResponse, dependencies=secured,

@@ -13,7 +13,6 @@ every draw; the turns are read while the conversation expander is open.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from ragstream.conversations import ConversationInfo, Turn, check_name, new_name
@@ -24,33 +23,11 @@ from ragstream.super_prompt import ConversationTurn
 from ragstream.ui import actions
 from ragstream.ui import state as S
 
-#: the names given to new conversations in this server, kept or not yet: two sessions started
-#: in the same second get two names
-_GIVEN: set[str] = set()
-_GIVEN_LOCK = threading.Lock()
 
-
-def fresh_name(engine: Engine) -> str:
-    """A name for a new conversation that no other conversation has, nor one handed out in
-    this server: ``chat-20261124-140233`` (``-2``, ``-3``… after it when that is taken)."""
-    base = new_name()
-    convs = engine.conversations()
-    with _GIVEN_LOCK:
-        name, n = base, 2
-        while name in _GIVEN or convs.exists(name):
-            name, n = f"{base}-{n}", n + 1
-        _GIVEN.add(name)
-    return name
-
-
-def start(engine: Engine, st_state: S.SessionState) -> None:
+def start(st_state: S.SessionState) -> None:
     """Put the session in a new conversation when it is in none yet."""
     if not st_state.get(S.CHAT):
-        try:
-            st_state[S.CHAT] = fresh_name(engine)
-        except RagstreamError as err:  # the Q&A log cannot be read: the page says so, and goes on
-            st_state[S.ERROR] = (err.kind, str(err))
-            st_state[S.CHAT] = new_name()
+        st_state[S.CHAT] = new_name()  # its random end keeps it apart from every other
 
 
 def listed(engine: Engine, st_state: S.SessionState) -> list[ConversationInfo]:
@@ -146,7 +123,7 @@ def start_new(engine: Engine, st_state: S.SessionState, name: str | None = None)
                 return True
             convs.create(name)
         else:
-            name = fresh_name(engine)
+            name = new_name()
         _enter(engine, st_state, name)
     except RagstreamError as err:
         st_state[S.ERROR] = (err.kind, str(err))

@@ -28,7 +28,7 @@ class Engines:
         """``on_made(engine)`` runs once a knowledge base's engine is made and its index built
         (the page freezes the collector's view of it, as it does the default's)."""
         self.default = default
-        self._made: dict[str, Engine] = {DEFAULT: default}
+        self._ready: set[str] = {DEFAULT}  # the knowledge bases brought up to date here
         #: what bringing a knowledge base's folder up to date did when its engine was made,
         #: until the page has said so (``made_report``)
         self._reports: dict[str, IngestReport] = {}
@@ -37,28 +37,23 @@ class Engines:
         self._on_made = on_made
 
     def get(self, name: str | None) -> Engine:
-        """The engine of knowledge base ``name`` (None or "": the default), made on first use:
-        its folder brought up to date and its index loaded. ``KnowledgeBaseError`` when there is
-        no such knowledge base (any more)."""
-        name = name or DEFAULT
+        """The engine of knowledge base ``name`` (None or "": the default; ``Engine.for_kb``),
+        its folder brought up to date and its index loaded the first time. ``KnowledgeBaseError``
+        when there is no such knowledge base (any more)."""
+        engine = self.default.for_kb(name or DEFAULT)
         with self._lock:
-            engine = self._made.get(name)
-            if engine is not None:
+            if engine.kb in self._ready:
                 return engine
-            making = self._making.setdefault(name, threading.Lock())
-        with making:  # one session makes it; the others wait for it, not for every engine
+            making = self._making.setdefault(engine.kb, threading.Lock())
+        with making:  # one session brings it up to date; the others wait for it, not for every one
             with self._lock:
-                engine = self._made.get(name)
-            if engine is not None:
-                return engine
-            engine = self.default.for_kb(name)
-            if engine.kb != name:  # the registry spells it another way: one engine per knowledge base
-                return self.get(engine.kb)
+                if engine.kb in self._ready:
+                    return engine
             report = engine.ensure_knowledge_base()
             engine.services.index()
             with self._lock:
-                self._reports[name] = report
-                self._made[name] = engine
+                self._reports[engine.kb] = report
+                self._ready.add(engine.kb)
         if self._on_made is not None:
             self._on_made(engine)
         return engine
@@ -69,10 +64,11 @@ class Engines:
             return self._reports.pop(name, None)
 
     def forget(self, name: str) -> None:
-        """Drop knowledge base ``name``'s engine (it was renamed or deleted); never the default's."""
+        """Forget that knowledge base ``name`` was brought up to date (it was renamed or
+        deleted); never the default."""
         if name != DEFAULT:
             with self._lock:
-                self._made.pop(name, None)
+                self._ready.discard(name)
 
     def names(self) -> list[str]:
         """Every knowledge base's name, the default first (the registry as it is now)."""
