@@ -80,6 +80,10 @@ class Services:
         return replace(self, memory=memory, _reranker=None, _lock=threading.Lock(),
                        _models=self._models or self)
 
+    def keyword(self):
+        """The BM25 index of the store as it is now."""
+        return self.index().keyword
+
     @property
     def reranker(self):
         """A ``RerankerChoice`` (reranker, backend name, reason), loaded on first use."""
