@@ -56,7 +56,8 @@ def collect(kb: Path, questions: list[dict], depth: int, work: Path) -> list[dic
         head = sp.kept_ids(View.RERANKED)[:depth]
         chunks = sp.chunk_map()
         signals = relevance_signals(rerank_query(sp.body, sp.extras.body_sources),
-                                    [chunks[c] for c in head], engine.services)
+                                    [chunks[c] for c in head], engine.services,
+                                    engine.cfg.settings.retrieval.relevance)
         for cid, x in zip(head, signals):
             c = chunks[cid]
             marks = item["relevant"].get(Path(c.source).name, [])
@@ -91,7 +92,7 @@ def choose(rows: list[dict]) -> tuple[tuple[str, ...], float, float]:
 
 def separation(rows: list[dict], questions: list[dict], w: np.ndarray, bias: float) -> dict:
     """Per question its best score; whether the threshold separates on- from off-topic ones."""
-    scores = {}
+    scores: dict[int, float] = {}
     for r in rows:
         s = float(1 / (1 + np.exp(-(r["x"] @ w + bias))))
         scores[r["q"]] = max(scores.get(r["q"], 0.0), s)

@@ -147,11 +147,15 @@ class RelevanceModel(_Strict):
     """The logistic model behind the retrieval API's ``relevance_score`` (``ragstream.relevance``);
     fitted by ``benchmarks/calibrate_relevance.py``."""
 
-    window_cosine: float = Field(7.244, ge=-100, le=100)
-    sentence_cosine: float = Field(0.0, ge=-100, le=100)
-    coverage: float = Field(5.268, ge=-100, le=100)
-    unseen: float = Field(-12.809, ge=-100, le=100)
-    bias: float = Field(-0.301, ge=-100, le=100)
+    window_cosine: float = Field(4.721, ge=-100, le=100)
+    sentence_cosine: float = Field(4.324, ge=-100, le=100)
+    coverage: float = Field(4.724, ge=-100, le=100)
+    unseen: float = Field(-10.547, ge=-100, le=100)
+    bias: float = Field(-1.081, ge=-100, le=100)
+    stopwords: str = Field(
+        "en_plus", description="words a query's BM25 terms leave out for coverage and unseen: a "
+        "bm25s list name ('en_plus', NLTK's 179 English words, holds BM25's 'en' and the "
+        "question words 'where', 'do', 'how', 'what')")
 
 
 class RetrievalSettings(_Strict):

@@ -182,8 +182,10 @@ class RAGPipeline:
         rows = sp.view(View.RERANKED)
         chunks = sp.chunk_map()
         candidates = [chunks[r.chunk_id] for r in rows]
-        signals = relevance_signals(rerank_query(sp.body, sp.extras.body_sources), candidates, services)
-        scores = [round(float(s), 6) for s in relevance(signals, self.cfg.settings.retrieval.relevance)]
+        model = self.cfg.settings.retrieval.relevance
+        signals = relevance_signals(rerank_query(sp.body, sp.extras.body_sources), candidates,
+                                    services, model)
+        scores = [round(float(s), 6) for s in relevance(signals, model)]
         order = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i].rank))
         chosen = [i for i in order if scores[i] >= min_relevance][:max_chunks]
         if not chosen:
