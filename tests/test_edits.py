@@ -45,7 +45,7 @@ def test_a_chunk_the_gate_dropped_is_pinned_selected_and_cited_first(kb_engine, 
 
     edited = kb_engine.pin(full, DROPPED)
     assert [(e.kind, e.target, e.stage) for e in edited.edits] == [("pin", DROPPED, "Retrieval")]
-    assert edited.edits[0].before.startswith("A3: rank 10, dropped (off-topic: score")
+    assert edited.edits[0].before.startswith(f"A3: rank {gate.rank}, dropped (off-topic: score")
     # the pin acts on Retrieval: its results and the later stages' are discarded, A0/A2 stay
     assert edited.stage == "a2" and edited.body == full.body and edited.views_by_stage == {}
     assert edited.resume_to == "Prompt_Builder" and edited.answer is None

@@ -81,15 +81,20 @@ def test_a_view_is_drawn_from_the_state_before_the_edit_until_it_runs_again(kb_e
 
 def test_the_edit_list_says_what_became_of_each_edit(kb_engine):
     sp = kb_engine.run("What is N3?")
+    was = next(r for r in sp.view("retrieval") if r.chunk_id == "kb/faq.md#0").rank
     sp = kb_engine.pin(sp, "kb/faq.md#0")
     rows = editing.edit_rows(sp)
     assert rows[0]["status"] == "waiting" and rows[0]["note"] == "applies when Retrieval runs"
     sp = kb_engine.resume(sp)
     rows = editing.edit_rows(sp)
-    # retrieval rank 138, beyond N2: reranked all the same, kept and selected first
-    assert rows[0]["edit"] == "pin kb/faq.md#0 (was Retrieval: rank 138, kept)"
+    # beyond N2 at Retrieval (its rank there, not an exact number: near-tied low-ranked
+    # candidates order differently on another CPU): reranked all the same, kept, selected first
+    assert was > kb_engine.cfg.limits.N2_RERANK_TOP_K
+    assert rows[0]["edit"] == f"pin kb/faq.md#0 (was Retrieval: rank {was}, kept)"
     assert (rows[0]["status"], rows[0]["note"]) == (
         "applied", "A4_Condenser: in the final selection as source [1]")
     reranked = next(r for r in sp.view("reranked") if r.chunk_id == "kb/faq.md#0")
-    assert reranked.reason.endswith("reranked though beyond N2 (retrieval rank 138): pinned by you")
+    now = next(r for r in sp.view("retrieval") if r.chunk_id == "kb/faq.md#0").rank
+    assert now > kb_engine.cfg.limits.N2_RERANK_TOP_K
+    assert reranked.reason.endswith(f"reranked though beyond N2 (retrieval rank {now}): pinned by you")
     assert controller.next_stage(sp) is None

@@ -194,7 +194,7 @@ def test_a_reason_longer_than_three_lines_is_whole_in_the_row_detail(sp_pinned):
                 cut += 1
                 assert "reason" in views.cut_columns(rows, columns)
                 assert row["reason"] in views.row_detail(sp_pinned, stage, row["chunk id"])
-    assert cut  # the ReRanker's "reranked though beyond N2 (retrieval rank 138): pinned by you"
+    assert cut  # the ReRanker's "reranked though beyond N2 (retrieval rank …): pinned by you"
 
 
 def test_the_row_detail_says_the_whole_row_in_one_line(sp_n2):
