@@ -70,21 +70,29 @@ def do(action: Callable[..., object], *args: object) -> None:
     action(engine, state, *args)
 
 
-def chunk_table(src, view: str, title: str, note: str | None, opened: bool, query: str) -> None:
+def chunk_table(src, view: str, title: str, note: str | None, opened: bool, query: str,
+                discarded: bool = False) -> None:
     """One stage's chunk table, with the pin / exclude checkboxes the person may tick (each
     tick is an edit of this prompt); ``note`` says when the table is out of date; ``query``
     keeps the rows whose chunk holds its words. Long cells wrap; a cell still too long for its
     three lines is shown whole under "Open a chunk" for the chunk picked there. Its grid is drawn only
     while its expander is open (``opened``: open unless the person closed it; one the person
-    opened or closed stays so, though its title's counts change, until the next run)."""
+    opened or closed stays so, though its title's counts change, until the next run). The
+    table of an out-of-date pass is folded and greyed, its title saying why; one an edit
+    discarded (``discarded``) is not: the person goes on editing there until they re-run."""
     base, columns, _ = views.table_parts(src, view)  # columns from every row: widths stay put
     rows = editing.with_marks(base, state[S.SP])
     shown = views.filter_rows(rows, src, query)
-    flag = " · out of date" if note else ""
+    old = stale is not None and not discarded and editing.stage_of_view(view) >= stale.index
+    flag = f" · out of date: {views.stale_cause(stale)}" if old and stale else \
+        " · out of date" if note else ""
     found = f" · {len(shown)} hold “{query.strip()}”" if query.strip() else ""
-    box = st.expander(f"{title} — {views.table_summary(rows)}{found}{flag}",
-                      expanded=state[S.OPEN_TABLES].get(view, opened), key=S.table_open(view),
-                      on_change=actions.remember_table, args=(state, view))
+    # an out-of-date pass's table is folded and greyed (one an edit discarded stays open to edit)
+    where = st.container(key=f"{views.STALE_KEY}table_{view}") if old else st.container()
+    box = where.expander(f"{title} — {views.table_summary(rows)}{found}{flag}",
+                         expanded=state[S.OPEN_TABLES].get(view, opened and not old),
+                         key=S.table_open(view), on_change=actions.remember_table,
+                         args=(state, view))
     if not box.open:
         return
     with box:
@@ -136,8 +144,8 @@ def item_list(items: list[editing.Item], what: str, prefix: str) -> None:
     for i, item in enumerate(items, start=1):
         text_col, up, down, drop = st.columns([14, 1, 1, 1], vertical_alignment="center")
         key = f"{prefix}_{nonce}_{i}"
-        label = f"{prefix[0].upper()}{i}" + (f" · {item.label}" if item.label else "") + \
-            (" · edited by you" if item.edited else "")
+        # the label says whose it is: a source's citation, or "you" (your note, your rule)
+        label = f"{prefix[0].upper()}{i}" + (f" · {item.label}" if item.label else "")
         text_col.text_area(label, value=item.text, key=key, height=68,
                            on_change=lambda k=key, it=item: do(
                                actions.item_action, what, "text", it.key, st.session_state[k]))
@@ -210,6 +218,7 @@ kb_names = knowledge.choices(engines, state)
 with st.spinner(f"Opening the knowledge base {state[S.KB]!r}…"):
     engine = knowledge.selected(engines, state)  # the one the sidebar selects: every action's
 conversation.start(state)  # a session starts in a new conversation
+conversation.follow(engine, state)  # the selected knowledge base's: another one's is left
 state[S.REDRAW_ALL] = False  # this run draws the whole page
 #: what the main area works out at each draw (``main_area``), which the drawing helpers read
 sp: SuperPrompt = state[S.SP]
@@ -490,6 +499,34 @@ def progress_callbacks():
     return on_stage, on_wait
 
 
+def draw_edits_offer() -> None:
+    """Edits made for another prompt: offered to the prompt in the box, listed (kind, target,
+    value), applied only with "Apply them here"; or, once chosen before the prompt ran, the
+    ones that will apply when it runs."""
+    if chosen := actions.carried_edits(state):
+        with st.container(border=True, key="edits_carried"):
+            n = len(chosen.edits)
+            st.markdown(f"**{n} edit{'s' if n != 1 else ''} of “{chosen.prompt[:80]}” will apply "
+                        f"to this prompt** when it runs (your choice).")
+            table(editing.offer_rows(chosen.edits), key="edits_carried_rows")
+            st.button("Don't apply them", key="edits_carry_undo",
+                      on_click=actions.dismiss_offered_edits, args=(state,))
+        return
+    offer = actions.edits_offer(state)
+    if offer is None:
+        return
+    with st.container(border=True, key="edits_offer"):
+        st.markdown(f"**{offer.title(state[S.PROMPT])}**")
+        st.caption(f"Made for “{offer.prompt[:120]}”. Edits belong to the prompt they were made "
+                   f"for: this prompt runs without them unless you apply them here.")
+        table(editing.offer_rows(offer.edits), key="edits_offer_rows")
+        c1, c2, _ = st.columns([2, 1, 2])
+        c1.button("Apply them here", key="edits_offer_apply", type="secondary", width="stretch",
+                  icon=":material/input:", on_click=do, args=(actions.apply_offered_edits,))
+        c2.button("Dismiss", key="edits_offer_dismiss", width="stretch",
+                  on_click=actions.dismiss_offered_edits, args=(state,))
+
+
 def run_one_stage(name: str) -> None:
     """A stage button's callback: the stage runs before the page is drawn, so one script run
     draws its result (a button read in the script would need a second run). While an agent
@@ -506,20 +543,22 @@ def draw_chunk_views() -> None:
         index = editing.stage_of_view(key)
         src, discarded = editing.source_for(sp, before, index)
         if key in src.views_by_stage:
-            shown_views.append((key, title, src, editing.stage_note(index, discarded, stale)))
+            shown_views.append((key, title, src, editing.stage_note(index, discarded, stale),
+                                discarded))
     if not shown_views:
         st.caption("Chunk tables appear after Retrieval.")
     else:
         st.caption("Tick **pin** to keep a chunk (A3 and A4 keep it; it leads the final selection) "
                    "or **excl** to drop it, for this prompt; untick to undo. Then re-run.")
-    if any(note for *_, note in shown_views):
+    if any(note for *_, note, _ in shown_views):
         resume_button("resume_views")
     query = st.text_input("Filter the tables' rows", key=S.TABLE_FILTER,
                           placeholder="words from inside a chunk, its id, section or reason",
                           help="Keeps the rows whose chunk holds every word, in any order.") \
         if shown_views else ""
-    for key, title, src, note in shown_views:
-        chunk_table(src, key, title, note, opened=key == shown_views[-1][0], query=query)
+    for key, title, src, note, discarded in shown_views:
+        chunk_table(src, key, title, note, opened=key == shown_views[-1][0], query=query,
+                    discarded=discarded)
     view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
     choices = views.chunk_choices(view_src)
     if choices:
@@ -528,7 +567,7 @@ def draw_chunk_views() -> None:
                               help="Type words from the chunk's text, id or section to find it.")
         text, meta = views.chunk_detail(view_src, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
-        for key, title, src, _ in shown_views:  # its row in each table, whole
+        for key, title, src, *_ in shown_views:  # its row in each table, whole
             if any(r.chunk_id == picked for r in src.view(key)):
                 st.caption(f"**{title}** · {views.row_detail(src, key, picked)}")
         chunk_buttons(picked, "detail")
@@ -595,8 +634,8 @@ def draw_context() -> None:
     statements = editing.statement_items(a4_src)
     if plan is not None:
         resume_button("resume_context")
-    st.markdown("**Condensed context** (A4) — edit a statement's text, move it or remove it; "
-                "its citation stays attached.")
+    st.markdown("**Condensed context** (A4) — move a statement or remove it (its citation stays "
+                "attached), or rewrite it: your words are then your note, never cited.")
     if statements is None:
         st.caption("Run A4_Condenser to edit its condensed context.")
     else:
@@ -606,6 +645,13 @@ def draw_context() -> None:
             item_list(statements, "statement", "context")
         else:
             st.caption("The condensed context has no statements.")
+        c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+        new_note = c1.text_input("Add a note of your own", key=f"new_note_{state[S.EDIT_NONCE]}",
+                                 placeholder="e.g. We run the ReRanker on CPU only.",
+                                 help="Your words, not a source's: listed under “Your notes” "
+                                      "without a citation, and never cited by the answer.")
+        c2.button("Add note", key="add_note", width="stretch", disabled=not new_note.strip(),
+                  on_click=do, args=(actions.item_action, "statement", "add", "", new_note))
     a5_index = controller.STAGE_NAMES.index("A5_Format_Enforcer")
     a5_src, a5_discarded = editing.source_for(sp, before, a5_index)
     rules = editing.rule_items(a5_src)
@@ -897,9 +943,14 @@ def draw_export() -> None:
     c1.download_button("Download this run's SuperPrompt (JSON)", sp.to_json(),
                        file_name="superprompt.json", mime="application/json", key="export_json",
                        width="stretch", icon=":material/download:")
-    c2.download_button("Download prompt_ready (Markdown)", sp.prompt_ready or "",
-                       file_name="prompt_ready.md", mime="text/markdown", key="export_md",
-                       disabled=not sp.prompt_ready, width="stretch", icon=":material/download:")
+    old = stale is not None and bool(sp.prompt_ready)  # never offered as the current one
+    c2.download_button("Download the out-of-date prompt_ready (Markdown)" if old else
+                       "Download prompt_ready (Markdown)", sp.prompt_ready or "",
+                       file_name="prompt_ready-out-of-date.md" if old else "prompt_ready.md",
+                       mime="text/markdown", key="export_md", disabled=not sp.prompt_ready,
+                       width="stretch", icon=":material/history:" if old else ":material/download:",
+                       help=views.stale_label(stale, "run the stages again for the current one")
+                       if stale is not None and old else None)
 
 
 #: the result tabs, in order: label -> what draws it. Only the open tab is drawn (``st.tabs``
@@ -924,6 +975,7 @@ def main_area() -> None:
     if state[S.REDRAW_ALL]:  # a callback here changed what the sidebar shows too
         st.rerun(scope="app")
     sp = state[S.SP]
+    st.html(views.STALE_CSS)  # an out-of-date pass's results are greyed
     st.title("RAGstream workbench")
     prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
     st.text_area("Prompt", key=S.PROMPT, height=130,
@@ -975,7 +1027,8 @@ def main_area() -> None:
     if state[S.NOTICE]:
         st.info(state[S.NOTICE])
         state[S.NOTICE] = None
-    if sp.edits:
+    draw_edits_offer()
+    if sp.edits and state[S.PROMPT] == sp.user_text:  # a new prompt in the box starts without them
         with st.expander(f"Your edits ({len(sp.edits)}) — applied by the stages every run", expanded=True):
             table(editing.edit_rows(sp), key=f"edits_{state[S.EDIT_NONCE]}", columns=editing.edit_columns())
             c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -998,8 +1051,9 @@ def main_area() -> None:
         sp, actions.session_config(engine, state).settings.answer.max_citation_range)
     answer_box = st.container()
     if sp.answer is not None and stale is not None:  # never shown as the answer to what is asked now
-        answer_box = st.expander(f"Answer of the earlier pass — out of date: {stale.describe()}",
-                                 expanded=False)
+        answer_box = st.container(key=f"{views.STALE_KEY}answer").expander(
+            views.stale_label(stale, "the answer of the earlier pass"), expanded=False,
+            icon=":material/history:")
     if sp.answer is not None:
         with answer_box:
             ans = sp.answer
@@ -1052,10 +1106,13 @@ def main_area() -> None:
                   on_click=do, args=(conversation.start_new, ""))
     # --------------------------------------------------------------------------- results
     st.subheader("prompt_ready")
-    if stale is not None and sp.prompt_ready:
-        st.caption(f":orange[Out of date — {stale.describe()}. It shows the earlier pass until the "
-                   f"stages run again.]")
-    if sp.prompt_ready:
+    if stale is not None and sp.prompt_ready:  # folded, greyed, and never offered for copying
+        with st.container(key=f"{views.STALE_KEY}prompt_ready"):
+            with st.expander(views.stale_label(stale, "prompt_ready of the earlier pass"),
+                             expanded=False, icon=":material/history:"):
+                st.caption(views.STALE_PROMPT_NOTE)
+                st.text(sp.prompt_ready)
+    elif sp.prompt_ready:
         st.code(sp.prompt_ready, language="markdown", wrap_lines=True, height=420)
     else:
         st.caption("Run A0 to see the prompt take shape.")

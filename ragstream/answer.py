@@ -4,8 +4,12 @@
 ``Answer`` in one of three modes:
 
 * ``no-results`` — nothing in the knowledge base is close enough: no chunk passed the A3 gate,
-  or the best dense similarity of the retrieval stage is below ``answer.min_dense_score``.
-  The LLM is not called; the answer says so plainly and names what the knowledge base does
+  or the best dense similarity of the retrieval stage is below ``answer.min_dense_score``,
+  or — decided before answering, in every mode (``ragstream.answerability``) — the sentences
+  the answer would be made of do not answer the question: a specific name of the question
+  (``path.join``, ``asn1_der_coding``, ``<magic>``) is in none of them, or the calibrated
+  P(answerable) is below ``answer.answerability.min_answerable``. The LLM is not called;
+  the answer says so plainly and names what the knowledge base does
   cover (document titles, sorted). Confidence is Low.
 * ``llm`` — an endpoint is configured: System_MD and the citation rule (``CITATION_RULE``)
   are the system message, the rest of ``prompt_ready`` (Prompt_MD, S_CTX_MD, Attachments_MD,
@@ -42,12 +46,16 @@
   text) unless A5 asks for a format that is no list of sentences (table, code, JSON, YAML,
   email).
 * ``extractive`` — no endpoint (or a failed call, or a model's answer set aside): a short
-  answer from A4's statements (``extractive_statements``): the best one first, then the
-  best of the next sources, then the rest by score; those that only mention the question's
+  answer from A4's statements (``extractive_statements``): the one that states what was
+  asked first (``lead_ranks``: never a parameter list, signature, heading, title or pointer
+  sentence — ``not_a_lead`` —; a sentence about the name the question asks about before
+  others), then the best of the next sources, then the rest by score, the sentences of one
+  chunk in the chunk's order; those that only mention the question's
   words (a worked example, a quoted prompt, a list of file names: ``mention_only``) left
-  out; at most ``answer.max_sentences`` (the prompt's own length, or ``max_sentences_long``
-  for "list every …"/"in detail"), each with its ``[n]``, and the command a sentence ending
-  in ':' introduces. A paragraph, or a list when A5 asks for one.
+  out; at most ``answer.max_sentences`` (the length A5's rules ask for, or
+  ``max_sentences_long`` for "list every …"/"in detail"), each with its ``[n]``, and the
+  command a sentence ending in ':' introduces. A paragraph, or a list when A5's rules ask
+  for one (``answer_shape``: a rule the person added in A5 counts).
   ``prompt_ready`` keeps the whole condensed context. Deterministic; ``on_token`` gets it
   sentence by sentence.
 
@@ -56,9 +64,11 @@ Citations ``[n]`` (also ``[1, 2]``, ``[1][2]``, ``[1-3]``) are parsed from the t
 is an invalid citation: listed (``valid=False``, ``invalid_citations``), never shown as a
 source, and it lowers the confidence.
 
-Confidence (High / Medium / Low, with its reason) comes from the best dense and rerank scores
-and the share of the answer's sentences that cite a valid source; thresholds are in
-``answer`` of ``config/settings.json``.
+Confidence (High / Medium / Low, with its reason) is calibrated on labelled question sets
+(``benchmarks/calibrate_confidence.py``), not set by fixed similarity cuts: Low when the
+knowledge base does not answer; High when the calibrated probability that the answer leads
+with the answering section reaches ``answer.answerability.high_min_leads`` (and enough of its
+sentences cite a source), else Medium (``rate``). The reason names the evidence weighed.
 
 ``answer_and_log`` is what the engine and the GUI call: answer, store it on a copy of the
 ``SuperPrompt`` and record the interaction in the QA log.
@@ -72,15 +82,17 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
 from ragstream import controller, edits, markdown, staleness
 from ragstream.agents.replies import Items, Text, bound, outline
-from ragstream.config import AnswerSettings, AppConfig
+from ragstream.answerability import Evidence, specific_names, weigh
+from ragstream.config import A5Config, AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError, StaleResultError
-from ragstream.records import QALogRecord, Statement
+from ragstream.records import LengthLimit, QALogRecord, Statement
 from ragstream.render import build_query, citation_marks
 from ragstream.super_prompt import (
     Answer,
@@ -273,6 +285,18 @@ def term_reader(services, cfg: AppConfig) -> Callable[[str], set[str]]:
     return kw.terms
 
 
+def question_terms(cfg: AppConfig) -> Callable[[str], set[str]]:
+    """The terms the answerability check weighs (``covered``, ``unseen``): the keyword index's
+    tokeniser and stemmer without the stop words of ``retrieval.relevance.stopwords`` — the
+    terms ``retrieve()`` scores relevance with (``relevance.relevance_terms``). BM25's shorter
+    list keeps "what", "can", "do", "during": counted as the question's terms, they make a
+    question that says them look half covered by any text."""
+    from ragstream.backends.keyword_index import KeywordIndex
+
+    return KeywordIndex(cfg.settings.retrieval.stemmer,
+                        cfg.settings.retrieval.relevance.stopwords).terms
+
+
 def _quote(sentence: str) -> str:
     flat = " ".join(sentence.split())
     return f'"{flat[:QUOTE_CHARS].rstrip()}…"' if len(flat) > QUOTE_CHARS else f'"{flat}"'
@@ -368,36 +392,33 @@ def retrieval_signals(sp: SuperPrompt) -> Signals:
     return Signals(max(dense) if dense else None, max(rerank) if rerank else None)
 
 
-def rate(signals: Signals, cited: int, total: int, invalid: list[int],
+def rate(evidence: Evidence, cited: int, total: int, invalid: list[int],
          acfg: AnswerSettings) -> tuple[str, str]:
-    """High / Medium / Low and the reason, e.g. 'best retrieval similarity 0.71; best rerank
-    score 0.69; 5 of 6 sentences cite a source'."""
+    """High / Medium / Low and the reason, read off the evidence weighed before answering
+    (``ragstream.answerability``) and the answer's citations: Low when the knowledge base
+    does not answer (or under ``medium_min_cited_share`` of the sentences cite a source),
+    High when P(leads with the answer) reaches ``answerability.high_min_leads`` and at least
+    ``high_min_cited_share`` of the sentences cite, else Medium; an invalid citation lowers
+    it one level."""
     share = cited / total if total else 0.0
-    dense = signals.best_dense if signals.best_dense is not None else 0.0
-
-    def unmet(level: str) -> list[str]:
-        lv = level.lower()
-        need_dense = getattr(acfg, f"{lv}_min_dense")
-        need_rerank = getattr(acfg, f"{lv}_min_rerank")
-        need_share = getattr(acfg, f"{lv}_min_cited_share")
-        miss = []
-        if dense < need_dense:
-            miss.append(f"similarity below {need_dense:g}")
-        if signals.best_rerank is not None and signals.best_rerank < need_rerank:
-            miss.append(f"rerank score below {need_rerank:g}")
-        if share < need_share:
-            miss.append(f"cited share {share:.0%} below {need_share:.0%}")
-        return miss
-
-    level = "High" if not unmet("High") else "Medium" if not unmet("Medium") else "Low"
-    parts = [f"best retrieval similarity {dense:.2f}"]
-    if signals.best_rerank is not None:
-        parts.append(f"best rerank score {signals.best_rerank:.2f}")
+    thresholds = acfg.answerability
+    if not evidence.answerable:
+        level, why = "Low", [f"not answerable: {evidence.why_not}"]
+    elif share < acfg.medium_min_cited_share:
+        level, why = "Low", [f"cited share {share:.0%} below {acfg.medium_min_cited_share:.0%} "
+                             f"(answer.medium_min_cited_share)"]
+    elif evidence.p_leads < thresholds.high_min_leads:
+        level, why = "Medium", [f"not High: P(leads with the answer) {evidence.p_leads:.2f} below "
+                                f"{thresholds.high_min_leads:g} (answer.answerability.high_min_leads)"]
+    elif share < acfg.high_min_cited_share:
+        level, why = "Medium", [f"not High: cited share {share:.0%} below "
+                                f"{acfg.high_min_cited_share:.0%} (answer.high_min_cited_share)"]
+    else:
+        level, why = "High", []
+    parts = [evidence.describe()] if evidence.describe() else []
     parts.append(f"{cited} of {total} sentence{'s' if total != 1 else ''} "
                  f"cite{'s' if total == 1 else ''} a source")
-    if level != "High":
-        up = _LEVELS[_LEVELS.index(level) + 1]
-        parts.append(f"not {up}: {', '.join(unmet(up))}")
+    parts.extend(why)
     if invalid:
         level = _LEVELS[max(0, _LEVELS.index(level) - 1)]
         nums = ", ".join(f"[{n}]" for n in invalid)
@@ -423,18 +444,29 @@ def no_results_reason(sp: SuperPrompt, signals: Signals, acfg: AnswerSettings) -
     return ""
 
 
+#: "1 Introduction", "2.3 Usage": a section's heading, not a document's title
+_NUMBERED_HEADING = re.compile(r"^\d+(?:\.\d+)*\.?\s+\S")
+
+
 def kb_titles(store, limit: int) -> tuple[list[str], int]:
     """Up to ``limit`` document titles, sorted, and how many documents there are in all.
 
     With more documents than ``limit``, the largest ones (most chunks, ties by id) are named.
-    A title is that of the document's first chunk, else its file name."""
+    A title is the document's own (that of its first chunk) when it says something, else its
+    file name: a placeholder ("Untitled", "Presentation 1", a file name) or a PDF's numbered
+    first heading ("1 Introduction") names no document."""
+    from ragstream.formats.markdown_out import useful_title
+
     docs = store.documents()
     picked = sorted(docs.values(), key=lambda d: (-d.chunks, d.doc_id))[:limit]
     first = store.get_chunks(f"{d.doc_id}#0" for d in picked)
     titles: dict[str, str] = {}
     for d in picked:
         chunk = first.get(f"{d.doc_id}#0")
-        title = (chunk.title if chunk and chunk.title else PurePosixPath(d.doc_id).stem).strip()
+        own = useful_title(chunk.title if chunk else "", d.doc_id)
+        if own and _NUMBERED_HEADING.match(own):
+            own = None
+        title = (own or PurePosixPath(d.doc_id).stem).strip()
         titles.setdefault(title.casefold(), title)
     return sorted(titles.values(), key=lambda t: (t.casefold(), t)), len(docs)
 
@@ -468,59 +500,330 @@ def mention_only(text: str) -> bool:
     return len(_WORD.findall(prose)) < MIN_PROSE_WORDS
 
 
-def answer_length(sp: SuperPrompt, acfg: AnswerSettings) -> tuple[int, str]:
-    """How many sentences the extractive answer gives, and why: the length the prompt asks
-    for (A5's limit in sentences, items or lines), ``max_sentences_long`` when the prompt
-    asks for every item or for detail (``long_cues``), else ``max_sentences``."""
-    spec = sp.extras.format_enforcer
-    for limit in spec.length if spec else []:
-        if limit.unit in ("sentences", "items", "lines") and limit.bound != "min":
-            return limit.value, f"the prompt asks for {limit.bound} {limit.value} {limit.unit}"
+def answer_length(sp: SuperPrompt, acfg: AnswerSettings,
+                  a5: A5Config | None = None) -> tuple[int, str]:
+    """How many sentences the extractive answer gives, and why: the length A5's rules ask
+    for (``answer_shape``: a limit in sentences, items or lines — an "at least" limit only
+    lengthens it), ``max_sentences_long`` when the prompt asks for every item or for detail
+    (``long_cues``), else ``max_sentences``."""
+    shape = answer_shape(sp, a5)
     folded = " " + " ".join(_WORD.findall(build_query(sp.body).casefold())) + " "
+    n, why = acfg.max_sentences, "a short answer (answer.max_sentences)"
     for cue in acfg.long_cues:
         if " " + " ".join(_WORD.findall(cue.casefold())) + " " in folded:
-            return acfg.max_sentences_long, f"the prompt asks for more ({cue!r})"
-    return acfg.max_sentences, "a short answer (answer.max_sentences)"
+            n, why = acfg.max_sentences_long, f"the prompt asks for more ({cue!r})"
+            break
+    for limit in shape.limits:
+        if limit.unit in COUNTED_UNITS:
+            asks = f"{shape.by} {limit.bound} {limit.value} {limit.unit}"
+            if limit.bound != "min":
+                return limit.value, asks
+            if limit.value > n:
+                n, why = limit.value, asks
+    return n, why
 
 
-def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings) -> list[Statement]:
+# --------------------------------------------------------------------------- A5's shape
+
+#: A5's length units that count the extractive answer's sentences (one per item or line)
+COUNTED_UNITS = ("sentences", "items", "lines")
+
+
+@dataclass(frozen=True)
+class AnswerShape:
+    """What A5's rules ask of the answer's form: the kind (``bullet_list``, ``numbered_list``
+    …), the length limits and who asked ("A5's rules" or "your rule")."""
+
+    kind: str
+    limits: tuple[LengthLimit, ...]
+    by: str
+
+
+@lru_cache(maxsize=1)
+def _shipped_a5() -> A5Config:
+    """The shipped A5 tables: read a person's rule when no configuration is passed in."""
+    from ragstream.config import load_config
+
+    return load_config().agents.A5_Format_Enforcer
+
+
+def answer_shape(sp: SuperPrompt, a5: A5Config | None = None) -> AnswerShape:
+    """The form A5 asks for, as the model's prompt states it: the spec's kind and length
+    limits, then each rule the person added or rewrote in A5 ("Answer in at most five bullet
+    points"), read with A5's own grammar (``a5``: its tables; the shipped ones by default) —
+    the person's rule is the later word, so its kind and limits win (a limit per unit)."""
+    spec = sp.extras.format_enforcer
+    kind = spec.kind if spec else ""
+    limits = {(lim.unit, lim.bound): lim for lim in (spec.length if spec else [])}
+    by = "A5's rules ask for"
+    written = [e.after for e in edits.of_stage(sp.edits, "A5_Format_Enforcer")
+               if e.kind in ("rule_add", "rule_text") and e.after]
+    if spec is not None and written:
+        from ragstream.stages.a5.lengths import blank, find_lengths, length_grammar
+        from ragstream.stages.a5.reading import Source, detect_kind
+
+        agent = a5 or _shipped_a5()
+        grammar = length_grammar(agent)
+        for text in written:
+            folded = fold(text)
+            found, spans = find_lengths(agent, grammar, folded)
+            said, source, _ = detect_kind(agent, [Source("format", text, folded,
+                                                         blank(folded, spans))])
+            if source != "default" or found:
+                by = "your rule asks for"
+            if source != "default":
+                kind = said
+            for lim in found:
+                limits = {k: v for k, v in limits.items() if k[0] != lim.unit}
+                limits[(lim.unit, lim.bound)] = lim
+    return AnswerShape(kind, tuple(limits.values()), by)
+
+
+# --------------------------------------------------------------------------- the lead
+
+#: ``name <type>`` / ``{string|symbol}`` tokens of an API reference's parameter list
+_TYPE_TOKEN = re.compile(r"<[A-Za-z][\w.|\[\] ]*>|\{[A-Za-z][\w.|\[\] ]*\}")
+#: "der len: the length …", "str: BIT string.": a parameter's name (lower case), then what it is
+_PARAM_LINE = re.compile(r"^\s*[a-z_][\w.*\[\]]*(?: [a-z_][\w.*\[\]]*){0,2}\s*:\s")
+#: a C or JavaScript signature: ``[Function]int f (…)``, ``f(a, b)`` alone
+_SIGNATURE = re.compile(r"\[Function\]|^\s*`?[\w.$]+\s*\([^()]*\)`?\s*$")
+#: how a sentence ends: a stop (perhaps inside a closing quote or bracket)
+_SENTENCE_END = re.compile(r"[.!][\"'”’)\]]*\s*$")
+#: a line of a chunk that names what follows: a Markdown heading, a signature, or a short
+#: line without a stop (a PDF's heading: "asn1 der coding") — not a list item, a table row, a
+#: line of punctuation (``_NOT_TITLE``) or a line of a code block (``_FENCE_LINE``)
+_NOT_TITLE = re.compile(r"^\s*(?:[-*+•]|\d+[.)]|\|)(?:\s|$)|^\W*$")
+_FENCE_LINE = re.compile(r"^\s*(?:```|~~~)")
+_TITLE_LINE = re.compile(r"^\s*(?:#{1,6}\s+\S.*|.*\[Function\].*|[\w.$`]+\s*\([^()]*\)`?\s*"
+                         r"|[\w.`$<>/-]+(?: [\w.`$<>/-]+){0,5})\s*$")
+
+
+#: why a sentence ending in ':' whose command is not shown cannot open the answer (it may
+#: open a next source's part: what it introduces is a click away in that source)
+INTRODUCES = "it introduces what is not in the answer"
+
+
+def not_a_lead(text: str, acfg: AnswerSettings, shows_code: bool = False) -> str:
+    """Why a statement cannot open the extractive answer ("" when it can): it is a parameter
+    or return line (``<type>`` tokens, an ``answer.field_labels`` label, ``name: …``), a
+    signature, a heading, title or URL line (no closing stop), or a sentence that points
+    elsewhere (``answer.pointer_phrases``). A sentence ending in ':' may lead only when the
+    command it introduces follows it in the answer (``shows_code``)."""
+    flat = " ".join(text.split())
+    folded = flat.casefold()
+    if _TYPE_TOKEN.search(flat):
+        return "a parameter list"
+    label = folded.split(":", 1)[0].strip(" `*") if ":" in folded[:40] else ""
+    if label and label in (f.casefold() for f in acfg.field_labels):
+        return f"a {label!r} line"
+    if _SIGNATURE.search(flat):
+        return "a signature"
+    if _PARAM_LINE.match(flat):
+        return "a parameter line"
+    if flat.endswith(":") and shows_code:  # what it points at follows it in the answer
+        return ""
+    if any(p.casefold() in folded for p in acfg.pointer_phrases):
+        return "it points elsewhere"
+    if flat.endswith(":"):
+        return INTRODUCES
+    if not _SENTENCE_END.search(flat):
+        return "a heading, title or URL line"
+    return ""
+
+
+def _name_parts(text: str) -> str:
+    """``text``'s words as one folded, space-separated string: ``path.join()``,
+    ``path join`` and ``Path.Join`` all read " path join " (PDFs print ``asn1_der_coding``'s
+    heading as "asn1 der coding")."""
+    return " " + " ".join(re.findall(r"[^\W_]+", fold(text))) + " "
+
+
+def _name_forms(question: str) -> list[str]:
+    """The question's specific names (``answerability.specific_names``) as ``_name_parts``;
+    a dotted name also by its last part when that is a name of its own
+    (``emitter.removeListener`` → ``removeListener``)."""
+    forms: list[str] = []
+    for name in specific_names(question):
+        forms.append(_name_parts(name))
+        last = re.split(r"[.#]", name)[-1]
+        if last != name and (re.search(r"[a-z][A-Z]|_", last)):
+            forms.append(_name_parts(last))
+    return [f for f in dict.fromkeys(forms) if f.strip()]
+
+
+def _specific(forms: list[str], texts: list[str], max_share: float) -> list[str]:
+    """The names that single out a few of the selected chunks: one found in more than
+    ``max_share`` of them (the product's own name in every chunk of its manual) names what
+    the whole knowledge base is about, not what this question asks."""
+    parts = [_name_parts(t) for t in texts]
+    return [f for f in forms if sum(f in p for p in parts) <= max_share * len(parts)]
+
+
+def _names(text: str, forms: list[str], within: int = 0) -> bool:
+    """Whether ``text`` names one of ``forms`` (``_name_forms``); with ``within``, among its
+    first ``within`` words — the sentence is about it ("The `path.join()` method joins …",
+    "magic elements contain …")."""
+    parts = _name_parts(text)
+    if within:
+        head = parts.split()
+        return any(f in " " + " ".join(head[:within + len(f.split()) - 1]) + " " for f in forms)
+    return any(f in parts for f in forms)
+
+
+def _title_above(s: Statement, chunk: Chunk | None) -> tuple[int, str] | None:
+    """The line that titles what ``s`` is about, and where it starts: the nearest line above
+    ``s`` in its chunk that titles what follows (a Markdown heading, a signature, a short line
+    without a stop — a PDF's heading), or, with none above it, the chunk's own heading (at
+    -1). None when neither is known."""
+    if chunk is None or s.span is None:
+        return None
+    start, in_code = s.span[0], False
+    for line in reversed(chunk.text[:start].splitlines(keepends=True)):
+        start -= len(line)
+        if _FENCE_LINE.match(line):
+            in_code = not in_code
+        elif not in_code and line.strip() and not _NOT_TITLE.match(line) \
+                and _TITLE_LINE.match(line) and not _PARAM_LINE.match(line.strip()):
+            return start, line
+    return (-1, chunk.heading_path[-1]) if chunk.heading_path else None
+
+
+def lead_ranks(sp: SuperPrompt, statements: list[Statement],
+               acfg: AnswerSettings) -> dict[int, int]:
+    """How fit each statement (by ``id``) is to open the answer, 0 best. With a specific name
+    the question is about (``path.join``, ``asn1_der_coding``, ``<magic>`` among its first
+    ``answer.question_subject_words`` words, and in at most ``answer.name_max_share`` of the
+    selected chunks: ``_specific``): 0 a stating sentence
+    (not ``not_a_lead``) about it — it names it among its first ``answer.subject_words``
+    words ("The `path.join()` method joins …"), or it is the first under a heading or
+    signature that names it ("Removes the specified listener …" under
+    ``emitter.removeListener(eventName, listener)``); 1 another stating sentence under it or
+    one that names it; 2 a sentence that only states. Without one, every stating sentence is
+    1. 3: a sentence that cannot lead (2 for one ending in ':' whose command is not shown:
+    it may open a next source's part, not the answer)."""
+    chunks = sp.chunk_map()
+    question = sp.user_text or build_query(sp.body)
+    forms = _specific(_name_forms(question),
+                      [chunks[c].text for c in sp.final_selection_ids if c in chunks],
+                      acfg.name_max_share)
+    # only a question about the name ("What does path.join do?") is answered by what it
+    # does; one that mentions it in passing ("… longer than MiniLM can read?") is not
+    forms = [f for f in forms if _names(question, [f], acfg.question_subject_words)]
+    ranks: dict[int, int] = {}
+    first_under: dict[tuple[str, int], Statement] = {}
+    for s in statements:
+        why = not_a_lead(s.text, acfg, bool(_shown_code(s, chunks)))
+        if why:
+            ranks[id(s)] = 2 if why == INTRODUCES else 3
+            continue
+        if not forms:
+            ranks[id(s)] = 1
+            continue
+        title = _title_above(s, chunks.get(s.chunk_ids[0]) if s.chunk_ids else None)
+        if title is not None and _names(title[1], forms):
+            key = (s.chunk_ids[0], title[0])
+            if key not in first_under or (s.span or (0, 0))[0] < (first_under[key].span or (0, 0))[0]:
+                first_under[key] = s
+            ranks[id(s)] = 1
+        else:
+            ranks[id(s)] = 1 if _names(s.text, forms) else 2
+        if _names(s.text, forms, acfg.subject_words):
+            ranks[id(s)] = 0
+    for s in first_under.values():
+        ranks[id(s)] = 0
+    return ranks
+
+
+def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings,
+                          a5: A5Config | None = None) -> list[Statement]:
     """The statements the extractive answer gives: A4's statements by score (its order when
     they have none, or when a person edited them: theirs), those that only mention the
     question's words — or repeat a sentence of the prompt itself (a remembered turn holds what
     the person said: "I renamed a file." is no answer to the same words) — left out unless
-    nothing else is left; the first
-    ``distinct_sources_first`` from as many different chunks (the best statement of each
-    chunk the person pinned first, then the best sentence, then the best of the next
-    sources), then the rest best first; at most ``answer_length`` of them."""
+    nothing else is left. The first ``distinct_sources_first`` come from as many different
+    chunks (the best statement of each chunk the person pinned first, then the fittest to
+    lead — ``lead_ranks``: a stating sentence about what the question names before one that
+    only states, before a parameter list, heading or pointer — best score first, each its
+    chunk's ``_opening``), then the rest best first, those that cannot lead last; at most
+    ``answer_length`` of them, the sentences of one chunk in the chunk's order
+    (``_chunk_order``)."""
     record = sp.extras.a4
-    statements = list(record.condensed) if record else []
+    # a statement the person rewrote is their note, not a source's words: never cited here
+    statements = [s for s in record.condensed if not s.by_you] if record else []
     if all(s.score is not None for s in statements) and not (record and record.edited):
         statements.sort(key=lambda s: -(s.score or 0.0))
     asked = fold(sp.user_text)
     stating = [s for s in statements
                if not mention_only(s.text) and fold(s.text) not in asked] or statements
+    n = answer_length(sp, acfg, a5)[0]
+    if record and record.edited:  # the person's order stands as they left it
+        lead = _first_of_each(sp, stating, acfg)
+        return (lead + [s for s in stating if not any(s is o for o in lead)])[:n]
+    ranks = lead_ranks(sp, stating, acfg)
+    fittest = sorted(stating, key=lambda s: ranks[id(s)])  # stable: by score within a rank
 
-    def opening(best: Statement) -> Statement:  # the person's order stands as they left it
-        return best if record and record.edited else _opening(best, stating, acfg.lead_margin)
+    chunks = sp.chunk_map()
 
+    def opening(best: Statement) -> Statement:  # a command is how to do it: it stays first
+        if _shown_code(best, chunks):
+            return best
+        return _opening(best, [s for s in stating if ranks[id(s)] <= ranks[id(best)]],
+                        acfg.lead_margin)
+
+    # the opening sentence is the fittest; the next sources' the best that can lead (a hedge
+    # against the fittest chunk not being the one that answers)
+    can_lead = sorted(stating, key=lambda s: ranks[id(s)] == 3)
+    lead = _first_of_each(sp, fittest, acfg, opening, can_lead)
+    rest = sorted((s for s in stating if not any(s is o for o in lead)),
+                  key=lambda s: ranks[id(s)] == 3)
+    return _chunk_order(lead + rest, lead, n)
+
+
+def _first_of_each(sp: SuperPrompt, fittest: list[Statement], acfg: AnswerSettings,
+                   opening: Callable[[Statement], Statement] = lambda s: s,
+                   then: list[Statement] | None = None) -> list[Statement]:
+    """The first ``distinct_sources_first`` statements, from as many chunks: the pinned
+    chunks' first, then the first of ``fittest`` (the opening sentence) and of ``then``
+    (default ``fittest``: the next sources) of each next chunk (``opening`` of it)."""
     lead: list[Statement] = []
     for cid in edits.chunk_edits(sp.edits).kept:  # the chunks the person pinned lead
-        best = next((s for s in stating if s.chunk_ids[:1] == [cid]), None)
+        best = next((s for s in fittest if s.chunk_ids[:1] == [cid]), None)
         if best is not None and len(lead) < acfg.distinct_sources_first:
             lead.append(opening(best))
-    for s in stating:
-        if len(lead) >= acfg.distinct_sources_first:
+    while len(lead) < acfg.distinct_sources_first:
+        order = then if lead and then is not None else fittest
+        s = next((s for s in order
+                  if not any(s.chunk_ids[:1] == o.chunk_ids[:1] for o in lead)), None)
+        if s is None:
             break
-        if not any(s.chunk_ids[:1] == o.chunk_ids[:1] for o in lead):
-            lead.append(opening(s))
-    ordered = lead + [s for s in stating if not any(s is o for o in lead)]
-    return ordered[:answer_length(sp, acfg)[0]]
+        lead.append(opening(s))
+    return lead
+
+
+def _chunk_order(ordered: list[Statement], lead: list[Statement], n: int) -> list[Statement]:
+    """The first ``n`` of ``ordered`` with the sentences of one chunk in the chunk's order:
+    a chunk's later sentences take the places its sentences hold, in the order they come in
+    the chunk; a sentence that comes before its chunk's opening (``lead``) in the chunk is
+    left out (a parameter list above the description), so each lead sentence opens its
+    chunk's part of the answer."""
+    opens = {o.chunk_ids[0]: o.span[0] for o in lead if o.chunk_ids and o.span is not None}
+    kept = [s for s in ordered
+            if not (s.chunk_ids and s.span is not None and s.chunk_ids[0] in opens
+                    and s.span[0] < opens[s.chunk_ids[0]])][:n]
+    by_chunk: dict[str, list[Statement]] = {}
+    for s in kept:
+        if s.chunk_ids and s.span is not None:
+            by_chunk.setdefault(s.chunk_ids[0], []).append(s)
+    queues = {c: sorted(ss, key=lambda s: s.span[0] if s.span else 0) for c, ss in by_chunk.items()}
+    return [queues[s.chunk_ids[0]].pop(0) if s.chunk_ids and s.span is not None else s
+            for s in kept]
 
 
 def _opening(best: Statement, statements: list[Statement], margin: float) -> Statement:
     """The sentence of ``best``'s chunk that comes first in the chunk among those scoring
-    within ``margin`` of it: a section's opening sentence names its topic ("X first splits a
-    document at its headings") where a later one adds a detail that happens to score higher."""
+    within ``margin`` of it (and as fit to lead: the caller passes those): a section's
+    opening sentence names its topic ("X first splits a document at its headings") where a
+    later one adds a detail that happens to score higher."""
     if best.score is None or best.span is None:
         return best
     close = [s for s in statements if s.chunk_ids[:1] == best.chunk_ids[:1] and s.span is not None
@@ -528,19 +831,29 @@ def _opening(best: Statement, statements: list[Statement], margin: float) -> Sta
     return min(close, key=lambda s: s.span[0] if s.span else 0, default=best)
 
 
-def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None) -> list[str]:
+def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None,
+                      a5: A5Config | None = None) -> list[str]:
     """The extractive answer, as the pieces it is streamed in (one per sentence): the
     statements of ``extractive_statements``, the best first, each citing its sources by their
-    number in the Sources block; a paragraph, or a list when A5 asks for one or the prompt
-    for every item. ``prompt_ready`` keeps the whole condensed context; only the answer is short."""
+    number in the Sources block; a paragraph, or a list when A5's rules ask for one
+    (``answer_shape``: bullets, a numbered list of steps, a checklist — a rule the person
+    added counts) or the prompt for every item; within a limit in words, as many whole
+    sentences as fit (at least one). ``prompt_ready`` keeps the whole condensed context; only
+    the answer is short."""
     acfg = acfg or AnswerSettings()
-    chosen = extractive_statements(sp, acfg)
+    chosen = extractive_statements(sp, acfg, a5)
     if not chosen:
         return [NO_STATEMENTS]
-    spec = sp.extras.format_enforcer
-    mark = LIST_MARKS.get(spec.kind if spec else "")
-    if mark is None and answer_length(sp, acfg)[0] > acfg.max_sentences:
+    shape = answer_shape(sp, a5)
+    mark = LIST_MARKS.get(shape.kind)
+    if mark is None and answer_length(sp, acfg, a5)[0] > acfg.max_sentences:
         mark = LIST_MARKS["bullet_list"]
+    words = min((lim.value for lim in shape.limits if lim.unit == "words" and lim.bound != "min"),
+                default=None)
+    if words is not None:
+        counts = [len(_WORD.findall(s.text)) for s in chosen]
+        chosen = chosen[:max(1, next((i for i in range(len(chosen))
+                                      if sum(counts[:i + 1]) > words), len(chosen)))]
     chunks = sp.chunk_map()
     pieces: list[str] = []
     for i, s in enumerate(chosen, start=1):
@@ -781,11 +1094,18 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
 
     empty = no_results_reason(sp, signals, acfg)
     llm = getattr(services, "llm", None)
+    evidence: Evidence | None = None
+    if not empty:  # decided before answering, in every mode: the LLM is not asked without it
+        evidence = weigh(sp, extractive_statements(sp, acfg), build_query(sp.body), services,
+                         question_terms(cfg), acfg.answerability)
+        if not evidence.answerable:
+            empty = f"the knowledge base does not answer this: {evidence.why_not}"
     if empty:
         text = no_results_text(services.store, acfg)
         emit(text)
+        seen = f" (evidence: {evidence.describe()})" if evidence and evidence.describe() else ""
         done = Answer(text=text, mode="no-results", mode_reason=empty, confidence="Low",
-                      confidence_reason=f"nothing to answer from: {empty}")
+                      confidence_reason=f"nothing to answer from: {empty}{seen}")
         done.first_token_ms = emit.first_ms
         done.latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
         return done
@@ -834,7 +1154,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
             mode, mode_reason = "extractive", f"the model's answer was set aside: {set_aside_reason}"
             emit("\n\n" + SET_ASIDE_NOTICE + "\n\n")
     if mode == "extractive":
-        pieces = extractive_pieces(sp, acfg)
+        pieces = extractive_pieces(sp, acfg, cfg.agents.A5_Format_Enforcer)
         for piece in pieces:
             emit(piece)
         text = "".join(pieces).strip() + "\n"
@@ -842,12 +1162,13 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
 
     cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
     cited, total = cited_share(text, {c.n for c in cites if c.valid}, acfg)
-    level, reason = rate(signals, cited, total, invalid, acfg)
+    assert evidence is not None  # weighed above whenever there is something to answer from
+    level, reason = rate(evidence, cited, total, invalid, acfg)
     unsupported, beside = "", ""
     if mode == "llm" and not cited:
         unsupported = UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
         if acfg.offer_extractive:
-            beside = "".join(extractive_pieces(sp, acfg)).strip() + "\n"
+            beside = "".join(extractive_pieces(sp, acfg, cfg.agents.A5_Format_Enforcer)).strip() + "\n"
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,

@@ -137,7 +137,9 @@ def _parse_sets(ctx: click.Context, param: click.Parameter,
 
 @main.command(help="Run the pipeline on PROMPT and print prompt_ready (or the SuperPrompt as JSON). "
                    "--pin, --exclude, --add and --set are your decisions for this prompt: the "
-                   "stages apply them and the JSON records them under 'edits'.")
+                   "stages apply them and the JSON records them under 'edits'. A new prompt "
+                   "starts without another prompt's edits: --edits-from RUN_ID applies a kept "
+                   "run's edits to this one too.")
 @click.argument("prompt")
 @click.option("--until", type=click.Choice(STAGE_NAMES), default=None,
               help="Stop after this stage (default: run all eight).")
@@ -154,17 +156,21 @@ def _parse_sets(ctx: click.Context, param: click.Parameter,
               help="Bring this chunk in, pinned, though Retrieval does not return it (repeatable).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", callback=_parse_sets,
               help="Set a body field by hand, e.g. tone=formal or task='How …?' (repeatable).")
+@click.option("--edits-from", "edits_from", type=int, default=None, metavar="RUN_ID",
+              help="Apply the edits of kept run RUN_ID (`ragstream runs list`), made for its "
+                   "prompt, to this prompt too; --pin, --exclude, --add and --set win over them.")
 @_filter_option
 @click.option("--no-save", is_flag=True,
               help="Do not keep this pass in the run history (see `ragstream runs list`).")
 @click.option("--conversation", "conversation", default=None, metavar="NAME",
-              help="Continue the named conversation NAME (started if new): its remembered turns "
-                   "are searched with the knowledge base, its last turns go into the prompt, and "
-                   "with --answer the answer becomes its next turn.")
+              help="Continue the named conversation NAME of the knowledge base (--kb) (started "
+                   "if new): its remembered turns are searched with that knowledge base, its last "
+                   "turns go into the prompt, and with --answer the answer becomes its next turn. "
+                   "A conversation of another knowledge base is refused.")
 @_kb_option
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
         pins: tuple[str, ...], excludes: tuple[str, ...], adds: tuple[str, ...],
-        sets: list[tuple[str, str]], filters: Filters, no_save: bool,
+        sets: list[tuple[str, str]], edits_from: int | None, filters: Filters, no_save: bool,
         conversation: str | None, kb: str | None) -> None:
     """Run the stages on ``prompt`` (syncing the KB first unless told not to) and print the
     result; every edit is checked before anything runs. Unless ``--no-save``, the pass (with
@@ -175,7 +181,8 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
         engine = _engine(kb)
         if not no_sync:
             engine.ensure_knowledge_base()
-        sp = engine.new(prompt, conversation_name=conversation or "")
+        source = engine.runs().get(edits_from).sp if edits_from is not None else None
+        sp = engine.new(prompt, conversation_name=conversation or "", edits_from=source)
         sp.filters = filters
         for name, value in sets:
             sp = engine.set_field(sp, name, value)
@@ -223,11 +230,13 @@ def _save_run(engine, sp, stages: dict[str, StageSnapshot]) -> None:
 def _print_edit_outcomes(sp) -> None:
     """Each edit and what became of it (the last stage that applied it), on stderr."""
     from ragstream.edits import outcome
+    from ragstream.records import short_text
 
     for edit in sp.edits:
         stage, note = outcome(sp, edit)
         said = f"{stage}: {note.note}" if note else "not reached (its stage did not run)"
-        click.echo(f"edit {edit.id}: {edit.describe()} — {said}", err=True)
+        made = f" (made for “{short_text(edit.carried_from)}”)" if edit.carried_from else ""
+        click.echo(f"edit {edit.id}: {edit.describe()}{made} — {said}", err=True)
 
 
 @main.group(help="The run history: every pass of the page and of `ragstream run`, kept in "
@@ -461,6 +470,8 @@ def _print_turn(sp) -> None:
     else:
         click.echo(f"turn {turn.turn} of conversation {turn.conversation!r} not remembered: "
                    f"{turn.why}", err=True)
+    if turn.uses:
+        click.echo(turn.uses, err=True)
 
 
 def _print_answer_footer(ans, kb: str = "default") -> None:
@@ -692,6 +703,12 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
               help="A question set (repeatable), e.g. benchmarks/answers/kb.json: answer quality "
                    "instead of retrieval (does the answer's first sentence cite the section that "
                    "answers the question?).")
+@click.option("--against", "against", multiple=True, metavar="FILE.json|others",
+              help="With --answers: also ask this question set's questions (repeatable) of each "
+                   "set's documents, as its unanswerable set, and report confidence (answerable "
+                   "not Low, unanswerable Low, High on unanswerable, High precision). 'others': "
+                   "the other --answers sets (a set asking the same questions, e.g. kb-pdf for "
+                   "kb, is skipped).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["offline", "llm", "conversation"]),
               help="With --answers: the answer modes to run (repeatable); default offline, and "
                    "llm when an endpoint is configured. 'conversation': the set asked twice as "
@@ -715,7 +732,7 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
                    "index made from each set's own documents.")
 def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tuple[str, ...],
                  profile: str, split: str, limit: int | None, subset: str, as_json: bool,
-                 out: str | None, kb: str | None) -> None:
+                 out: str | None, kb: str | None, against: tuple[str, ...]) -> None:
     """Evaluate retrieval on a BEIR data set, or answers on question sets, and print a table
     or JSON (optionally also to a file)."""
     from ragstream.config import load_config
@@ -723,6 +740,14 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
     if bool(data_dir) == bool(answer_sets):
         raise click.UsageError("give either --data (a BEIR folder: retrieval) or --answers (one "
                                "or more question sets: answer quality).")
+    if against and not answer_sets:
+        raise click.UsageError("--against goes with --answers: it names the questions asked of "
+                               "each set's documents as the unanswerable set.")
+    if "others" in against and len(against) > 1:
+        raise click.UsageError("--against others uses the other --answers sets; give it alone.")
+    missing = [a for a in against if a != "others" and not Path(a).is_file()]
+    if missing:
+        raise click.UsageError(f"--against: no question set at {', '.join(missing)}.")
     if kb and data_dir:
         raise click.UsageError("--kb goes with --answers: a BEIR set (--data) is always indexed "
                                "on its own.")
@@ -738,7 +763,8 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
             if engine is not None and profile == "local":
                 engine.cfg = engine.cfg.with_overrides(LOCAL_MODEL_PROFILE)
             result = evaluate_answers(answer_sets, cfg, modes=list(modes) or None,
-                                      progress=_stderr_progress(), limit=limit, engine=engine)
+                                      progress=_stderr_progress(), limit=limit, engine=engine,
+                                      against=list(against))
             as_text = format_answers
         else:
             from ragstream.measure.evaluation import evaluate, format_table
@@ -900,23 +926,27 @@ def conversation_group() -> None:
     pass
 
 
-@conversation_group.command(name="list", help="List the conversations, the one answered last first.")
+@conversation_group.command(name="list", help="List the conversations, the one answered last "
+                                              "first, with the knowledge base each belongs to.")
 @click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
-def conversation_list(as_json: bool) -> None:
-    """Print every conversation with its turn counts."""
+@click.option("--kb", "kb", default=None, metavar="NAME",
+              help="Only the conversations of this knowledge base (default: every one).")
+def conversation_list(as_json: bool, kb: str | None) -> None:
+    """Print every conversation (of one knowledge base) with its turn counts."""
     try:
-        found = _engine().conversations().all()
+        found = _engine().conversations().all(kb)
     except (RagstreamError, sqlite3.Error) as err:
         _fail_conversations(err)
     if as_json:
         click.echo(json.dumps([vars(c) for c in found], indent=2, ensure_ascii=False))
         return
     if not found:
-        click.echo("No conversations yet: python -m ragstream run PROMPT --answer --conversation NAME")
+        click.echo(f"No conversations{f' of knowledge base {kb!r}' if kb else ''} yet: python -m "
+                   f"ragstream run PROMPT --answer --conversation NAME" + (f" --kb {kb}" if kb else ""))
         return
-    click.echo(f"{'name':<30}  {'turns':>5}  {'remembered':>10}  last turn (UTC)")
+    click.echo(f"{'name':<30}  {'knowledge base':<16}  {'turns':>5}  {'remembered':>10}  last turn (UTC)")
     for c in found:
-        click.echo(f"{c.name:<30}  {c.turns:>5}  {c.in_memory:>10}  {_when(c.last_ts)}")
+        click.echo(f"{c.name:<30}  {c.kb:<16}  {c.turns:>5}  {c.in_memory:>10}  {_when(c.last_ts)}")
 
 
 @conversation_group.command(name="show", help="Show conversation NAME's turns: question, answer, "
@@ -940,6 +970,8 @@ def conversation_show(name: str, as_json: bool) -> None:
         click.echo(f"  A: {_cut(t.answer, 200)}")
         for label in t.sources:
             click.echo(f"     source: {label}")
+        for line in t.memory_text.splitlines() if t.in_memory else []:
+            click.echo(f"     remembers: {_cut(line, 200)}")
 
 
 @conversation_group.command(name="forget", help="Take turn TURN of conversation NAME out of its "

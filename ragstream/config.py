@@ -252,6 +252,43 @@ class LLMSettings(_Strict):
         return self
 
 
+class AnswerabilityModel(_Strict):
+    """One logistic model over the answerability features (``ragstream.answerability``);
+    fitted by ``benchmarks/calibrate_confidence.py``."""
+
+    lead_match: float = Field(0.0, ge=-100, le=100)
+    best_match: float = Field(0.0, ge=-100, le=100)
+    rerank: float = Field(0.0, ge=-100, le=100)
+    lead_rerank: float = Field(0.0, ge=-100, le=100)
+    rerank_margin: float = Field(0.0, ge=-100, le=100)
+    dense: float = Field(0.0, ge=-100, le=100)
+    covered: float = Field(0.0, ge=-100, le=100)
+    unseen: float = Field(0.0, ge=-100, le=100)
+    bias: float = Field(0.0, ge=-100, le=100)
+
+
+class AnswerabilitySettings(_Strict):
+    """Whether the knowledge base answers the question, decided before answering, and how
+    confident the answer is (``ragstream.answerability``; weights and thresholds fitted by
+    ``benchmarks/calibrate_confidence.py`` on the bundled question sets)."""
+
+    names_must_appear: bool = Field(True, description=(
+        "the question's specific names (code spans, dotted names, snake_case, <tags>, "
+        "CamelCase, flags) must appear in the sentences used or their headings, else the "
+        "question is not answerable"))
+    answerable: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
+        lead_match=3.839, best_match=5.171, rerank=3.506, lead_rerank=3.554,
+        rerank_margin=1.365, dense=4.536, covered=3.501, unseen=-2.39,
+        bias=-10.779), description="P(the knowledge base answers the question)")
+    leads: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
+        lead_match=2.822, rerank=3.242, rerank_margin=5.232, covered=2.856, bias=-5.374),
+        description="P(the answer's first sentence comes from the section that answers)")
+    min_answerable: float = Field(0.37, ge=0, le=1, description=(
+        "below this P(answerable) the answer is 'not found' (Low) and no LLM is called"))
+    high_min_leads: float = Field(0.83, ge=0, le=1, description=(
+        "High confidence: P(leads with the answer) at least this"))
+
+
 class AnswerSettings(_Strict):
     """The final answer (auto mode): when to refuse, how to call the LLM, how to rate it.
 
@@ -312,14 +349,35 @@ class AnswerSettings(_Strict):
         "detailed", "step by step", "comprehensive", "complete list", "full list"],
         description=(
         "phrases (whole words, any case) of a prompt that asks for a long answer"))
+    pointer_phrases: list[str] = Field(default_factory=lambda: [
+        "as in the example below", "in the example below", "the example below", "see below",
+        "see above", "shown below", "shown above", "described below", "as follows",
+        "the following", "below:", "above:"], description=(
+        "phrases (any case) of a sentence that points elsewhere: it never leads the "
+        "extractive answer (its example or list is not in the answer)"))
+    field_labels: list[str] = Field(default_factory=lambda: [
+        "returns", "return value", "parameters", "parameter", "params", "arguments",
+        "throws", "raises", "type", "default", "since", "added in", "deprecated",
+        "stability", "history", "syntax", "usage"], description=(
+        "labels (any case) that open an API reference's field line ('Returns: <string>'): "
+        "such a line never leads the extractive answer"))
+    subject_words: int = Field(4, ge=1, le=50, description=(
+        "a sentence that names the question's specific name (path.join, asn1_der_coding) "
+        "among its first this many words is about it: it leads the extractive answer"))
+    name_max_share: float = Field(0.5, ge=0, le=1, description=(
+        "a name of the question found in more than this share of the selected chunks names "
+        "what the knowledge base is about, not what the question asks: it does not choose "
+        "the extractive answer's lead"))
+    question_subject_words: int = Field(6, ge=1, le=50, description=(
+        "a name among the question's first this many words (\"What does path.join do?\") is "
+        "what it asks about: a sentence about it leads the extractive answer; a name later "
+        "in the question is mentioned in passing"))
     temperature: float = Field(0.0, ge=0, le=2)
-    high_min_dense: float = Field(0.5, ge=0, le=1, description="High: best dense score at least")
-    high_min_rerank: float = Field(0.5, ge=0, le=1, description="High: best rerank score at least")
+    answerability: AnswerabilitySettings = Field(default_factory=AnswerabilitySettings)
     high_min_cited_share: float = Field(
         0.8, ge=0, le=1, description="High: share of answer sentences citing a valid source")
-    medium_min_dense: float = Field(0.3, ge=0, le=1)
-    medium_min_rerank: float = Field(0.3, ge=0, le=1)
-    medium_min_cited_share: float = Field(0.5, ge=0, le=1)
+    medium_min_cited_share: float = Field(
+        0.5, ge=0, le=1, description="below this share of sentences citing a source: Low")
     min_sentence_words: int = Field(
         3, ge=1, le=50, description="shorter sentences do not count for the cited share")
     max_citation_range: int = Field(
@@ -331,7 +389,7 @@ class AnswerSettings(_Strict):
 
     @model_validator(mode="after")
     def _high_above_medium(self) -> AnswerSettings:
-        for key in ("dense", "rerank", "cited_share"):
+        for key in ("cited_share",):
             hi, med = getattr(self, f"high_min_{key}"), getattr(self, f"medium_min_{key}")
             if med > hi:
                 raise ValueError(f"answer.medium_min_{key} ({med:g}) must not exceed "
@@ -364,6 +422,19 @@ class RunsSettings(_Strict):
         "the most runs kept; saving one more deletes the oldest"))
 
 
+class ConversationSettings(_Strict):
+    """The named conversations' memory (``ragstream.conversations``): what a turn remembers and
+    how it ranks against the documents."""
+
+    own_share: float = Field(0.8, gt=0, le=1, description=(
+        "an answer sentence with at least this share of its word 3-shingles in the question, "
+        "or in a statement or rule the person wrote by hand, is theirs: never remembered"))
+    covered_share: float = Field(0.8, gt=0, le=1, description=(
+        "a remembered turn with at least this share of its sentences' word 3-shingles in one "
+        "document chunk among the candidates says what that document says: it ranks after "
+        "it (ReRanker) and the A3 gate drops it as a duplicate of it"))
+
+
 class Settings(_Strict):
     """Everything in settings.json, one section per field."""
 
@@ -378,6 +449,7 @@ class Settings(_Strict):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     runs: RunsSettings = Field(default_factory=RunsSettings)
+    conversations: ConversationSettings = Field(default_factory=ConversationSettings)
 
 
 # --------------------------------------------------------------------------- agents

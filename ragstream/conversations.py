@@ -1,29 +1,41 @@
 """Named conversations, kept in the Q&A log's SQLite file, and their memory.
 
     convs = Conversations.for_config(cfg)
-    convs.create("onboarding")
-    convs.add_turn("onboarding", sp, answer, embedder)   # after an answer (Engine.answer does it)
+    convs.create("onboarding", kb="default")             # a conversation of one knowledge base
+    convs.add_turn("onboarding", sp, answer, embedder, kb="default")   # Engine.answer does it
     convs.recent("onboarding", 10)      # the last N4 turns, for the next prompt's block
     convs.forget("onboarding", 3)       # turn 3 leaves the memory (and the recent block)
-    memory = convs.memory("onboarding", embedder)       # what Retrieval searches with the KB
+    memory = convs.memory("onboarding", embedder, kb="default")  # searched with that KB only
+
+A conversation belongs to one knowledge base (``conversations.kb``, set when it starts): its
+turns are asked, remembered, listed and searched only with that one. Continuing it with another
+knowledge base is refused (``ConversationKnowledgeBaseError``, ``check_kb``); its memory is
+never handed to another knowledge base's stages (``memory(..., kb=)``). Schema version 4 made
+every older conversation one knowledge base's: the turns of a conversation asked in several
+went to ``<name>@<kb>`` (``qa_log._conversations_per_kb``).
 
 Every answered turn of a named conversation is a row of ``turns`` (question, answer, its
-citations, the knowledge base, when). A turn whose answer found something (it cites at least
-one source) is *remembered*: it becomes a chunk of the conversation (``Turn.chunk``: source
-"conversation", doc type "conversation", the turn and its time as the heading), encoded once
-when the turn is added (its window and sentence vectors are kept in the row) and searched by
-Retrieval together with the knowledge base (``DocumentIndex.with_memory``).
+citations, the knowledge base, when). A turn whose answer asserted something with its source is
+*remembered*: it becomes a chunk of the conversation (``Turn.chunk``: source "conversation",
+doc type "conversation", the turn and its time as the heading), encoded once when the turn is
+added (its window and sentence vectors are kept in the row) and searched by Retrieval together
+with the knowledge base (``DocumentIndex.with_memory``).
 
-The chunk holds what the turn *adds* (``memory_text``): the question as asked (with whatever
-the person stated in it), the answer's sentences without their ``[n]`` markers — less those
-quoted from the sources it cites, which the knowledge base holds already — and the labels of
-those sources (in code spans, so no answer ever quotes the list). Measured on the bundled
-question set asked twice in one conversation (``eval --answers … --conversation``): with the
-whole answer remembered, every second-pass answer led with the earlier turn instead of the
-document (first 0.00); with only what the turn adds, the documents lead again. A turn that found nothing
-(no sources, or the no-results answer) is kept in the conversation's log but not remembered.
-A forgotten turn (``forget``) leaves the memory and the recent-conversation block; its row
-stays, marked, so the page can say so.
+The chunk holds what the answer asserted (``memory_text``): one line per answer sentence that
+cites a valid source, without its ``[n]`` and followed by that source, ``Chunks are split at
+headings. (from kb/chunking.md § Sections)``. Never the question (nor a sentence of it: what
+the person said is not what a document said), never a list of source labels, never a statement
+or rule the person wrote (``own_texts``: their edits' values, A4's statements marked as theirs,
+A5's rules). A turn with nothing left is kept in the log, not remembered, and says why; so is a
+turn that found nothing (no sources, or the no-results answer).
+
+Sentences quoted from the cited sources are remembered too (with their source): measured on the
+bundled question set asked twice in one conversation (``eval --answers … --mode conversation``,
+README), the documents still lead the second pass, because a turn never outranks a document
+that says the same thing: ``after_documents`` ranks it after the documents among the candidates
+that hold each of its sentences (``conversations.covered_share``), and the A3 gate drops it as
+their duplicate. A forgotten turn (``forget``) leaves the memory and the recent-conversation
+block; its row stays, marked, so the page can say so.
 
 A conversation's chunk ids are ``conversation:<name>#<turn>``; no knowledge-base chunk id
 starts with ``conversation:`` (they are file paths), so the two never collide.
@@ -39,16 +51,21 @@ import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from ragstream.config import AppConfig
-from ragstream.errors import ConversationError, ConversationNotFoundError
+from ragstream.errors import (
+    ConversationError,
+    ConversationKnowledgeBaseError,
+    ConversationNotFoundError,
+)
 from ragstream.qa_log import QALog
 from ragstream.render import strip_citations
 from ragstream.super_prompt import (
@@ -59,11 +76,13 @@ from ragstream.super_prompt import (
     SuperPrompt,
 )
 
+DEFAULT_KB = "default"
 SOURCE = "conversation"
 DOC_TYPE = "conversation"
 ID_PREFIX = CONVERSATION_ID_PREFIX
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
-NAME_RULE = "1 to 60 characters: letters, digits, '.', '-' or '_', starting with a letter or digit"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,59}$")
+NAME_RULE = ("1 to 60 characters: letters, digits, '.', '-', '_' or '@', starting with a letter "
+             "or digit")
 
 
 def check_name(name: str) -> str:
@@ -91,8 +110,33 @@ def is_conversation_chunk(chunk: Chunk) -> bool:
 
 
 def found_something(answer: Answer) -> bool:
-    """Whether a turn is worth remembering: its answer cites at least one source."""
+    """Whether a turn may be remembered: its answer cites at least one source."""
     return answer.mode != "no-results" and bool(answer.sources)
+
+
+def used_turns(sp: SuperPrompt, answer: Answer) -> list[tuple[int, int]]:
+    """The remembered turns of ``sp``'s conversation the ``answer`` cites: (turn, its [n])."""
+    prefix = f"{ID_PREFIX}{sp.conversation_name}#"
+    return [(int(c.chunk_id.removeprefix(prefix)), c.n) for c in answer.sources
+            if sp.conversation_name and c.chunk_id.startswith(prefix)
+            and c.chunk_id.removeprefix(prefix).isdigit()]
+
+
+def uses_note(name: str, used: Sequence[tuple[int, int]]) -> str | None:
+    """``The answer uses remembered turn 3 of conversation 'x' (source [2]).`` (None: no turn)."""
+    if not used:
+        return None
+    turns = ", ".join(str(t) for t, _ in used)
+    marks = ", ".join(f"[{n}]" for _, n in used)
+    return (f"The answer uses remembered turn{'s' if len(used) > 1 else ''} {turns} of "
+            f"conversation {name!r} (source{'s' if len(used) > 1 else ''} {marks}): what an "
+            f"earlier answer said, not a document.")
+
+
+def kb_suffix(kb: str) -> str:
+    """``@<kb>`` as a name may end: a migrated conversation's turns of another knowledge base
+    go to ``<name>@<kb>`` (its spaces become '-')."""
+    return "@" + re.sub(r"[^A-Za-z0-9._-]", "-", kb or DEFAULT_KB)
 
 
 @dataclass(frozen=True)
@@ -123,7 +167,7 @@ class Turn:
 
     def chunk(self) -> Chunk:
         """The turn as a retrievable chunk (see the module docstring)."""
-        text = self.memory_text or memory_text(self.question, self.answer, self.sources, [])
+        text = self.memory_text
         return Chunk(
             id=chunk_id(self.conversation, self.turn), doc_id=f"{ID_PREFIX}{self.conversation}",
             text=text, source=SOURCE, source_name=self.conversation,
@@ -155,6 +199,7 @@ class ConversationInfo:
     turns: int
     in_memory: int
     last_ts: str
+    kb: str = "default"  # the knowledge base it belongs to
 
 
 @dataclass(frozen=True)
@@ -169,34 +214,156 @@ class Memory:
     fingerprint: str
 
 
-def memory_text(question: str, answer: str, sources: Sequence[str], quoted: Sequence[str]) -> str:
-    """What a turn adds, as its chunk's text: the question, the answer's sentences (without
-    ``[n]``) that are not quoted from the ``quoted`` source texts, and the ``sources`` labels.
-    A sentence counts as quoted when at least ``QUOTED_SHARE`` of its word 3-shingles are in
-    the sources (an extractive answer joins a lead-in to a sentence; an LLM copies phrases)."""
-    from ragstream.text import sentences, shingles
-
-    held: set[tuple[str, ...]] = set()
-    for text in quoted:
-        held |= shingles(text)
-    novel = []
-    for sentence in sentences(strip_citations(answer)):
-        bare = _LIST_MARK.sub("", sentence).strip()
-        own = shingles(bare)
-        if bare and own and len(own & held) < QUOTED_SHARE * len(own):
-            novel.append(bare)
-    parts = [question.strip()]
-    if novel:
-        parts.append(" ".join(novel))
-    if sources:
-        parts.append("Sources: " + "; ".join(f"`{label}`" for label in sources))
-    return "\n\n".join(p for p in parts if p)
-
-
-#: a sentence of the answer with at least this share of its word 3-shingles in the cited
-#: sources is theirs, not the turn's own
-QUOTED_SHARE = 0.8
+#: document chunks whose shingles are kept in this process (``covering``)
+SHINGLES_KEPT = 8192
+#: how a remembered sentence names its source: ``Chunks are split at headings. (from kb/x.md § A)``
+FROM = " (from "
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+
+
+def own_texts(sp: SuperPrompt) -> list[str]:
+    """What the person wrote for this prompt, which no turn remembers as a fact: the values of
+    their edits (a statement rewritten in A4, a rule rewritten or added in A5, a body field set
+    by hand), the statements A4 marks as theirs, and A5's rules (what the answer must look like,
+    not what the documents say)."""
+    texts = [e.after for e in sp.edits if e.after and e.kind not in
+             ("pin", "exclude", "add", "drop", "statement_move", "rule_move")]
+    a4 = sp.extras.a4
+    for s in a4.condensed if a4 else []:
+        if s.by_you:
+            texts.append(s.text)
+    spec = sp.extras.format_enforcer
+    texts += list(spec.hard_rules) if spec else []
+    return [t for t in texts if t.strip()]
+
+
+def memory_text(answer: str, labels: Mapping[int, str], question: str = "",
+                own: Sequence[str] = (), cfg: AppConfig | None = None,
+                turns: Collection[int] = ()) -> tuple[str, str]:
+    """What a turn remembers, and why nothing when it is empty: the sentences the ``answer``
+    asserted, one per line, each without its ``[n]`` and followed by its own source(s), ``Chunks
+    are split at headings. (from kb/chunking.md § Sections)``. ``labels`` maps each valid
+    citation number of a document to its label; ``turns`` are the numbers citing remembered
+    turns. Left out: a sentence that cites no document (it says where it comes from nowhere;
+    one citing only earlier turns is in the memory already), a question, a sentence of the
+    ``question`` itself (what the person said is not what the documents say), and one taken
+    from the person's ``own`` texts (``own_texts``): one with at least ``conversations.own_share`` of its word
+    3-shingles in either (``cfg``'s settings; the defaults without one). Sentences are read as
+    the answer's citation checks read them (``answer_sentences``, ``answer.min_sentence_words``)."""
+    from ragstream.answer import answer_sentences, citation_numbers
+    from ragstream.config import Settings
+    from ragstream.text import shingles
+
+    settings = cfg.settings if cfg is not None else Settings()
+    own_share = settings.conversations.own_share
+    min_words, max_range = settings.answer.min_sentence_words, settings.answer.max_citation_range
+
+    asked = shingles(question)
+    theirs = [shingles(t) for t in own]
+    kept: list[str] = []
+    left = {"cite no source": 0, "repeat the question": 0, "are your own words": 0,
+            "repeat an earlier turn": 0}
+    for sentence in answer_sentences(answer, min_words):
+        numbers = citation_numbers(sentence, max_range)
+        sources = [labels[n] for n in numbers if n in labels]
+        bare = " ".join(_LIST_MARK.sub("", strip_citations(sentence)).split())
+        bare = re.sub(r"\s+([.,;:!?])", r"\1", bare)
+        mine = shingles(bare)
+        if not sources and any(n in turns for n in numbers):
+            left["repeat an earlier turn"] += 1
+        elif not sources:
+            left["cite no source"] += 1
+        elif bare.endswith("?") or len(mine & asked) >= own_share * len(mine):
+            left["repeat the question"] += 1
+        elif any(len(mine & t) >= own_share * len(mine) for t in theirs):
+            left["are your own words"] += 1
+        else:
+            line = f"{bare}{FROM}{'; '.join(dict.fromkeys(sources))})"
+            if line not in kept:
+                kept.append(line)
+    if kept:
+        return "\n".join(kept), ""
+    said = [f"{n} {'sentence' if n == 1 else 'sentences'} {what if n != 1 else _one(what)}"
+            for what, n in left.items() if n]
+    return "", ("nothing it asserted can be remembered" + (f": {', '.join(said)}" if said
+                                                          else ": it has no sentence"))
+
+
+def _one(what: str) -> str:
+    return {"cite no source": "cites no source", "repeat the question": "repeats the question",
+            "are your own words": "is your own words",
+            "repeat an earlier turn": "repeats an earlier turn"}[what]
+
+
+def asserted(text: str) -> str:
+    """A turn's memory text without the sources its sentences name."""
+    return "\n".join(line.rsplit(FROM, 1)[0] for line in text.splitlines())
+
+
+def covering(chunks: Sequence[Chunk], share: float) -> dict[str, list[str]]:
+    """For each remembered turn among ``chunks``, the document chunks among them that say what
+    it says: at least ``share`` of each of its sentences' word 3-shingles are in them (for each
+    sentence, the document holding most of it, then the one holding most of the rest, …; ties
+    by order). A turn with a sentence the documents do not hold is not listed."""
+    from ragstream.text import shingles
+
+    turns = [c for c in chunks if c.from_conversation]
+    if not turns:
+        return {}
+    held_by: dict[tuple[str, ...], list[int]] = {}  # shingle -> the documents holding it
+    for i, c in enumerate(chunks):
+        if not c.from_conversation:
+            for sh in _shingles(c.text):
+                held_by.setdefault(sh, []).append(i)
+    rank = {c.id: i for i, c in enumerate(chunks)}
+    out: dict[str, list[str]] = {}
+    for turn in turns:
+        found: list[str] = []
+        for sentence in asserted(turn.text).splitlines():
+            mine = shingles(sentence)
+            left = {sh for sh in mine if sh in held_by}
+            if len(left) < share * len(mine):
+                break
+            covered = 0
+            while covered < share * len(mine):
+                counts: dict[int, int] = {}
+                for sh in left:
+                    for i in held_by[sh]:
+                        counts[i] = counts.get(i, 0) + 1
+                best = min(counts, key=lambda i: (-counts[i], i))
+                left = {sh for sh in left if best not in held_by[sh]}
+                covered += counts[best]
+                if chunks[best].id not in found:
+                    found.append(chunks[best].id)
+        else:
+            if found:
+                out[turn.id] = sorted(found, key=rank.__getitem__)
+    return out
+
+
+@lru_cache(maxsize=SHINGLES_KEPT)
+def _shingles(text: str) -> frozenset[tuple[str, ...]]:
+    """A document chunk's word 3-shingles, kept: every Retrieval, ReRanker and A3 run of a
+    conversation reads the same chunks' again."""
+    from ragstream.text import shingles
+
+    return frozenset(shingles(text))
+
+
+def after_documents(order: Sequence[str], chunks: Mapping[str, Chunk],
+                    share: float) -> tuple[list[str], dict[str, list[str]]]:
+    """``order`` (chunk ids, best first) with each remembered turn that a document among them
+    covers (``covering``) moved right after the last of those documents, and the moved turns
+    with their documents. A turn never outranks the documents that say the same thing."""
+    cover = covering([chunks[c] for c in order], share)
+    place = {c: float(i) for i, c in enumerate(order)}
+    moved: dict[str, list[str]] = {}
+    for turn, docs in cover.items():
+        last = max(place[d] for d in docs)
+        if last > place[turn]:
+            place[turn] = last + 0.5 + place[turn] / (2 * len(order))  # keeps the turns' order
+            moved[turn] = docs
+    return sorted(order, key=lambda c: place[c]), moved
 
 
 # --------------------------------------------------------------------------- encodings
@@ -266,37 +433,67 @@ class Conversations:
 
     # -- conversations ----------------------------------------------------------------------
 
-    def all(self) -> list[ConversationInfo]:
-        """Every conversation, the one answered last first."""
+    def all(self, kb: str | None = None) -> list[ConversationInfo]:
+        """Every conversation (of knowledge base ``kb`` only, when given), the one answered
+        last first."""
         sql = ("SELECT c.name, c.created_at, COUNT(t.id), "
                "COALESCE(SUM(t.remembered AND t.removed_at IS NULL), 0), "
-               "COALESCE(MAX(t.ts), c.created_at) AS last FROM conversations c "
-               "LEFT JOIN turns t ON t.conversation_id = c.id GROUP BY c.id ORDER BY last DESC, c.name")
+               "COALESCE(MAX(t.ts), c.created_at) AS last, c.kb FROM conversations c "
+               "LEFT JOIN turns t ON t.conversation_id = c.id WHERE (? IS NULL OR c.kb = ?) "
+               "GROUP BY c.id ORDER BY last DESC, c.name")
         with closing(self._connect()) as conn:
-            return [ConversationInfo(r[0], r[1], int(r[2]), int(r[3]), r[4])
-                    for r in conn.execute(sql)]
+            return [ConversationInfo(r[0], r[1], int(r[2]), int(r[3]), r[4], r[5])
+                    for r in conn.execute(sql, (kb, kb))]
 
-    def names(self) -> list[str]:
-        """The conversations' names, the one answered last first."""
-        return [c.name for c in self.all()]
+    def names(self, kb: str | None = None) -> list[str]:
+        """The conversations' names (of knowledge base ``kb`` only, when given), the one
+        answered last first."""
+        return [c.name for c in self.all(kb)]
 
     def exists(self, name: str) -> bool:
         """Whether conversation ``name`` has been started."""
-        with closing(self._connect()) as conn:
-            return conn.execute("SELECT 1 FROM conversations WHERE name = ?",
-                                (name,)).fetchone() is not None
+        return self.kb_of(name) is not None
 
-    def create(self, name: str, exist_ok: bool = True) -> str:
-        """Start conversation ``name`` (nothing happens when it exists and ``exist_ok``)."""
+    def kb_of(self, name: str) -> str | None:
+        """The knowledge base conversation ``name`` belongs to (None: there is no such one)."""
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT kb FROM conversations WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def check_kb(self, name: str, kb: str) -> None:
+        """``ConversationKnowledgeBaseError`` when conversation ``name`` exists and belongs to
+        another knowledge base than ``kb``: its turns are remembered and searched only there,
+        so it is never continued with another one."""
+        owner = self.kb_of(name)
+        if owner is not None and owner != kb:
+            raise ConversationKnowledgeBaseError(
+                f"Conversation {name!r} belongs to knowledge base {owner!r}, not {kb!r}: its "
+                f"turns are remembered and searched only there. Continue it with knowledge base "
+                f"{owner!r} (--kb {owner!r}), or start a conversation of {kb!r} under another "
+                f"name (e.g. {name.split('@')[0] + kb_suffix(kb)!r}).")
+
+    def create(self, name: str, exist_ok: bool = True, kb: str = DEFAULT_KB) -> str:
+        """Start conversation ``name`` of knowledge base ``kb`` (nothing happens when it
+        exists and ``exist_ok``; ``ConversationKnowledgeBaseError`` when it exists in another
+        knowledge base)."""
         name = check_name(name)
         now = datetime.now(UTC).isoformat(timespec="seconds")
         with closing(self._connect()) as conn, conn:
-            cur = conn.execute("INSERT OR IGNORE INTO conversations (name, created_at) VALUES (?, ?)",
-                               (name, now))
+            cur = conn.execute("INSERT OR IGNORE INTO conversations (name, created_at, kb) "
+                               "VALUES (?, ?, ?)", (name, now, kb))
             if cur.rowcount == 0 and not exist_ok:
                 raise ConversationError(f"A conversation called {name!r} exists already: pick "
                                         f"another name, or continue that one.")
+        self.check_kb(name, kb)
         return name
+
+    def rename_kb(self, old: str, new: str) -> int:
+        """Knowledge base ``old`` is now called ``new``: its conversations and turns follow it.
+        Returns how many conversations it has."""
+        with closing(self._connect()) as conn, conn:
+            n = conn.execute("UPDATE conversations SET kb = ? WHERE kb = ?", (new, old)).rowcount
+            conn.execute("UPDATE turns SET kb = ? WHERE kb = ?", (new, old))
+        return int(n)
 
     def delete(self, name: str) -> int:
         """Delete conversation ``name`` and all its turns; returns how many turns it had."""
@@ -322,31 +519,37 @@ class Conversations:
         kept = [t.as_pair() for t in self.turns(name) if not t.removed]
         return kept[-max_pairs:] if max_pairs > 0 else []
 
-    def add_turn(self, name: str, sp: SuperPrompt, answer: Answer, embedder, kb: str = "",
-                 interaction_id: int | None = None) -> Turn:
-        """Record ``sp``'s question and ``answer`` as the next turn of conversation ``name``
-        (started if new); remembered, and encoded now, when the answer found something."""
+    def add_turn(self, name: str, sp: SuperPrompt, answer: Answer, embedder, kb: str = DEFAULT_KB,
+                 interaction_id: int | None = None, cfg: AppConfig | None = None) -> Turn:
+        """Record ``sp``'s question and ``answer`` as the next turn of conversation ``name`` of
+        knowledge base ``kb`` (started if new; ``ConversationKnowledgeBaseError`` when it is
+        another one's); remembered, and encoded now, when the answer asserted something with
+        its source that is neither the question nor the person's own words (``memory_text``;
+        ``cfg``'s ``conversations.own_share``)."""
         name = check_name(name)
-        remembered = found_something(answer)
-        why = "" if remembered else (
-            "the answer found nothing in the knowledge base" if answer.mode == "no-results"
-            else "the answer cites no source")
-        sources = [c.label or c.source for c in answer.sources]
-        chunks = sp.chunk_map()
-        quoted = [chunks[c.chunk_id].text for c in answer.sources if c.chunk_id in chunks]
-        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         scrub = self._log.scrub
-        self.create(name)
+        question, text = scrub(sp.user_text), scrub(answer.text)
+        remembered, why, kept = False, "", ""
+        if not found_something(answer):
+            why = ("the answer found nothing in the knowledge base" if answer.mode == "no-results"
+                   else "the answer cites no source")
+        else:
+            documents = {c.n: c.label or c.source for c in answer.sources
+                         if not c.chunk_id.startswith(ID_PREFIX)}
+            kept, why = memory_text(text, documents, question, [scrub(t) for t in own_texts(sp)],
+                                    cfg, turns=[c.n for c in answer.sources if c.n not in documents])
+            remembered = bool(kept)
+        sources = [c.label or c.source for c in answer.sources]
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.create(name, kb=kb)
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
             cid = self._id(conn, name)
             number = int(conn.execute("SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE "
                                       "conversation_id = ?", (cid,)).fetchone()[0])
-            question, text = scrub(sp.user_text), scrub(answer.text)
             turn = Turn(conversation=name, turn=number, ts=now, question=question, answer=text,
                         sources=tuple(sources), kb=kb, remembered=remembered, why=why,
-                        removed=False, memory_text=memory_text(question, text, sources, quoted)
-                        if remembered else "")
+                        removed=False, memory_text=kept)
             blob, made_with = None, ""
             if remembered:
                 from ragstream.backends.doc_index import encode_chunks
@@ -375,15 +578,18 @@ class Conversations:
 
     # -- memory -------------------------------------------------------------------------
 
-    def memory(self, name: str, embedder, before: int = 0) -> Memory | None:
+    def memory(self, name: str, embedder, before: int = 0,
+               kb: str | None = None) -> Memory | None:
         """The remembered, unforgotten turns of ``name`` (those numbered below ``before``, when
-        it is not 0) as chunks with their vectors (None when there are none). A turn encoded by
-        another embedding model is encoded again now (and stored so). The memory is kept
-        (``MEMORIES_KEPT``) while its turns stay the same: a stage run reads only their ids."""
+        it is not 0) as chunks with their vectors (None when there are none, or when the
+        conversation is not of knowledge base ``kb``, when given: a turn is searched only with
+        the knowledge base it was asked in). A turn encoded by another embedding model is
+        encoded again now (and stored so). The memory is kept (``MEMORIES_KEPT``) while its
+        turns stay the same: a stage run reads only their ids."""
         made_with = embedder_id(embedder)
         with closing(self._connect()) as conn:
-            row = conn.execute("SELECT id FROM conversations WHERE name = ?", (name,)).fetchone()
-            if row is None:
+            row = conn.execute("SELECT id, kb FROM conversations WHERE name = ?", (name,)).fetchone()
+            if row is None or (kb is not None and row[1] != kb):
                 return None
             where = ("FROM turns WHERE conversation_id = ? AND remembered = 1 AND removed_at IS "
                      "NULL AND (? = 0 OR turn < ?) ORDER BY turn")

@@ -23,6 +23,8 @@ kind                      what it says                       acts on (and every 
 ``statement_remove``      leave statement ``target`` out     A4
 ``statement_move``        statement ``target`` at place      A4
                           ``after`` (1-based)
+``statement_add``         a note ``after`` of the person's   A4 (under "Your notes",
+                                                             never cited)
 ``rule_text`` / ``_remove`` / ``_move``  the same for A5's   A5
                           hard rule ``target``
 ``rule_add``              a rule ``after`` of the person's   A5
@@ -41,7 +43,14 @@ twice keeps the latest value (and the first ``before``), removing a statement re
 rewrite and its move.
 
 Who decided: a view row a person's edit decided says ``decided_by == "you"``, a body field
-``body_sources[key] == "you"`` ("set by you").
+``body_sources[key] == "you"`` ("set by you"). A statement the person rewrote is their note
+(``Statement.edited``): ``S_CTX_MD`` shows it under "Your notes" without a ``[n]`` and the
+answer never cites it; a rule the person added is an instruction, applied by A5 like its own.
+
+Edits belong to the prompt they were made for. A new prompt starts without them; applying
+them to another prompt is the person's explicit choice (``carried``: ``Engine.carry_edits``,
+``Engine.new(…, edits_from=…)``, ``ragstream run --edits-from RUN_ID``, the page's "apply
+them here"), and each carried edit says which prompt it was made for (``Edit.carried_from``).
 """
 
 from __future__ import annotations
@@ -96,6 +105,28 @@ def merged(edits: Sequence[Edit], edit: Edit) -> list[Edit]:
     if first is not None and edit.kind == "field" and first.kind == "field":
         edit = edit.model_copy(update={"before": first.before})
     return [e for e in edits if e.slot not in gone] + [edit]
+
+
+def carried(edits_now: Sequence[Edit], offered: Iterable[Edit], prompt: str) -> list[Edit]:
+    """The ``offered`` edits (made for ``prompt``, another prompt) as edits of this one:
+    numbered after ``edits_now``, in the order they were made, each saying which prompt it
+    was made for. One whose slot ``edits_now`` already decides is left out: this prompt's own
+    decision stands. An edit carried once already keeps the prompt it was first made for. What
+    a field or a chunk was before (the other prompt's) is not carried: it says nothing of this
+    one (a statement's or rule's ``before`` is its text, which stays)."""
+    taken = {e.slot for e in edits_now}
+    number = max((e.id for e in edits_now), default=0)
+    out: list[Edit] = []
+    for edit in sorted(offered, key=lambda e: e.id):
+        if edit.slot in taken:
+            continue
+        taken.add(edit.slot)
+        number += 1
+        update: dict[str, Any] = {"id": number, "carried_from": edit.carried_from or prompt}
+        if edit.kind == "field" or edit.kind in CHUNK_KINDS or edit.kind in GATE_KINDS:
+            update["before"] = None
+        out.append(edit.model_copy(update=update))
+    return out
 
 
 def of_stage(edits: Iterable[Edit], stage: str) -> list[Edit]:

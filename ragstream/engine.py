@@ -8,6 +8,8 @@
 
     sp = engine.pin(sp, "kb/reranking.md#2")   # the person's decision, recorded in sp.edits
     sp = engine.resume(sp)                     # re-run from the first affected stage
+    other = engine.run("What does A3 keep?")   # a new prompt starts without sp's edits …
+    other = engine.run("What does A3 keep?", edits_from=sp)   # … unless you carry them over
 
     # an agent's model call sent again with an edited message, and its decision applied
     rep = engine.replay(sp, "A3_NLI_Gate", 0, [system_text, edited_user_text])
@@ -95,8 +97,11 @@ class Engine:
         return self.knowledge_bases().create(name, folder)
 
     def rename_kb(self, name: str, new_name: str) -> KnowledgeBase:
-        """Rename knowledge base ``name`` (``KnowledgeBases.rename``)."""
-        return self.knowledge_bases().rename(name, new_name)
+        """Rename knowledge base ``name`` (``KnowledgeBases.rename``); its conversations follow."""
+        old = self.knowledge_bases().get(name).name
+        kb = self.knowledge_bases().rename(name, new_name)
+        self.conversations().rename_kb(old, kb.name)
+        return kb
 
     def delete_kb(self, name: str) -> KnowledgeBase:
         """Delete knowledge base ``name``: its collection, index snapshot and own folder
@@ -152,15 +157,21 @@ class Engine:
     # -- pipeline -----------------------------------------------------------------------
 
     def new(self, prompt: str, conversation: list | None = None,
-            conversation_name: str = "", cfg: AppConfig | None = None) -> SuperPrompt:
+            conversation_name: str = "", cfg: AppConfig | None = None,
+            edits_from: SuperPrompt | None = None) -> SuperPrompt:
         """A fresh state for ``prompt``, with the conversation so far: ``conversation`` (the
-        recent turns), or, for a named conversation without them, its last N4 turns."""
+        recent turns), or, for a named conversation without them, its last N4 turns. It has
+        no edits: those of another prompt come only when asked for, ``edits_from`` (that
+        prompt's state; ``carry_edits``)."""
         sp = controller.new_prompt(prompt, conversation)
+        if edits_from is not None:
+            sp = self.carry_edits(sp, edits_from)
         if conversation_name:
             from ragstream.conversations import check_name
 
             sp.conversation_name = check_name(conversation_name)
             convs = self.conversations()
+            convs.check_kb(sp.conversation_name, self.kb)  # never another knowledge base's
             if conversation is None and convs.exists(sp.conversation_name):
                 n4 = (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS
                 sp.recent_conversation = convs.recent(sp.conversation_name, n4)
@@ -181,7 +192,14 @@ class Engine:
         if not sp.conversation_name:
             return self.services
         return self.services.with_memory(self.conversations().memory(
-            sp.conversation_name, self.services.embedder, before=sp.own_turn))
+            sp.conversation_name, self.services.embedder, before=sp.own_turn, kb=self.kb))
+
+    def check_conversation(self, sp: SuperPrompt) -> None:
+        """``ConversationKnowledgeBaseError`` when ``sp`` continues a conversation of another
+        knowledge base than this engine's: no stage runs with another knowledge base's
+        conversation (its memory would not be searched, and its next turn not recorded)."""
+        if sp.conversation_name:
+            self.conversations().check_kb(sp.conversation_name, self.kb)
 
     def forget_turn(self, name: str, turn: int):
         """Take turn ``turn`` of conversation ``name`` out of its memory (``Conversations.forget``)."""
@@ -189,6 +207,7 @@ class Engine:
 
     def run_stage(self, sp: SuperPrompt, name: str, cfg: AppConfig | None = None) -> SuperPrompt:
         """Run one stage on a copy of ``sp`` (with ``cfg``, e.g. a session's, if given)."""
+        self.check_conversation(sp)
         return controller.run_stage(sp, name, cfg or self.cfg, self.services_for(sp))
 
     @property
@@ -225,20 +244,24 @@ class Engine:
         turn that cannot be recorded costs nothing but the note."""
         import sqlite3
 
+        from ragstream.conversations import used_turns, uses_note
         from ragstream.errors import RagstreamError
         from ragstream.records import TurnRecord
 
         name = sp.conversation_name
         log_id = sp.extras.qa_log.id if sp.extras.qa_log is not None else None
+        used = used_turns(sp, ans)
+        said = {"used_turns": [t for t, _ in used], "uses": uses_note(name, used)}
         try:
             turn = self.conversations().add_turn(name, sp, ans, self.services.embedder,
-                                                 kb=self.kb, interaction_id=log_id)
+                                                 kb=self.kb, interaction_id=log_id, cfg=self.cfg)
             sp.extras.turn = TurnRecord(conversation=name, turn=turn.turn,
-                                        remembered=turn.remembered, why=turn.why)
+                                        remembered=turn.remembered, why=turn.why, **said)
             if not sp.own_turn:  # the pass searched the turns before this one, and still does
                 sp.own_turn = turn.turn
         except (sqlite3.Error, OSError, RagstreamError) as err:
-            sp.extras.turn = TurnRecord(conversation=name, error=f"the turn was not recorded: {err}")
+            sp.extras.turn = TurnRecord(conversation=name, error=f"the turn was not recorded: {err}",
+                                        **said)
 
     def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
         """The recent conversation after ``answer``, at most N4 pairs."""
@@ -260,6 +283,7 @@ class Engine:
         target = until or controller.resume_target(sp)
         if target is None:
             return sp
+        self.check_conversation(sp)
         return controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=target,
                                   on_stage=on_stage, before_stage=before_stage)
 
@@ -321,6 +345,14 @@ class Engine:
         """Put statement ``key`` at ``place`` (1-based) in A4's condensed context."""
         return self._item(sp, "statement_move", key, str(place), seen)
 
+    def add_note(self, sp: SuperPrompt, text: str) -> SuperPrompt:
+        """Add a statement of the person's own to A4's condensed context: their note, listed
+        under "Your notes" without a citation, never cited by the answer."""
+        text = " ".join(text.split())
+        if not text:
+            raise edits.EditError("A note cannot be empty: write its text.")
+        return self.edit(sp, "statement_add", text, text)
+
     def edit_rule(self, sp: SuperPrompt, rule: str, text: str,
                   seen: SuperPrompt | None = None) -> SuperPrompt:
         """Rewrite A5's hard rule ``rule`` (its current text)."""
@@ -370,6 +402,17 @@ class Engine:
         decision = self.replay_decision(sp, replayed, cfg)
         return replays.apply(self, sp, decision, cfg)
 
+    def carry_edits(self, sp: SuperPrompt, source: SuperPrompt) -> SuperPrompt:
+        """Apply the edits ``source`` (another prompt's state) holds to ``sp`` too — the
+        person's explicit choice: edits belong to the prompt they were made for, and a new
+        prompt starts without them. Each carried edit says which prompt it was made for
+        (``Edit.carried_from``); one whose slot ``sp`` already decides is left out; a chunk,
+        statement or rule the new pass does not have is noted "not applied" by its stage.
+        The results of the stages they act on are discarded, as for any edit."""
+        for edit in edits.carried(sp.edits, source.edits, source.user_text):
+            sp = controller.record_edit(sp, edit)
+        return sp
+
     def undo_edits(self, sp: SuperPrompt, ids: list[int] | None = None) -> SuperPrompt:
         """Drop the edits numbered ``ids`` (every edit when None: "Clear edits"); the stages
         they acted on decide by themselves again when they run."""
@@ -378,9 +421,12 @@ class Engine:
     def run(self, prompt: str | SuperPrompt, until: str | None = None,
             on_stage: Callable[[str, SuperPrompt], None] | None = None,
             cfg: AppConfig | None = None,
-            before_stage: Callable[[str], None] | None = None) -> SuperPrompt:
-        """Auto mode: every remaining stage of ``prompt`` (a text starts a new state), through
+            before_stage: Callable[[str], None] | None = None,
+            edits_from: SuperPrompt | None = None) -> SuperPrompt:
+        """Auto mode: every remaining stage of ``prompt`` (a text starts a new state, without
+        edits unless ``edits_from`` — another prompt's state — is given: ``new``), through
         ``until`` if given; ``before_stage(name)`` as each starts, ``on_stage(name, sp)`` after."""
-        sp = self.new(prompt) if isinstance(prompt, str) else prompt
+        sp = self.new(prompt, edits_from=edits_from) if isinstance(prompt, str) else prompt
+        self.check_conversation(sp)
         return controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=until,
                                   on_stage=on_stage, before_stage=before_stage)

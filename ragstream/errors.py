@@ -377,6 +377,13 @@ class ConversationNotFoundError(ConversationError):
     kind = "no such conversation"
 
 
+class ConversationKnowledgeBaseError(ConversationError):
+    """A conversation continued with another knowledge base than the one it belongs to: its
+    turns are remembered and searched only with that one."""
+
+    kind = "conversation of another knowledge base"
+
+
 class StoreUnreadableError(VectorStoreError):
     """The vector store's files cannot be read: damaged, or not readable by this user."""
 

@@ -12,7 +12,9 @@ wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' t
 (``sp.extras.llm_usage``, summed) and the answer's latency; ``incomplete`` (version 2) is 1
 for an answer that was stopped before it ended (the HTTP client of ``POST /answer`` went away),
 whose ``answer`` is then the text streamed until then, else 0. Version 3 adds the named
-conversations and their turns (``ragstream.conversations``).
+conversations and their turns (``ragstream.conversations``); version 4 gives each conversation
+its knowledge base, splitting one asked in several, and rebuilds what each remembered turn
+holds (``_conversations_per_kb``).
 
 The schema is versioned: ``MIGRATIONS`` lists the steps in order, and ``PRAGMA user_version``
 counts the steps a file has. Opening a file applies the missing steps, each once and in its own
@@ -102,9 +104,64 @@ def _add_conversations(conn: sqlite3.Connection) -> None:
         "encoded_with TEXT NOT NULL DEFAULT '', UNIQUE (conversation_id, turn))")
 
 
+#: why a turn remembered before version 4 is no longer (its memory could not be rebuilt)
+NOT_REBUILT = ("remembered before schema version 4 as its question and a list of sources; which "
+               "source each sentence came from is not known, so it is no longer searched")
+
+
+def _conversations_per_kb(conn: sqlite3.Connection) -> None:
+    """Version 4: a conversation belongs to one knowledge base (``conversations.kb``). A
+    conversation asked in several keeps the turns of the knowledge base of its first turn; the
+    others' turns (with their numbers) go to a conversation ``<name>@<kb>`` of their own, so a
+    turn stays with the knowledge base it was asked in. A remembered turn's memory is rebuilt
+    as the answer's sentences, each with its own source (``conversations.memory_text``) — its
+    citation numbers mapped to the turn's sources in order, else through the interaction's
+    citations; one whose sources cannot be told, or that keeps nothing, is no longer remembered
+    (``NOT_REBUILT``). Rebuilt turns are encoded again when next searched."""
+    from ragstream.answer import citation_numbers
+    from ragstream.config import AnswerSettings
+    from ragstream.conversations import check_name, kb_suffix, memory_text
+
+    conn.execute("ALTER TABLE conversations ADD COLUMN kb TEXT NOT NULL DEFAULT 'default'")
+    conn.execute("UPDATE turns SET kb = 'default' WHERE kb = ''")
+    names = {r[0] for r in conn.execute("SELECT name FROM conversations")}
+    for cid, name, created in conn.execute(
+            "SELECT id, name, created_at FROM conversations ORDER BY id").fetchall():
+        kbs = [r[0] for r in conn.execute("SELECT kb FROM turns WHERE conversation_id = ? "
+                                          "GROUP BY kb ORDER BY MIN(turn)", (cid,))]
+        if not kbs:
+            continue
+        conn.execute("UPDATE conversations SET kb = ? WHERE id = ?", (kbs[0], cid))
+        for kb in kbs[1:]:
+            suffix = kb_suffix(kb)
+            base, n = check_name(name[:60 - len(suffix)].rstrip("@") + suffix), 1
+            new = base
+            while new in names:
+                n += 1
+                new = f"{base[:60 - len(str(n)) - 1]}-{n}"
+            names.add(new)
+            moved = conn.execute("INSERT INTO conversations (name, created_at, kb) VALUES (?, ?, ?)",
+                                 (new, created, kb)).lastrowid
+            conn.execute("UPDATE turns SET conversation_id = ? WHERE conversation_id = ? AND kb = ?",
+                         (moved, cid, kb))
+    cites = {r[0]: r[1] for r in conn.execute(f"SELECT id, citations FROM {TABLE}")}
+    for tid, question, answer, sources, log_id in conn.execute(
+            "SELECT id, question, answer, sources, interaction_id FROM turns WHERE remembered = 1"
+    ).fetchall():
+        labels = json.loads(sources or "[]")
+        numbers = sorted(set(citation_numbers(answer, AnswerSettings().max_citation_range)))
+        by_n = dict(zip(numbers, labels)) if len(numbers) == len(labels) else {
+            c["n"]: c.get("label") or c.get("source", "")
+            for c in json.loads(cites.get(log_id) or "[]") if c.get("valid", True)}
+        text, why = memory_text(answer, by_n, question) if by_n else ("", NOT_REBUILT)
+        conn.execute("UPDATE turns SET memory_text = ?, remembered = ?, why = ?, encoding = NULL, "
+                     "encoded_with = '' WHERE id = ?",
+                     (text, int(bool(text)), "" if text else f"{why} (schema version 4)", tid))
+
+
 #: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
-    _create_table, _add_incomplete, _add_conversations)
+    _create_table, _add_incomplete, _add_conversations, _conversations_per_kb)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:

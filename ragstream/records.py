@@ -284,8 +284,16 @@ class Statement(Record):
     score: float | None = Field(
         None, description="how well it answers the prompt: its cosine to the prompt plus its "
                           "chunk's rank prior (A4's order of relevance)")
-    edited: bool | None = Field(None, description="True when a person rewrote its text (the "
-                                                  "citation and span stay the source's)")
+    edited: bool | None = Field(None, description=(
+        "True when a person rewrote its text: it is then the person's note, no longer a "
+        "source's words — S_CTX_MD shows it under \"Your notes\" without a [n], the extractive "
+        "answer never cites it, a remembered turn never holds it (chunk_ids and span stay, so "
+        "the edit can find its statement again on the next run)"))
+
+    @property
+    def by_you(self) -> bool:
+        """True for a statement whose words are the person's (``edited``), not a source's."""
+        return bool(self.edited)
 
 
 class A4Record(Record):
@@ -363,15 +371,22 @@ class FormatSpec(Record):
 
 
 class TurnRecord(Record):
-    """The answer's turn in its named conversation (``ragstream.conversations``)."""
+    """The answer's turn in its named conversation (``ragstream.conversations``), and the
+    earlier turns of it the answer cites."""
 
-    OPTIONAL = frozenset({"error"})
+    OPTIONAL = frozenset({"error", "uses"})
+    OMIT_EMPTY = frozenset({"used_turns"})
 
     conversation: str
     turn: int = 0
     remembered: bool = False
     why: str = Field("", description="why the turn is not remembered, or not recorded")
     error: str | None = None
+    used_turns: list[int] = Field(default_factory=list, description=(
+        "the conversation's remembered turns the answer cites as sources"))
+    uses: str | None = Field(None, description=(
+        "the same in words: 'The answer uses remembered turn 3 of conversation 'x' (source "
+        "[2]): what an earlier answer said, not a document.'"))
 
 
 class QALogRecord(Record):
@@ -388,13 +403,13 @@ class QALogRecord(Record):
 
 
 EditKind = Literal["field", "pin", "exclude", "add", "drop",
-                   "statement_text", "statement_remove", "statement_move",
+                   "statement_text", "statement_remove", "statement_move", "statement_add",
                    "rule_text", "rule_remove", "rule_move", "rule_add"]
 CHUNK_KINDS = ("pin", "exclude", "add")
 #: chunk decisions the A3 gate applies (not Retrieval): ``drop`` — the gate drops the chunk.
 #: They share a chunk's slot with ``CHUNK_KINDS`` (one decision per chunk).
 GATE_KINDS = ("drop",)
-STATEMENT_KINDS = ("statement_text", "statement_remove", "statement_move")
+STATEMENT_KINDS = ("statement_text", "statement_remove", "statement_move", "statement_add")
 RULE_KINDS = ("rule_text", "rule_remove", "rule_move", "rule_add")
 #: the body fields A2 decides (an edit of one acts on A2); every other field acts on A0
 A2_FIELDS = ("system", "audience", "tone", "depth", "confidence")
@@ -432,6 +447,9 @@ class Edit(BaseModel):
     before: str | None = Field(None, description="what the stage had decided when it was made")
     after: str | None = Field(None, description="the person's value (text, or place for a move)")
     at: str = Field("", description="when it was made (UTC, ISO 8601)")
+    carried_from: str | None = Field(None, description=(
+        "the prompt it was made for, when the person chose to apply it to another prompt "
+        "(``edits.carried``); None for an edit made for this prompt"))
 
     @model_validator(mode="after")
     def _acts_where_its_kind_does(self) -> Edit:
@@ -446,7 +464,7 @@ class Edit(BaseModel):
         statement (text, place) and per rule (a pin and a drop of one chunk share its slot)."""
         if self.kind in CHUNK_KINDS or self.kind in GATE_KINDS:
             return "chunk", self.target
-        if self.kind == "rule_add":
+        if self.kind in ("rule_add", "statement_add"):
             return self.kind, self.after or ""
         return self.kind, self.target
 
@@ -465,7 +483,8 @@ class Edit(BaseModel):
         if action == "move":
             return f"{what} moved to place {self.after}{was}: {short_text(self.target)!r}"
         if action == "add":
-            return f"rule added: {short_text(self.after or '')!r}"
+            what = "note" if what == "statement" else what
+            return f"{what} added: {short_text(self.after or '')!r}"
         return f"{what} removed: {short_text(self.before or self.target)!r}"
 
 

@@ -152,13 +152,20 @@ def citation_marks(chunk_ids: Iterable[str], selection: list[str]) -> str:
     return "".join(f"[{number[c]}]" for c in chunk_ids if c in number)
 
 
+#: the block of a person's own statements in ``S_CTX_MD``: theirs, not a source's, never cited
+NOTES_HEADER = ("### Your notes\n_Written by you, not taken from a source: no [n] cites them, "
+                "and the answer does not either._\n")
+
+
 def render_condensed(statements: list[Statement], open_issues: list[str], selection: list[str],
                      edited: str = "") -> str:
-    """A4's ``S_CTX_MD``: the facts, the constraints (each citing its sources) and the open
-    issues; ``edited`` (what a person changed, in words) is said under the heading."""
-    facts = [s for s in statements if s.kind == "fact"]
-    constraints = [s for s in statements if s.kind == "constraint"]
-    if not (facts or constraints):
+    """A4's ``S_CTX_MD``: the facts, the constraints (each citing its sources), the person's
+    notes (statements they rewrote: "Your note: …", without a citation) and the open issues;
+    ``edited`` (what a person changed, in words) is said under the heading."""
+    facts = [s for s in statements if s.kind == "fact" and not s.by_you]
+    constraints = [s for s in statements if s.kind == "constraint" and not s.by_you]
+    notes = [s for s in statements if s.by_you]
+    if not (facts or constraints or notes):
         return CONDENSED_EMPTY if not edited else CONDENSED_HEADER + f"\n_Edited: {edited}._\n"
 
     def items(group: list[Statement]) -> str:
@@ -169,6 +176,8 @@ def render_condensed(statements: list[Statement], open_issues: list[str], select
         parts.append("### Facts\n" + items(facts))
     if constraints:
         parts.append("### Constraints\n" + items(constraints))
+    if notes:
+        parts.append(NOTES_HEADER + "\n".join(f"- Your note: {s.text}" for s in notes) + "\n")
     if open_issues:
         parts.append("### Open issues\n" + "\n".join(f"- {t}" for t in open_issues) + "\n")
     return "\n".join(parts)

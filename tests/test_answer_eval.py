@@ -249,3 +249,74 @@ def test_conversation_mode_asks_the_set_twice_as_one_conversation_and_deletes_it
     assert second["first3"] >= first["first3"] - 1 / 3 and second["in_sources"] == first["in_sources"]
     assert 0 <= second["cite_turn"] <= 1 and "cite_turn" in first
     assert Conversations.for_config(engine.cfg).names() == []  # the eval's conversation is gone
+
+
+KNOTS = ("# Sailing knots\n\n## The bowline\n\nA bowline makes a fixed loop at the end of a rope. "
+         "Sailors tie it to moor a boat to a ring or a post, because it does not slip.\n\n"
+         "## The clove hitch\n\nA clove hitch fastens a rope to a post quickly. It can slip "
+         "under a changing load, so sailors back it up with two half hitches.\n")
+
+
+def test_other_sets_questions_are_the_unanswerable_set(tiny, tiny_engine, tmp_path, embedder):
+    """``against=["others"]``: each set's documents are also asked the other set's questions;
+    the report counts how many of those are Low (and never High) beside answerable not-Low and
+    the precision of High."""
+    from ragstream.measure.answer_eval import foreign_sets
+
+    qs, engine = tiny_engine
+    (tmp_path / "knots").mkdir()
+    (tmp_path / "knots" / "knots.md").write_text(KNOTS)
+    knots = _write(tmp_path, [
+        {"id": "k1", "question": "How do I tie a bowline to moor a boat?",
+         "sections": ["knots.md § The bowline"]},
+        {"id": "k2", "question": "Why does a clove hitch need two half hitches?",
+         "sections": ["knots.md § The clove hitch"]}], docs="knots", name="knots")
+    base = engine.cfg.with_overrides({"settings.paths.index_dir": str(tmp_path / "idx")})
+
+    def services_for(c):
+        if c.kb_dir == qs.docs:
+            return engine.services
+        services = build_services(c)
+        services.embedder = embedder
+        return services
+
+    result = evaluate_answers([tiny, knots], base, services_for=services_for, against=["others"],
+                              limit=2)
+    by_set = {r["set"]: r for r in result["results"]}
+    assert by_set["tiny"]["against"] == ["knots"] and by_set["knots"]["against"] == ["tiny"]
+    for name, other in (("tiny", "knots"), ("knots", "tiny")):
+        r = by_set[name]
+        foreign = r["unanswerable_rows"]
+        assert r["unanswerable"] == len(foreign) == 2
+        assert {row["from"] for row in foreign} == {other}
+        assert not any(row["first"] or row["in_sources"] or row["answerable"] for row in foreign)
+        assert all(row["confidence"] == "Low" and not row["answered"] for row in foreign), foreign
+        assert r["unans_low"] == 1.0 and r["unans_high"] == 0
+        assert r["not_low"] == round(sum(row["confidence"] != "Low" for row in r["rows"]) / 2, 4)
+        highs = [row for row in r["rows"] if row["confidence"] == "High"]
+        assert r["high"] == len(highs)
+        assert r["high_precision"] == (round(sum(row["first"] for row in highs) / len(highs), 4)
+                                       if highs else None)
+    table = format_answers(result)
+    assert "unans Low" in table and "High prec" in table and "never High" in table
+    # a set asking the same questions (another format of the same documents) is no foreign set
+    same = load_questions(tiny)
+    assert foreign_sets(same, [same, load_questions(knots)], []) == [load_questions(knots)]
+    twin = type(same)("tiny-pdf", "", same.path, same.docs, same.questions, same.sections)
+    assert foreign_sets(same, [twin], []) == []
+    assert [s.name for s in foreign_sets(load_questions(knots), [same, twin], [])] == ["tiny"]
+
+
+def test_cli_against_usage_errors(tiny):
+    from click.testing import CliRunner
+
+    from ragstream.cli import main
+
+    runner = CliRunner()
+    out = runner.invoke(main, ["eval", "--against", "others", "--data", str(ROOT)])
+    assert out.exit_code == 2 and "--against goes with --answers" in out.output
+    out = runner.invoke(main, ["eval", "--answers", str(tiny), "--against", "others",
+                               "--against", str(tiny)])
+    assert out.exit_code == 2 and "give it alone" in out.output
+    out = runner.invoke(main, ["eval", "--answers", str(tiny), "--against", "nowhere.json"])
+    assert out.exit_code == 2 and "no question set at nowhere.json" in out.output

@@ -81,7 +81,7 @@ def test_run_answer_streams_text_sources_and_confidence(tmp_path, small_kb):
     assert re.search(r"\. \[\d+\]", text) and not text.startswith("**") and "[1]" in text
     lines = footer.splitlines()
     assert lines[1].startswith("  [1] kb/") and " § " in lines[1]
-    assert any(ln.startswith("Confidence: ") and " — best retrieval similarity" in ln
+    assert any(ln.startswith("Confidence: ") and " — first sentence matches the question" in ln
                for ln in lines)
     assert any(ln.startswith("Mode: extractive") for ln in lines)
 

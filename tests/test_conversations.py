@@ -23,24 +23,6 @@ from ragstream.super_prompt import View
 from tests.conftest import make_config, three_article_engine
 from tests.test_service import serving
 
-#: turn 1 states a fact the knowledge base does not hold, then asks about the KB
-FACT_TURN = ("Our staging cluster is called Heronsgate and runs on exactly seven nodes. "
-             "How does the ReRanker choose its backend?")
-FACT_QUESTION = "How many nodes does the Heronsgate staging cluster run on?"
-#: ten turns in between, each about the knowledge base and answered from it
-BETWEEN = [
-    "What does the cross-encoder read when it scores a candidate?",
-    "Does RAGstream need an internet connection or an API key?",
-    "Where is the knowledge base folder configured?",
-    "How do I change the number of chunks in the final selection?",
-    "What is the offline reranker made of?",
-    "How can I make the ReRanker use the offline backend?",
-    "Which settings control the embedding model?",
-    "Where are the uploaded files kept?",
-    "How do I point RAGstream at an OpenAI-compatible endpoint?",
-    "What does the batch size of the reranker change?",
-]
-
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory, embedder) -> Engine:
@@ -56,45 +38,64 @@ def _ids(sp, view: str = View.RETRIEVAL) -> list[str]:
     return [r.chunk_id for r in sp.view(view)]
 
 
-def test_a_fact_of_turn_1_is_retrieved_in_turn_12_and_no_other_conversation_sees_it(engine):
-    name = "heronsgate"
-    sp, ans = _turn(engine, FACT_TURN, name)
+def test_a_turn_remembers_what_the_answer_asserted_each_sentence_with_its_source(engine):
+    """Never the question (nor a fact the person stated in it), never a list of source labels:
+    one line per answer sentence that cites a document, followed by that document's label."""
+    name = "asserted"
+    question = "I use RAGstream offline. How does the ReRanker choose its backend?"
+    sp, ans = _turn(engine, question, name)
     assert sp.extras.turn.turn == 1 and sp.extras.turn.remembered, sp.extras.turn
-    for prompt in BETWEEN:
-        sp, ans = _turn(engine, prompt, name)
-        assert sp.extras.turn.remembered, (prompt, sp.extras.turn)
-    assert sp.extras.turn.turn == 11
-
-    n4 = engine.cfg.limits.N4_RECENT_CONV_MAX_PAIRS
-    twelfth = engine.new(FACT_QUESTION, conversation_name=name)
-    # turn 1 is older than the N4 turns the prompt carries: only retrieval can bring it back
-    assert len(twelfth.recent_conversation) == n4 == 10
-    assert not any("Heronsgate" in t.user for t in twelfth.recent_conversation)
-    twelfth = engine.run(twelfth)
-    turn_1 = chunk_id(name, 1)
-    ids = _ids(twelfth)
-    assert ids.index(turn_1) == 0, ids[:5]  # the best candidate of all
-    assert turn_1 in twelfth.final_selection_ids
-    chunk = twelfth.chunk_map()[turn_1]
+    turn = engine.conversations().turns(name)[0]
+    lines = turn.memory_text.splitlines()
+    labels = {c.label for c in ans.sources}
+    assert lines and all(" (from " in line for line in lines), lines
+    for line in lines:
+        said, source = line.rsplit(" (from ", 1)
+        assert set(source.rstrip(")").split("; ")) <= labels, (source, labels)
+        assert "[" not in said and not said.endswith("?")
+    assert "I use RAGstream offline" not in turn.memory_text
+    assert "Sources:" not in turn.memory_text and "`kb/" not in turn.memory_text
+    chunk = turn.chunk()
     assert is_conversation_chunk(chunk) and chunk.source == "conversation"
     assert chunk.doc_type == "conversation" and chunk.heading_path[0].startswith("Turn 1 · ")
     assert chunk.citation_label.startswith("conversation § Turn 1 · ")
-    assert "seven nodes" in chunk.text and "Sources: " in chunk.text and "[1]" not in chunk.text
-    record = twelfth.extras.retrieval
-    assert (record.kb, record.conversation, record.conversation_chunks) == ("default", name, 11)
-    assert "Heronsgate" in twelfth.prompt_ready  # the remembered turn is a source of the prompt
-    twelfth, ans = engine.answer(twelfth)
-    assert ans.sources and ans.sources[0].chunk_id == turn_1 and "seven nodes" in ans.text
 
-    # another conversation, and no conversation at all, never see it
-    other, _ = _turn(engine, FACT_QUESTION, "elsewhere")
-    alone = engine.run(FACT_QUESTION)
+    # what the person said was never remembered: asked later, no turn brings it back
+    later = engine.run(engine.new("Do I use RAGstream offline?", conversation_name=name))
+    assert "I use RAGstream offline" not in later.S_CTX_MD
+    # another conversation, and no conversation at all, never see the turn
+    other = engine.run(engine.new("How does the ReRanker choose its backend?",
+                                  conversation_name="elsewhere"))
+    alone = engine.run("How does the ReRanker choose its backend?")
     for sp_other in (other, alone):
         for view in (View.RETRIEVAL, View.RERANKED, View.A3, View.A4):
             assert not [c for c in _ids(sp_other, view) if c.startswith(f"conversation:{name}#")]
-        assert "seven nodes" not in sp_other.prompt_ready
     assert (other.extras.retrieval.conversation, other.extras.retrieval.conversation_chunks) == \
         ("elsewhere", 0)
+
+
+def test_a_turn_is_used_when_no_document_says_it_and_the_answer_says_so(tmp_path, embedder):
+    """A turn remembered from a document that is gone since: the next question in the
+    conversation is answered from the turn, and the answer's extras and the CLI say that it
+    uses remembered turn 1 (its Sources label reads conversation § Turn 1)."""
+    engine = three_article_engine(tmp_path, embedder)
+    note = engine.cfg.kb_dir / "heronsgate.md"
+    note.write_text("# Heronsgate\n\nThe Heronsgate staging cluster runs on exactly seven nodes "
+                    "in the basement rack.\n", encoding="utf-8")
+    engine.ensure_knowledge_base()
+    name = "remembers"
+    sp, ans = _turn(engine, "How many nodes does the Heronsgate staging cluster run on?", name)
+    assert sp.extras.turn.remembered and "seven nodes" in engine.conversations().turns(name)[0].memory_text
+    assert not sp.extras.turn.used_turns and sp.extras.turn.uses is None
+    note.unlink()
+    engine.ensure_knowledge_base()  # the document is gone; the turn remembers what it said
+    sp, ans = _turn(engine, "How many nodes does the Heronsgate staging cluster run on?", name)
+    assert ans.sources and ans.sources[0].chunk_id == chunk_id(name, 1)
+    assert ans.sources[0].label.startswith("conversation § Turn 1 · ")
+    assert "seven nodes" in ans.text
+    assert sp.extras.turn.used_turns == [1]
+    assert sp.extras.turn.uses.startswith(f"The answer uses remembered turn 1 of conversation {name!r}")
+    assert json.loads(sp.to_json())["extras"]["turn"]["used_turns"] == [1]
 
 
 def test_a_turn_that_found_nothing_is_kept_in_the_log_but_not_remembered(engine):
@@ -116,11 +117,10 @@ def test_a_turn_that_found_nothing_is_kept_in_the_log_but_not_remembered(engine)
 
 def test_forgetting_a_turn_takes_it_out_of_memory_and_makes_the_pass_out_of_date(engine):
     name = "forgetful"
-    _turn(engine, "Our release train is named Bramblewood. How does the ReRanker choose its "
-                  "backend?", name)
-    question = "What is our release train named Bramblewood about?"
+    _turn(engine, "How does the ReRanker choose its backend?", name)
+    question = "Which backend does the ReRanker use when no cross-encoder can be loaded?"
     sp = engine.run(engine.new(question, conversation_name=name), until="Retrieval")
-    assert chunk_id(name, 1) in _ids(sp)[:3]
+    assert chunk_id(name, 1) in _ids(sp)  # a candidate
     engine.forget_turn(name, 1)
     stale = engine.stale(sp)
     assert stale is not None and stale.stage == "Retrieval"
@@ -136,7 +136,7 @@ def test_forgetting_a_turn_takes_it_out_of_memory_and_makes_the_pass_out_of_date
 
 def test_a_pin_of_a_conversation_chunk_is_checked_against_the_combined_index(engine):
     name = "pinning"
-    _turn(engine, "Our cache server is Tollgate. How does the ReRanker choose its backend?", name)
+    _turn(engine, "How does the ReRanker choose its backend?", name)
     sp = engine.new("Where is the knowledge base folder configured?", conversation_name=name)
     sp = engine.pin(sp, chunk_id(name, 1))
     sp = engine.run(sp)
@@ -148,25 +148,29 @@ def test_a_pin_of_a_conversation_chunk_is_checked_against_the_combined_index(eng
 def test_turns_are_stored_encoded_once_scrubbed_and_reencoded_for_another_model(engine, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-conversation-secret-0042")
     name = "secrets"
-    sp, _ = _turn(engine, "My key is sk-test-conversation-secret-0042; how does the ReRanker "
-                          "choose its backend?", name)
+    _turn(engine, "My key is sk-test-conversation-secret-0042; how does the ReRanker "
+                  "choose its backend?", name)
+    _turn(engine, "How does the ReRanker choose its backend?", name)  # remembered
     convs = Conversations(engine.cfg.qa_log_path, secret_env=["OPENAI_API_KEY"])
     with closing(sqlite3.connect(convs.path)) as conn:
-        (question, blob, made_with), = conn.execute(
-            "SELECT question, encoding, encoded_with FROM turns t JOIN conversations c ON "
-            "c.id = t.conversation_id WHERE c.name = ?", (name,))
+        rows = conn.execute(
+            "SELECT question, encoding, encoded_with, memory_text FROM turns t JOIN conversations c "
+            "ON c.id = t.conversation_id WHERE c.name = ? ORDER BY turn", (name,)).fetchall()
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
-    assert "sk-test" not in question and "***" in question
+    assert not [r for r in rows if "sk-test" in "".join(str(v) for v in r)]
+    assert "***" in rows[0][0]
+    _, blob, made_with, _ = rows[1]
     assert blob and made_with.endswith(":384")
     memory = convs.memory(name, engine.services.embedder)
-    assert memory is not None and len(memory.windows[chunk_id(name, 1)]) >= 1
+    assert memory is not None and len(memory.windows[chunk_id(name, 2)]) >= 1
+    turn_2 = "conversation_id = (SELECT id FROM conversations WHERE name = ?) AND turn = 2"
     with closing(sqlite3.connect(convs.path)) as conn, conn:
-        conn.execute("UPDATE turns SET encoded_with = 'another-model:384' WHERE question = ?", (question,))
+        conn.execute(f"UPDATE turns SET encoded_with = 'another-model:384' WHERE {turn_2}", (name,))
     again = convs.memory(name, engine.services.embedder)
     assert again is not None and again.fingerprint == memory.fingerprint
     with closing(sqlite3.connect(convs.path)) as conn:
-        assert conn.execute("SELECT encoded_with FROM turns WHERE question = ?",
-                            (question,)).fetchone()[0] == made_with
+        assert conn.execute(f"SELECT encoded_with FROM turns WHERE {turn_2}",
+                            (name,)).fetchone()[0] == made_with
     with pytest.raises(ConversationError, match="cannot be a conversation's name"):
         engine.new("x", conversation_name="has space")
 
@@ -174,25 +178,25 @@ def test_turns_are_stored_encoded_once_scrubbed_and_reencoded_for_another_model(
 def test_cli_run_answer_conversation_resumes_and_conversation_commands(engine, monkeypatch):
     monkeypatch.setattr(cli, "_engine", lambda kb=None: Engine(engine.base_cfg, engine.services))
     runner = CliRunner()
-    first = runner.invoke(cli.main, ["run", "Our tape library is Quillfeather. How does the ReRanker "
-                                            "choose its backend?", "--answer", "--conversation",
-                                     "cli-conv", "--no-save", "--no-sync"])
+    first = runner.invoke(cli.main, ["run", "How does the ReRanker choose its backend?", "--answer",
+                                     "--conversation", "cli-conv", "--no-save", "--no-sync"])
     assert first.exit_code == 0, first.output
     assert "turn 1 of conversation 'cli-conv' remembered" in first.output
-    second = runner.invoke(cli.main, ["run", "What is the Quillfeather tape library?", "--json",
+    second = runner.invoke(cli.main, ["run", "Which reranker backend runs offline?", "--json",
                                       "--conversation", "cli-conv", "--no-save", "--no-sync",
                                       "--answer"])
     sp = json.loads(second.output[second.output.index("{"):])
     assert sp["conversation_name"] == "cli-conv" and len(sp["recent_conversation"]) == 1
     assert sp["recent_conversation"][0]["turn"] == 1
-    assert sp["views_by_stage"]["retrieval"][0]["chunk_id"] == chunk_id("cli-conv", 1)
+    assert chunk_id("cli-conv", 1) in [r["chunk_id"] for r in sp["views_by_stage"]["retrieval"]]
     assert sp["extras"]["turn"]["turn"] == 2
 
     listed = json.loads(runner.invoke(cli.main, ["conversation", "list", "--json"]).output)
     mine = next(c for c in listed if c["name"] == "cli-conv")
-    assert (mine["turns"], mine["in_memory"]) == (2, 2)
+    assert (mine["turns"], mine["kb"]) == (2, "default") and mine["in_memory"] >= 1
     shown = runner.invoke(cli.main, ["conversation", "show", "cli-conv"]).output
-    assert "turn 1 · " in shown and "remembered" in shown and "Quillfeather" in shown
+    assert "turn 1 · " in shown and "remembered" in shown and "ReRanker choose" in shown
+    assert "remembers: " in shown and " (from kb/" in shown
     forgot = runner.invoke(cli.main, ["conversation", "forget", "cli-conv", "1"])
     assert forgot.exit_code == 0 and "forgotten" in forgot.output
     assert "forgotten" in runner.invoke(cli.main, ["conversation", "show", "cli-conv"]).output
@@ -215,53 +219,63 @@ def test_http_answer_continues_a_named_conversation(engine):
             done = text[text.index("event: done"):].split("data: ", 1)[1].split("\n", 1)[0]
             return json.loads(done)
 
-        first = ask("Our printer is named Larkspur. How does the ReRanker choose its backend?")
+        first = ask("How does the ReRanker choose its backend?")
         assert (first["conversation"], first["turn"], first["remembered"], first["kb"]) == \
             ("over-http", 1, True, "default")
-        second = ask("What is the printer Larkspur?")
+        second = ask("Which reranker backend runs offline?")
         assert second["turn"] == 2
     pipeline.close()
     turns = engine.conversations().turns("over-http")
-    assert [t.turn for t in turns] == [1, 2] and "Larkspur" in turns[1].question
+    assert [t.turn for t in turns] == [1, 2] and "runs offline" in turns[1].question
 
 
-def test_a_turn_remembers_what_it_adds_not_what_it_quoted():
+def test_memory_text_keeps_sourced_sentences_not_the_question_nor_the_persons_words():
     from ragstream.conversations import memory_text
 
-    source = ("The ReRanker uses the cross-encoder when its model is on disk. Otherwise it falls "
-              "back to the offline backend, which mixes cosine and BM25 features.")
     answer = ("The ReRanker uses the cross-encoder when its model is on disk. [1] Otherwise it "
-              "falls back to the offline backend, which mixes cosine and BM25 features. [1]\n"
-              "- In our setup that means the offline backend, since the box has no model. [2]")
-    text = memory_text("Our box has no model files. Which reranker runs?", answer,
-                       ["reranking.md § Backends"], [source])
-    assert text.split("\n\n") == [
-        "Our box has no model files. Which reranker runs?",
-        "In our setup that means the offline backend, since the box has no model.",
-        "Sources: `reranking.md § Backends`"]
-    # an extractive answer joins a lead-in to a sentence: still the source's words
-    joined = ("Otherwise it falls back to the offline backend: The ReRanker uses the cross-encoder "
-              "when its model is on disk. [1]")
-    assert memory_text("Which?", joined, ["r.md"], [source]) == "Which?\n\nSources: `r.md`"
+              "falls back to the offline backend, which mixes cosine and BM25 features. [1][2]\n"
+              "- Which reranker runs on a box without model files? [1]\n"
+              "- Our box has no model files at all. [2]\n"
+              "- Keep every answer under five sentences please. [1]\n"
+              "- This sentence cites nothing at all here.\n"
+              "- What turn 3 said is repeated here as it was. [3]")
+    text, why = memory_text(answer, {1: "reranking.md § Backends", 2: "faq.md § Reranker"},
+                            question="Our box has no model files at all. Which reranker runs?",
+                            own=["Keep every answer under five sentences please."], turns=[3])
+    assert why == ""
+    assert text.splitlines() == [
+        "The ReRanker uses the cross-encoder when its model is on disk. (from reranking.md § Backends)",
+        "Otherwise it falls back to the offline backend, which mixes cosine and BM25 features. "
+        "(from reranking.md § Backends; faq.md § Reranker)"]
+    nothing, why = memory_text("Our box has no model files at all. [1] No citation here at all.",
+                               {1: "r.md"}, question="Our box has no model files at all. Which?")
+    assert nothing == "" and why == ("nothing it asserted can be remembered: 1 sentence cites "
+                                     "no source, 1 sentence repeats the question")
 
 
 def test_asked_again_the_documents_lead_not_the_earlier_turn(engine):
-    """The same question twice in one conversation: the first turn is a candidate (and kept),
-    but it neither sets the A3 gate's bar (it scores far above every document for the same
-    words) nor gives the answer's sentences (a question, the prompt's own words, the sources'
-    labels and the quoted sentences are not answers)."""
+    """The same question twice in one conversation: the first turn says what the documents say,
+    so at Retrieval and the ReRanker it ranks after them (its reason says so), the A3 gate drops
+    it as their duplicate, and the answer cites the documents, never the turn."""
     name = "asked-twice"
-    question = "I run RAGstream on a laptop without a GPU. How does the ReRanker choose its backend?"
+    # a plain question: one with a personal preamble ("I run RAGstream on a laptop without a
+    # GPU. …") sits near answer.answerability.min_answerable, where another CPU may refuse it
+    question = "How does the ReRanker choose its backend?"
     first, first_ans = _turn(engine, question, name)
     again, ans = _turn(engine, question, name)
     turn_1 = chunk_id(name, 1)
-    assert turn_1 in _ids(again)[:3]
-    kept = again.kept_ids(View.A3)
-    assert turn_1 in kept and len([c for c in kept if not c.startswith("conversation:")]) >= 3
-    assert ans.sources and not ans.sources[0].chunk_id.startswith("conversation:")
-    documents = [c.chunk_id for c in ans.sources if not c.chunk_id.startswith("conversation:")]
-    assert first_ans.sources[0].chunk_id in documents[:2], (documents, first_ans.sources)
-    assert "laptop without a GPU" not in ans.text
+    for view in (View.RETRIEVAL, View.RERANKED):
+        ids = _ids(again, view)
+        row = next(r for r in again.view(view) if r.chunk_id == turn_1)
+        assert "a remembered turn saying what it says" in row.reason, row.reason
+        ahead = row.reason.split("ranked after ", 1)[1].split(":", 1)[0].split(", ")
+        assert all(ids.index(d) < ids.index(turn_1) for d in ahead), (view, ahead)
+    a3 = next(r for r in again.view(View.A3) if r.chunk_id == turn_1)
+    assert a3.status == "dropped" and a3.reason.startswith("duplicate of "), a3.reason
+    assert turn_1 not in again.final_selection_ids
+    assert not [c for c in ans.sources if c.chunk_id.startswith("conversation:")]
+    assert first_ans.sources[0].chunk_id in [c.chunk_id for c in ans.sources][:2]
+    assert question not in ans.text and again.extras.turn.uses is None
 
 
 def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
@@ -272,7 +286,7 @@ def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
     from ragstream.backends.keyword_index import KeywordIndex
 
     name = "combined"
-    _turn(engine, "Our backup robot is Pennywhistle. How does the ReRanker choose its backend?", name)
+    _turn(engine, "How does the ReRanker choose its backend?", name)
     memory = engine.conversations().memory(name, engine.services.embedder)
     kb = engine.services.index()
     both = kb.with_memory(memory, KeywordIndex())
@@ -291,7 +305,7 @@ def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
         "x", kb.chunks + list(memory.chunks),
         {**{c.id: windows(c) for c in kb.chunks}, **memory.windows},
         {**{c.id: sentences(c) for c in kb.chunks}, **memory.sentences}, kb.dim, KeywordIndex())
-    query = "Pennywhistle backup robot reranker backend"
+    query = "offline backend cross-encoder model on disk"
     mine = dict(zip(both.ids, both.keyword.scores(query)))
     theirs = dict(zip(scratch.ids, scratch.keyword.scores(query)))
     assert mine.keys() == theirs.keys() and all(abs(mine[k] - theirs[k]) < 1e-5 for k in mine)
@@ -310,11 +324,11 @@ def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
 
 def test_an_answered_pass_stays_current_and_never_finds_its_own_answer(engine):
     name = "own-answer"
-    sp, _ = _turn(engine, "Our lab printer is Wrenfield. How does the ReRanker choose its backend?", name)
+    sp, _ = _turn(engine, "How does the ReRanker choose its backend?", name)
     assert sp.own_turn == 1 and engine.stale(sp) is None  # its own turn does not outdate it
     edited = engine.resume(engine.exclude(sp, _ids(sp)[0]))  # a re-run of the same prompt
     assert chunk_id(name, 1) not in _ids(edited) and edited.own_turn == 1
     again, _ = engine.answer(edited)
     assert again.extras.turn.turn == 2 and again.own_turn == 1 and engine.stale(again) is None
-    fresh = engine.run(engine.new("What is the Wrenfield printer?", conversation_name=name))
+    fresh = engine.run(engine.new("Which reranker backend runs offline?", conversation_name=name))
     assert fresh.own_turn == 0 and {chunk_id(name, 1), chunk_id(name, 2)} <= set(_ids(fresh))

@@ -5,6 +5,7 @@ applies, and discards only the stages it affects."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -137,7 +138,8 @@ def test_role_with_its_own_article_is_not_doubled(kb_engine):
 # --------------------------------------------------------------------------- A4 and A5
 
 
-def test_statements_rewritten_removed_and_moved_keep_their_citations(kb_engine, full):
+def test_statements_removed_and_moved_keep_their_citations_and_a_rewritten_one_is_your_note(
+        kb_engine, full):
     statements = full.extras.a4.condensed
     first, second, last = statements[0], statements[1], statements[-1]
     sp = kb_engine.edit_statement(full, statement_key(second), "Each stage's wall time is in the history.")
@@ -153,11 +155,15 @@ def test_statements_rewritten_removed_and_moved_keep_their_citations(kb_engine, 
     assert rewritten.chunk_ids == second.chunk_ids
     assert sp.extras.a4.edited == "3 statements changed by hand: 1 rewritten, 1 removed, 1 moved"
     assert "_Edited: 3 statements changed by hand" in sp.S_CTX_MD
-    n = sp.final_selection_ids.index(second.chunk_ids[0]) + 1
-    assert f"- Each stage's wall time is in the history. [{n}]" in sp.prompt_ready
+    # the rewritten statement's words are the person's: a note of theirs, never a cited source
+    assert "- Your note: Each stage's wall time is in the history.\n" in sp.prompt_ready
+    assert not re.search(r"wall time is in the history\.? *\[\d", sp.prompt_ready)
+    assert "### Your notes" in sp.S_CTX_MD
     assert first.text not in sp.S_CTX_MD
-    # the extractive answer follows the person's order
-    assert extractive_statements(sp, kb_engine.cfg.settings.answer)[0].text == last.text
+    # the extractive answer follows the person's order, and leaves the person's note out
+    chosen = extractive_statements(sp, kb_engine.cfg.settings.answer)
+    assert chosen[0].text == last.text
+    assert all("wall time is in the history" not in s.text for s in chosen)
 
 
 def test_a_statement_edit_that_no_longer_applies_says_so(kb_engine, full):

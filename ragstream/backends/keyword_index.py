@@ -125,6 +125,11 @@ class KeywordIndex:
         n = len(self._ids)
         return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))), (t if df else None)
 
+    def idf(self, term: str) -> float:
+        """BM25's IDF of ``term`` in this index (highest for a term no chunk holds; 0 when
+        nothing is indexed)."""
+        return self._idf(term)[0] if self._retriever is not None else 0.0
+
     def unseen_share(self, terms: Sequence[str]) -> float:
         """The IDF-weighted share of the distinct ``terms`` that no indexed chunk contains: near 1
         for a question whose distinctive words the knowledge base never uses."""

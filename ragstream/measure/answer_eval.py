@@ -30,6 +30,14 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
    ``conv 2``: the second time every question's earlier turn is remembered), and adds
    ``cite_turn``: the share of answers that cite a remembered turn. A remembered turn must
    not crowd out the documents it answered from.
+   **Confidence.** With ``against`` (``eval --answers A --against B``, or ``--against others``:
+   every other given set that asks other questions — ``kb-pdf`` asks ``kb``'s, so they are
+   one family), the other sets' questions are also asked of each set's documents: the
+   *unanswerable* set. Per set and mode: the share of answerable questions not answered Low
+   (``not_low``, target 0.90), of unanswerable ones answered Low (``unans_low``, target 0.95),
+   how many unanswerable ones got High (``unans_high``, target 0), and the precision of High
+   (``high_precision``: High answers whose first sentence cites an answering section, over all
+   High answers, the unanswerable ones' included; target 0.90).
 4. **Agents (LLM mode).** Each agent that asked the model records its decisions beside the
    rules' (``extras.judgments``). Per agent: how many decisions the model judged, how many it
    changed (``changed``), and of the changes on chunks (A3, A4) how many *helped* (an answering
@@ -291,10 +299,38 @@ def _share(flags: Sequence[bool]) -> float:
     return round(sum(flags) / len(flags), 4) if flags else 0.0
 
 
-def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The figures of one mode over its graded rows (and over the ``short`` questions alone)."""
+#: what confidence must achieve (issue 31): answerable not Low, unanswerable Low, High precision
+CONFIDENCE_TARGETS = {"not_low": 0.90, "unans_low": 0.95, "high_precision": 0.90}
+
+
+def confidence_figures(rows: Sequence[dict[str, Any]],
+                       foreign: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Confidence against the labels: answerable ``rows`` not Low, unanswerable ``foreign``
+    rows Low, High among the unanswerable, and the precision of High (High answers whose
+    first sentence cites an answering section, over all High answers); None where a share
+    has no question to count."""
+    high = [r for r in [*rows, *foreign] if r.get("confidence") == "High"]
+    return {
+        "unanswerable": len(foreign),
+        "not_low": _share([r.get("confidence") != "Low" for r in rows]) if rows else None,
+        "unans_low": _share([r.get("confidence") == "Low" for r in foreign]) if foreign else None,
+        "unans_high": sum(r.get("confidence") == "High" for r in foreign),
+        "high": len(high),
+        "high_precision": _share([r["first"] and r.get("answerable", True) for r in high])
+        if high else None,
+        "levels": {lv: sum(r.get("confidence") == lv for r in rows) for lv in ("High", "Medium", "Low")},
+        "unans_levels": {lv: sum(r.get("confidence") == lv for r in foreign)
+                         for lv in ("High", "Medium", "Low")},
+    }
+
+
+def summarize(rows: Sequence[dict[str, Any]],
+              foreign: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The figures of one mode over its graded rows (and over the ``short`` questions alone),
+    with the confidence figures over them and the ``foreign`` (unanswerable) rows."""
     short = [r for r in rows if r["kind"] == "short"]
     return {
+        **confidence_figures(rows, foreign),
         "questions": len(rows),
         "first": _share([r["first"] for r in rows]),
         "first3": _share([r["first3"] for r in rows]),
@@ -342,6 +378,8 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             "agent_modes": {a: m.mode for a, m in sp.extras.agent_modes.items()},
             "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
             "cites_turn": any(c.chunk_id.startswith("conversation:") for c in ans.sources),
+            "confidence": ans.confidence, "answered": ans.mode != "no-results",
+            "answerable": bool(qs.sections[q.id]),
         })
         if progress:
             progress(f"answers {qs.name} ({mode})", n, len(qs.questions))
@@ -371,22 +409,55 @@ def _mode_rows(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             convs.delete(name)
 
 
+def foreign_sets(qs: QuestionSet, given: Sequence[QuestionSet],
+                 named: Sequence[QuestionSet]) -> list[QuestionSet]:
+    """The sets whose questions are unanswerable on ``qs``'s documents: those ``named``
+    (``--against FILE``), else the other ``given`` sets (``--against others``) — except any that
+    asks one of ``qs``'s questions (``kb-pdf`` asks ``kb``'s over the same text in PDF), and
+    the same questions once (``kb`` and ``kb-pdf`` asked of npm's documents: ``kb``'s alone)."""
+
+    def texts(qset: QuestionSet) -> set[str]:
+        return {" ".join(q.question.casefold().split()) for q in qset.questions}
+
+    own = texts(qs)
+    seen: set[str] = set()
+    out: list[QuestionSet] = []
+    for other in (named or given):
+        theirs = texts(other)
+        if other.name == qs.name or theirs & own or theirs <= seen:
+            continue
+        seen |= theirs
+        out.append(other)
+    return out
+
+
+def unanswerable(other: QuestionSet, qs: QuestionSet) -> QuestionSet:
+    """``other``'s questions asked of ``qs``'s documents: no section answers them there."""
+    return replace(other, name=f"{other.name}@{qs.name}", docs=qs.docs,
+                   sections={q.id: [] for q in other.questions})
+
+
 def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
                      progress: Progress | None = None,
                      services_for: Callable[[AppConfig], Any] | None = None,
-                     limit: int | None = None, engine: Any = None) -> dict[str, Any]:
+                     limit: int | None = None, engine: Any = None,
+                     against: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Index each question set's documents (or reuse the index), answer every question (the
     first ``limit`` of each set, if given) in each mode (default: ``offline``, and ``llm`` when
     an endpoint is configured) and grade it. With ``engine`` (an ``Engine`` for a named
     knowledge base, ``eval --kb``), the questions are asked of that knowledge base as it is:
-    nothing is ingested, and the sections are looked for in its folder."""
+    nothing is ingested, and the sections are looked for in its folder. ``against``: question
+    sets whose questions are asked of each set's documents as its unanswerable set, or
+    ``["others"]``: the other sets given (``foreign_sets``)."""
     from ragstream.ingest.ingestor import ingest_path
     from ragstream.measure.evaluation import machine
     from ragstream.services import build_services
 
     sets = [load_questions(p) for p in paths]
+    named = [] if list(against) == ["others"] else [load_questions(p) for p in against]
     if limit is not None:
         sets = [replace(qs, questions=qs.questions[:limit]) for qs in sets]
+        named = [replace(qs, questions=qs.questions[:limit]) for qs in named]
     if modes is None:
         modes = ["offline"] + (["llm"] if cfg.settings.llm.base_url else [])
     unknown = [m for m in modes if m not in MODES]
@@ -413,16 +484,24 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
                 raise EvalDataError("answer mode 'llm' needs an LLM endpoint: set llm.base_url "
                                     "in config/settings.json.")
             run_services = services if mode == "llm" else replace(services, llm=None)
+            others = foreign_sets(qs, sets if against else [], named) \
+                if mode != "conversation" else []
             for label, rows in _mode_rows(qs, acfg, run_services, mode, progress):
+                foreign = [row | {"from": f.name} for f in others
+                           for row in run_mode(unanswerable(f, qs), acfg, run_services, mode,
+                                               progress)]
                 results.append({"set": qs.name, "description": qs.description, "mode": label,
                                 "documents": len({c.doc_id for c in chunks}),
                                 "ingest": ingested, "kb": engine.kb if engine is not None else "",
                                 "chunks": len(chunks), "index_s": round(index_s, 2),
-                                **summarize(rows), "rows": rows})
+                                "against": [f.name for f in others],
+                                **summarize(rows, foreign), "rows": rows,
+                                "unanswerable_rows": foreign})
     return {
         "sets": [str(Path(p)) for p in paths],
         "results": results,
-        "targets": {"first3": 0.85, "median_sentences": float(cfg.settings.answer.max_sentences)},
+        "targets": {"first3": 0.85, "median_sentences": float(cfg.settings.answer.max_sentences),
+                    **CONFIDENCE_TARGETS},
         "config": {"N1": cfg.limits.N1_RETR_MAX_CANDIDATES, "N2": cfg.limits.N2_RERANK_TOP_K,
                    "N3": cfg.limits.N3_FINAL_SELECTION_MAX,
                    "max_sentences": cfg.settings.answer.max_sentences},
@@ -443,6 +522,21 @@ def format_answers(result: dict[str, Any]) -> str:
                      f"{r['median_sentences_short']:>10.1f} {r['max_sentences_short']:>10} "
                      f"{r['mrr10_retrieval']:>11.3f} {r['mrr10_rerank']:>10.3f} "
                      f"{r['median_ms']:>8.0f}")
+    lines.append(f"\n{'set':<12} {'mode':<9} {'n':>3} {'not Low':>8} {'H/M/L':>10} {'unans':>6} "
+                 f"{'unans Low':>10} {'unans H/M/L':>12} {'High prec':>10}   against")
+
+    def share(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}"
+
+    for r in result["results"]:
+        lv, ul = r.get("levels", {}), r.get("unans_levels", {})
+        hml = "/".join(str(lv.get(k, 0)) for k in ("High", "Medium", "Low"))
+        uhml = "/".join(str(ul.get(k, 0)) for k in ("High", "Medium", "Low")) \
+            if r.get("unanswerable") else "—"
+        lines.append(f"{r['set']:<12} {r['mode']:<9} {r['questions']:>3} "
+                     f"{share(r.get('not_low')):>8} {hml:>10} {r.get('unanswerable', 0):>6} "
+                     f"{share(r.get('unans_low')):>10} {uhml:>12} "
+                     f"{share(r.get('high_precision')):>10}   {', '.join(r.get('against', [])) or '—'}")
     judged = [r for r in result["results"] if r["agents"]["per_agent"]]
     if judged:
         lines.append(f"\n{'set':<12} {'mode':<9} {'agent':<19} {'judged':>7} {'changed':>8} "
@@ -458,7 +552,9 @@ def format_answers(result: dict[str, Any]) -> str:
                          f"gate: {a['a3_emptied']}")
     t = result["targets"]
     lines.append(f"targets (offline): first3 ≥ {t['first3']:.2f}, median sentences ≤ "
-                 f"{t['median_sentences']:g}")
+                 f"{t['median_sentences']:g}; confidence: answerable not Low ≥ "
+                 f"{t.get('not_low', 0.9):.2f}, unanswerable Low ≥ {t.get('unans_low', 0.95):.2f} "
+                 f"and never High, High precision ≥ {t.get('high_precision', 0.9):.2f}")
     for r in result["results"]:
         missed = [row for row in r["rows"] if not row["first3"]]
         if missed:
@@ -466,6 +562,12 @@ def format_answers(result: dict[str, Any]) -> str:
             for row in missed:
                 why = "" if row["in_sources"] else " (not in the sources)"
                 lines.append(f"  {row['id']}: {row['question']}{why}")
+    for r in result["results"]:
+        wrong = [row for row in r.get("unanswerable_rows", []) if row.get("confidence") != "Low"]
+        if wrong:
+            lines.append(f"\n{r['set']} ({r['mode']}): unanswerable questions not answered Low:")
+            for row in wrong:
+                lines.append(f"  {row['from']}/{row['id']} ({row['confidence']}): {row['question']}")
     m = result["machine"]
     lines.append(f"\nmachine: {m['cores']} cores, Python {m['python']}, load "
                  f"{m['load_avg_1m_start']} → {m['load_avg_1m']}")

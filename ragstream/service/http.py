@@ -20,6 +20,12 @@ Every error is JSON ``{"error": kind, "message": text}`` with the status of ``ST
 any other RAGstream error), 401 for a missing or wrong bearer token, 413 for a body over the
 limit. With a token, every path but ``/health`` needs ``Authorization: Bearer <token>``.
 
+No endpoint takes edits (pins, exclusions, fields, statements, rules): each request is a prompt
+of its own and runs without any, so nothing one request decided acts on another. A person's
+edits belong to the prompt they were made for; carrying them to another prompt is the explicit
+choice of the page ("apply them here"), the CLI (``run --edits-from RUN_ID``) and Python
+(``Engine.new(…, edits_from=…)``, ``Engine.carry_edits``).
+
 When the client of ``/answer`` goes away mid-stream, the answer is stopped at its next piece
 (the model's HTTP stream is closed with it) and the interaction is logged with
 ``incomplete = 1`` and the text streamed until then.
@@ -175,9 +181,10 @@ class AnswerRequest(BaseModel):
     kb: str | None = Field(None, description="the knowledge base to answer from (default: the "
                                              "bundled one; unknown: 404)")
     conversation: str | None = Field(None, description=(
-        "a named conversation to continue: its remembered turns are searched with the knowledge "
-        "base, its last turns go into the prompt when conversation_history is empty, and this "
-        "answer becomes its next turn (started if new)"))
+        "a named conversation of the knowledge base `kb` to continue: its remembered turns are "
+        "searched with that knowledge base, its last turns go into the prompt when "
+        "conversation_history is empty, and this answer becomes its next turn (started if new; "
+        "a conversation of another knowledge base: 409)"))
 
     def turns(self) -> list[ConversationTurn]:
         """The history as turns: a user message opens one, the assistant message after it closes it."""
@@ -238,7 +245,10 @@ class DoneEvent(BaseModel):
     conversation: str = Field("", description="the named conversation the answer continues")
     turn: int | None = Field(None, description="its turn number in that conversation")
     remembered: bool | None = Field(None, description=(
-        "whether the turn is remembered (searchable later): not when the answer found nothing"))
+        "whether the turn is remembered (searchable later): not when the answer asserted "
+        "nothing with a source"))
+    uses: str = Field("", description=(
+        "the conversation's remembered turns the answer cites, in words ('' when it cites none)"))
 
 
 def status_for(err: RagstreamError) -> int:
@@ -417,7 +427,8 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
                 qa_log_id=qa.id if qa else None, kb=engine.kb,
                 conversation=out_sp.conversation_name,
                 turn=turn.turn if turn is not None and turn.turn else None,
-                remembered=turn.remembered if turn is not None else None))
+                remembered=turn.remembered if turn is not None else None,
+                uses=(turn.uses or "") if turn is not None else ""))
             return
     finally:
         if not finished:

@@ -11,7 +11,9 @@ The rules (always run: they are the backbone, and what the model's word is weigh
    score in the working set, is dropped as off-topic. The best is the best *document's*
    (``bar``): a remembered conversation turn is measured against it, never sets it.
 4. Near-duplicates: a chunk whose word 3-shingle Jaccard similarity with an already kept
-   chunk is ≥ ``duplicate_jaccard`` is dropped as a duplicate of that chunk.
+   chunk is ≥ ``duplicate_jaccard`` is dropped as a duplicate of that chunk; a remembered
+   conversation turn whose every sentence a kept document holds (``conversations.covering``)
+   is dropped as their duplicate (the documents say it, and are current).
 
 LLM mode asks the model about the first candidates in reranked order (at most
 ``llm_max_candidates``), each shown by its ``llm_sentences`` sentences closest to the prompt
@@ -64,6 +66,7 @@ from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import AgentOutputError, NoLogprobsError, inline_schema
 from ragstream.backends.reranker import evidence_for
 from ragstream.config import A3Config, AppConfig
+from ragstream.conversations import covering
 from ragstream.errors import StageError
 from ragstream.records import A3Clamp, A3Record, Judgment
 from ragstream.render import rerank_query
@@ -272,8 +275,16 @@ def _rule_gate(candidates: list[ViewRow], chunks: dict[str, Chunk], cfg: AppConf
     floor = acfg.relative_min * best
     out: dict[str, Verdict] = {}
     kept_shingles: list[tuple[str, set]] = []
+    cover = covering([chunks[r.chunk_id] for r in candidates],
+                     cfg.settings.conversations.covered_share)
     for row in candidates:
         chunk = chunks[row.chunk_id]
+        docs = cover.get(row.chunk_id, [])
+        if docs and all(out.get(d, ("",))[0] == "kept" for d in docs):
+            out[row.chunk_id] = ("dropped", f"duplicate of {', '.join(docs)}: a remembered turn "
+                                            f"saying what the document{'s' if len(docs) > 1 else ''}"
+                                            f" kept here say{'' if len(docs) > 1 else 's'}", {})
+            continue
         if row.score < acfg.min_relevance:
             out[row.chunk_id] = ("dropped", f"off-topic: score {row.score:.3f} < min_relevance "
                                             f"{acfg.min_relevance:.3f}", {})

@@ -57,7 +57,10 @@ The person's edits: chunks pinned or added (and kept by A3) come first among the
 and in ``final_selection_ids`` (within N3), each with at least its best sentence (whatever its
 score; the budget never drops it) or, with no prose sentence, for its text alone; their rows
 say "pinned by you". Then the statement edits (``edits.apply_list``): a statement rewritten,
-removed or moved, its citation kept; ``S_CTX_MD`` says what was changed by hand. Once A4 has
+removed or moved; ``S_CTX_MD`` says what was changed by hand. A rewritten statement's words
+are the person's (``Statement.edited``): ``S_CTX_MD`` lists it under "Your notes" ("Your
+note: …") without a ``[n]``, and the answer never cites it (its chunk and span stay in the
+record only so that the edit finds its statement again on the next run). Once A4 has
 run, ``prompt_ready`` shows the condensed context under the System and Prompt blocks.
 """
 
@@ -150,7 +153,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     statements, done = edits.apply_list(
         sp, NAME, result.statements, key=edits.statement_key,
         rewrite=lambda st, text: st.model_copy(update={"text": " ".join(text.split()),
-                                                       "edited": True}), noun="statement")
+                                                       "edited": True}),
+        make=lambda text: Statement(text=text, kind="fact", chunk_ids=[], edited=True),
+        noun="statement")
     changed = done.summary("statement")
     sp.S_CTX_MD = render_condensed(statements, result.open_issues, result.selected, changed)
     sp.views_by_stage[View.A4] = result.rows

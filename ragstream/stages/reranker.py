@@ -4,8 +4,9 @@ The query is the plain-text Prompt (task, purpose, context, format — no System
 attachments). Each candidate is scored with its heading path in front of its text by the
 configured backend (a cross-encoder, or the offline re-scorer when none can be loaded, which
 reads the vectors computed at ingestion and embeds only the query); the view is sorted by
-that score (ties by id) and names the backend that ran. ``final_selection_ids``
-is not touched.
+that score (ties by id) and names the backend that ran; a remembered conversation turn whose
+sentences the documents among the candidates hold is ranked after them
+(``conversations.after_documents``). ``final_selection_ids`` is not touched.
 
 A chunk the person pinned or added is reranked wherever Retrieval ranked it, beyond N2 too
 (its reason says so).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from ragstream import edits
 from ragstream.config import AppConfig
+from ragstream.conversations import after_documents
 from ragstream.errors import StageError
 from ragstream.records import RerankerRecord
 from ragstream.render import rerank_query
@@ -46,10 +48,14 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     beyond_n2 = set(retrieved[n2:])
     scored = {cid: round(float(s), DIGITS) for cid, s in zip(candidates, scores)}
     order = sorted(candidates, key=lambda c: (-scored[c], c))
+    # a remembered turn never outranks the documents that say what it says
+    order, after = after_documents(order, chunks, cfg.settings.conversations.covered_share)
     scored_by = f"scored by the {choice.backend} backend"
     rows = []
     for rank, cid in enumerate(order, start=1):
         reason, by = scored_by, "rule"
+        if cid in after:
+            reason += f"; ranked after {', '.join(after[cid])}: a remembered turn saying what it says"
         if cid in kept_by_you:
             beyond = cid in beyond_n2
             reason += (f"; reranked though beyond N2 (retrieval rank {before[cid]}): "

@@ -19,7 +19,9 @@ With a named conversation (``sp.conversation_name``) the engine hands in service
 holds the knowledge base and the conversation's remembered turns as one
 (``DocumentIndex.with_memory``): both are searched, scored and fused alike, each chunk once by
 its id (a turn's id is ``conversation:<name>#<turn>``), and the record says which knowledge
-base and conversation were searched.
+base and conversation were searched. A turn whose sentences the documents among the top N1
+hold is ranked after them (``conversations.after_documents``): it never outranks a current
+document that says the same thing.
 
 ``sp.filters`` (document type, source, update dates) restrict the search to the chunks that
 pass them: the others are never candidates of either list (BM25's word statistics stay those
@@ -40,6 +42,7 @@ import numpy as np
 
 from ragstream import edits, staleness
 from ragstream.config import AppConfig
+from ragstream.conversations import after_documents
 from ragstream.errors import EmptyIndexError, StageError
 from ragstream.records import RetrievalRecord
 from ragstream.render import build_query
@@ -168,6 +171,9 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     fused = {c: round(v, DIGITS + 2) for c, v in fused.items()}
     fused_order = sorted(ordered, key=lambda c: (-fused[c], c))
     top = _top(fused_order, n1, chunk_edits)
+    # a remembered turn never outranks the documents that say what it says
+    top, after = after_documents(top, {c: index.chunks[index.row(c)] for c in top},
+                                 cfg.settings.conversations.covered_share)
     d_pos, k_pos = rank_positions(dense_rank), rank_positions(kw_rank)
 
     out_rows = []
@@ -177,9 +183,12 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
         if cid in k_pos:
             scores["keyword_rank"] = float(k_pos[cid])
         why = chunk_edits.reason(cid)
+        moved = (f"ranked after {', '.join(after[cid])}: a remembered turn saying what it says"
+                 if cid in after else "")
         out_rows.append(ViewRow(chunk_id=cid, rank=rank, score=fused[cid], scores=scores,
                                 status="dropped" if why == edits.EXCLUDED else "kept",
-                                reason=why, decided_by="you" if why else "rule"))
+                                reason="; ".join(r for r in (why, moved) if r),
+                                decided_by="you" if why else "rule"))
     _note_chunk_edits(sp, chunk_edits, top, fused_order, index, passing)
 
     sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]

@@ -19,6 +19,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from ragstream import controller
+from ragstream import edits as edits_of
 from ragstream.config import AppConfig
 from ragstream.engine import Engine
 from ragstream.errors import (
@@ -30,6 +31,7 @@ from ragstream.errors import (
 )
 from ragstream.formats import CONVERTED_SUFFIXES
 from ragstream.ingest.ingestor import decode_text, refused
+from ragstream.records import Edit, short_text
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale, kb_fingerprint
 from ragstream.super_prompt import Filters, SuperPrompt, View
@@ -104,7 +106,11 @@ def pending_state(st_state: S.SessionState) -> SuperPrompt:
     """The state the next run starts from: the session's state with the prompt box's text and
     the sidebar's filters (and, when the text is new, the conversation so far: the page's
     named conversation, whose memory Retrieval searches, and its recent turns). What changed
-    makes the stages that read it out of date (``staleness``); the edits carry over."""
+    makes the stages that read it out of date (``staleness``).
+
+    Edits belong to the prompt they were made for: a prompt text other than the shown pass's
+    is a new prompt, which starts without that pass's edits (they are offered: ``edits_offer``)
+    unless the person chose to apply them to it (``apply_offered_edits``)."""
     sp = st_state[S.SP]
     update: dict[str, Any] = {}
     text = st_state[S.PROMPT]
@@ -113,10 +119,117 @@ def pending_state(st_state: S.SessionState) -> SuperPrompt:
         update["recent_conversation"] = list(st_state.get(S.CONVERSATION) or [])
         update["conversation_name"] = st_state.get(S.CHAT) or ""
         update["own_turn"] = 0  # a new question searches every turn, the last answer's too
+        chosen = _carried_to(st_state, text)
+        update["edits"] = edits_of.carried([], chosen.edits, chosen.prompt) if chosen else []
     filters = st_state.get(S.FILTERS) or Filters()
     if filters != sp.filters:
         update["filters"] = filters
     return sp.model_copy(update=update) if update else sp
+
+
+@dataclass(frozen=True)
+class EditsOffer:
+    """Edits made for another prompt (``prompt``), which the page offers to the prompt in
+    the box: applied only when the person says so."""
+
+    prompt: str
+    edits: tuple[Edit, ...]
+
+    def title(self, text: str) -> str:
+        """"3 edits of the previous prompt — apply them here", said of the prompt in the box
+        (``text``); the same text typed again is said so: its edits are not back by themselves."""
+        n = len(self.edits)
+        what, them = (f"{n} edits", "them") if n != 1 else ("1 edit", "it")
+        if self.prompt == text:
+            return (f"{what} made the last time this prompt ran — not applied to this pass; "
+                    f"apply {them} here")
+        return f"{what} of the previous prompt — apply {them} here"
+
+
+def _choice(st_state: S.SessionState, text: str) -> tuple[str, EditsOffer | None] | None:
+    """What the person chose, before prompt ``text`` ran, about the edits offered to it:
+    (text, the edits to apply) or (text, None) for "dismiss"; None when they chose nothing."""
+    carry = st_state.get(S.EDITS_CARRY)
+    return carry if carry and carry[0] == text else None
+
+
+def _carried_to(st_state: S.SessionState, text: str) -> EditsOffer | None:
+    """The edits the person chose to apply to prompt ``text`` when it runs, or None."""
+    choice = _choice(st_state, text)
+    return choice[1] if choice else None
+
+
+def edits_offer(st_state: S.SessionState) -> EditsOffer | None:
+    """The edits of another prompt the page offers to the prompt in the box, or None: while
+    the box holds a new prompt, the shown pass's own edits (else the offer kept when the page
+    last left a prompt); once it ran, the offer kept. None once the person applied or
+    dismissed them, and when applying them would add nothing."""
+    sp, text = st_state[S.SP], st_state[S.PROMPT]
+    kept = st_state.get(S.EDITS_OFFER)
+    if text != sp.user_text:
+        if _choice(st_state, text) is not None:
+            return None
+        if sp.edits:
+            return EditsOffer(sp.user_text, tuple(sp.edits))
+    if kept is None:
+        return None
+    now = sp.edits if text == sp.user_text else []
+    return kept if edits_of.carried(now, kept.edits, kept.prompt) else None
+
+
+def carried_edits(st_state: S.SessionState) -> EditsOffer | None:
+    """The edits the person chose to apply to the prompt in the box, before it has run."""
+    text = st_state[S.PROMPT]
+    return _carried_to(st_state, text) if text != st_state[S.SP].user_text else None
+
+
+def apply_offered_edits(engine: Engine, st_state: S.SessionState) -> bool:
+    """"Apply them here": the offered edits (``edits_offer``) become edits of the prompt in
+    the box, each saying which prompt it was made for. Before that prompt has run, they are
+    applied when it runs; once it ran, they are recorded now (the stages they act on go out
+    of date, and ↻ Re-run applies them)."""
+    offer = edits_offer(st_state)
+    if offer is None:
+        st_state[S.NOTICE] = "No edits of another prompt to apply."
+        return False
+    n = len(offer.edits)
+    what = f"{n} edit{'s' if n != 1 else ''} of “{short_text(offer.prompt, 60)}”"
+    text = st_state[S.PROMPT]
+    if text != st_state[S.SP].user_text:
+        st_state[S.EDITS_CARRY] = (text, offer)
+        st_state[S.NOTICE] = f"{what} will apply to this prompt when it runs."
+        return True
+    source = controller.new_prompt(offer.prompt, edits=list(offer.edits))
+    done = _edit(engine, st_state, lambda sp: engine.carry_edits(sp, source),
+                 f"Applied here: {what}.")
+    if done:
+        st_state[S.EDITS_OFFER] = None
+    return done
+
+
+def dismiss_offered_edits(st_state: S.SessionState) -> None:
+    """"Dismiss": stop offering the edits (the prompt in the box runs without them, and they
+    are not offered after it ran). "Don't apply them", for edits chosen for the prompt in the
+    box before it ran: they are offered again instead."""
+    text = st_state[S.PROMPT]
+    if text == st_state[S.SP].user_text:
+        st_state[S.EDITS_OFFER] = None
+    elif _carried_to(st_state, text) is not None:
+        st_state[S.EDITS_CARRY] = None
+    else:
+        st_state[S.EDITS_CARRY] = (text, None)
+        st_state[S.EDITS_OFFER] = None
+
+
+def _left(st_state: S.SessionState, left: SuperPrompt, sp: SuperPrompt) -> None:
+    """The page ran a new prompt (``sp``) after ``left``'s pass: ``left``'s edits, unless the
+    person applied or dismissed them, are kept to be offered; the choice is spent."""
+    choice = _choice(st_state, sp.user_text)
+    if choice is None and left.edits:
+        st_state[S.EDITS_OFFER] = EditsOffer(left.user_text, tuple(left.edits))
+    elif choice is not None and (choice[1] is None or st_state.get(S.EDITS_OFFER) == choice[1]):
+        st_state[S.EDITS_OFFER] = None
+    st_state[S.EDITS_CARRY] = None
 
 
 def out_of_date(engine: Engine, st_state: S.SessionState) -> Stale | None:
@@ -131,7 +244,11 @@ def out_of_date(engine: Engine, st_state: S.SessionState) -> Stale | None:
 
 
 def _after_run(st_state: S.SessionState, sp: SuperPrompt) -> None:
-    """Keep ``sp``; once the stages an edit discarded have run again, the old ones go."""
+    """Keep ``sp``; once the stages an edit discarded have run again, the old ones go. A
+    pass of a new prompt leaves the old prompt's edits on offer (``_left``)."""
+    left = st_state[S.SP]
+    if sp.user_text != left.user_text:
+        _left(st_state, left, sp)
     st_state[S.SP] = sp
     if sp.resume_to is None:
         st_state[S.BEFORE_EDITS] = None
@@ -674,7 +791,12 @@ def _edit(engine: Engine, st_state: S.SessionState, change: Callable[[SuperPromp
         st_state[S.BEFORE_EDITS] = sp
     st_state[S.SP] = new
     plan = resume_plan(engine, st_state)
-    st_state[S.NOTICE] = notice + (f" Re-run {plan[0]} → {plan[1]} to apply it." if plan else "")
+    if st_state[S.PROMPT] != new.user_text:  # the box holds a new prompt: not this edit's
+        notice += (" It is an edit of the shown pass's prompt; the prompt in the box is a new "
+                   "one, which starts without it (apply it there with “Apply them here”).")
+    elif plan:
+        notice += f" Re-run {plan[0]} → {plan[1]} to apply it."
+    st_state[S.NOTICE] = notice
     return True
 
 
@@ -734,11 +856,15 @@ def set_fields(engine: Engine, st_state: S.SessionState, values: dict[str, str])
 def item_action(engine: Engine, st_state: S.SessionState, what: str, action: str, key: str,
                 value: str | int | None = None) -> bool:
     """Edit a statement of A4's context or a rule of A5 (``what``: "statement" / "rule";
-    ``action``: "text", "remove", "move" to place ``value``, or for rules "add")."""
+    ``action``: "text", "remove", "move" to place ``value``, or "add": a rule, or a note of
+    the person's own in A4's context)."""
     seen = seen_state(st_state)
     if what == "rule" and action == "add":
         return _edit(engine, st_state, lambda sp: engine.add_rule(sp, str(value or "")),
                      "Rule added.")
+    if what == "statement" and action == "add":  # the person's note: theirs, never cited
+        return _edit(engine, st_state, lambda sp: engine.add_note(sp, str(value or "")),
+                     "Note added (yours: listed under “Your notes”, never cited).")
     calls: dict[str, Callable[..., SuperPrompt]] = {
         "statement text": engine.edit_statement, "statement remove": engine.remove_statement,
         "statement move": engine.move_statement, "rule text": engine.edit_rule,

@@ -7,6 +7,11 @@ The page is always in a conversation (``S.CHAT``): a session starts in a new one
 turns with the knowledge base (Retrieval) and carry its last N4 turns (``S.CONVERSATION``,
 the Recent conversation block); each answer becomes its next turn (``Engine.answer``).
 
+A conversation belongs to one knowledge base (``ragstream.conversations``): the sidebar lists
+the selected knowledge base's conversations only, and when another knowledge base is selected
+(the switcher, creating, deleting, a reopened run) the page goes on in that one's latest
+conversation, or a new one (``follow``); the one it was in stays with its own knowledge base.
+
 The list of conversations is read once per action that changes it (``S.CHAT_LIST``), not at
 every draw; the turns are read while the conversation expander is open.
 """
@@ -30,13 +35,41 @@ def start(st_state: S.SessionState) -> None:
         st_state[S.CHAT] = new_name()  # its random end keeps it apart from every other
 
 
+def follow(engine: Engine, st_state: S.SessionState) -> None:
+    """Keep the page's conversation one of the selected knowledge base's (``engine.kb``): when
+    it belongs to another, the page goes on in the selected one's latest conversation (a new
+    one when it has none), and the notice says so; the page's own new conversation, without
+    turns yet, simply becomes the selected one's. Run at every draw, once the knowledge base is
+    chosen; it reads the log only when the knowledge base or the conversation changed."""
+    kb, name = engine.kb, st_state.get(S.CHAT) or ""
+    if st_state.get(S.CHAT_KB) == (kb, name):
+        return
+    try:
+        convs = engine.conversations()
+        owner = convs.kb_of(name) if name else None
+        if owner in (None, kb):  # kept in this one, or new (no turn yet): it is this one's
+            st_state[S.CHAT_KB] = (kb, name)
+            return
+        latest = convs.all(kb)
+        target = latest[0].name if latest else new_name()
+        _enter(engine, st_state, target)
+    except RagstreamError as err:
+        st_state[S.ERROR] = (err.kind, str(err))
+        return
+    said = (f"Knowledge base {kb!r} has its own conversations: the page goes on in "
+            + (f"its latest, {target!r}" if latest else f"a new one, {target!r}")
+            + f". Conversation {name!r} stays with knowledge base {owner!r}.")
+    notice = st_state.get(S.NOTICE)
+    st_state[S.NOTICE] = f"{notice} {said}" if notice else said
+
+
 def listed(engine: Engine, st_state: S.SessionState) -> list[ConversationInfo]:
-    """The conversations, the one answered last first, as read at the last action that changed
-    them (read now when none did yet)."""
+    """The selected knowledge base's conversations, the one answered last first, as read at the
+    last action that changed them (read now when none did yet)."""
     kept = st_state.get(S.CHAT_LIST)
     if kept is None:
         try:
-            kept = engine.conversations().all()
+            kept = engine.conversations().all(engine.kb)
         except RagstreamError as err:
             st_state[S.ERROR] = (err.kind, str(err))
             kept = []
@@ -80,6 +113,7 @@ def _enter(engine: Engine, st_state: S.SessionState, name: str) -> None:
     the page's pass is this conversation's from now (a pass that searched another
     conversation's memory, or carried other turns, is out of date)."""
     st_state[S.CHAT] = name
+    st_state[S.CHAT_KB] = (engine.kb, name)  # the selected knowledge base's (``follow``)
     st_state[S.CONVERSATION] = _recent(engine, st_state, name)
     st_state[S.CHAT_LIST] = None
     sp = st_state[S.SP]
@@ -117,11 +151,12 @@ def start_new(engine: Engine, st_state: S.SessionState, name: str | None = None)
             name = check_name(name)
             convs = engine.conversations()
             if convs.exists(name):
+                convs.check_kb(name, engine.kb)  # another knowledge base's: refused, with why
                 _enter(engine, st_state, name)
                 st_state[S.NOTICE] = f"Conversation {name!r} exists already: the page goes on in it."
                 st_state[S.CHAT_NEW_NAME] = ""
                 return True
-            convs.create(name)
+            convs.create(name, kb=engine.kb)
         else:
             name = new_name()
         _enter(engine, st_state, name)
@@ -191,6 +226,9 @@ def turn_views(engine: Engine, st_state: S.SessionState) -> list[TurnView]:
                          else f"not remembered: {t.why}")
         text = (f"**User:** {t.question.strip()}\n\n"
                 f"**Assistant:** {strip_citations(t.answer).strip()}")
+        if t.in_memory:  # what Retrieval finds of it: the sentences it asserted, each with its source
+            text += "\n\n**Remembered:**\n" + "\n".join(f"- {line}" for line in
+                                                         t.memory_text.splitlines())
         out.append(TurnView(turn=t.turn, heading=f"Turn {t.turn} · {t.when} UTC · knowledge base {t.kb}",
                             marks=" · ".join(marks), text=text, can_forget=not t.removed))
     return out
@@ -214,12 +252,14 @@ def turn_note(sp) -> str | None:
     rec = sp.extras.turn
     if rec is None:
         return None
+    uses = f" {rec.uses}" if rec.uses else ""
     if rec.error:
-        return f"Not kept in conversation {rec.conversation!r}: {rec.error}."
+        return f"Not kept in conversation {rec.conversation!r}: {rec.error}.{uses}"
     if rec.remembered:
         return (f"Turn {rec.turn} of conversation {rec.conversation!r} remembered: the next "
-                f"prompts' Retrieval searches it.")
-    return f"Turn {rec.turn} of conversation {rec.conversation!r} kept, not remembered: {rec.why}."
+                f"prompts' Retrieval searches it.{uses}")
+    return (f"Turn {rec.turn} of conversation {rec.conversation!r} kept, not remembered: "
+            f"{rec.why}.{uses}")
 
 
 def memory_line(engine: Engine, st_state: S.SessionState) -> str:
@@ -227,9 +267,10 @@ def memory_line(engine: Engine, st_state: S.SessionState) -> str:
     from it."""
     info = current(engine, st_state)
     if info is None or not info.turns:
-        return ("New: no turns yet. Each answer becomes a turn; Retrieval searches the ones "
-                "that cite a source.")
+        return (f"New, of knowledge base {engine.kb!r}: no turns yet. Each answer becomes a "
+                f"turn; Retrieval searches, with {engine.kb!r} only, what the answers asserted "
+                f"with their sources.")
     n4 = actions.session_config(engine, st_state).limits.N4_RECENT_CONV_MAX_PAIRS
     carried = min(len(st_state.get(S.CONVERSATION) or []), max(n4, 0))
-    return (f"{label(info)}: Retrieval searches the remembered ones with the knowledge base; "
-            f"the next prompt carries the last {carried}.")
+    return (f"{label(info)}: Retrieval searches the remembered ones with knowledge base "
+            f"{engine.kb!r} only; the next prompt carries the last {carried}.")

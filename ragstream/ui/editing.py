@@ -8,12 +8,13 @@ of date, so that the person can go on editing there until they re-run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller, edits
 from ragstream.config import AppConfig
-from ragstream.records import Judgment
+from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View
 
@@ -125,7 +126,8 @@ def field_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]])
 
 #: the edit list's column widths, adding up to the chunk tables' width (no sideways scrolling
 #: at 1280 px); a long edit or note is cut in its cell and whole in the undo picker and history
-EDIT_WIDTHS = {"#": 28, "edit": 270, "stage": 118, "status": 76, "note": 220, "when": 68}
+EDIT_WIDTHS = {"#": 28, "edit": 210, "stage": 118, "status": 76, "note": 180, "made for": 100,
+               "when": 68}
 
 
 def edit_columns() -> dict[str, dict[str, Any]]:
@@ -141,9 +143,19 @@ def edit_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
         stage, outcome = edits.outcome(sp, edit)
         status = ("applied" if outcome.applied else "not applied") if outcome else "waiting"
         note = f"{stage}: {outcome.note}" if outcome else f"applies when {edit.stage} runs"
+        made_for = (f"carried from “{short_text(edit.carried_from, 40)}”"
+                    if edit.carried_from is not None else "this prompt")
         rows.append({"#": edit.id, "edit": edit.describe(), "stage": edit.stage,
-                     "status": status, "note": note, "when": edit.at[11:19]})
+                     "status": status, "note": note, "made for": made_for, "when": edit.at[11:19]})
     return rows
+
+
+def offer_rows(offered: Iterable[Edit]) -> list[dict[str, Any]]:
+    """A row per edit offered from another prompt: its kind, what it targets and its value
+    (a field's value, a statement's or rule's text, a place), by you."""
+    return [{"kind": e.kind, "target": short_text(e.target, 60),
+             "value": short_text(e.after or "", 60) if e.kind not in CHUNK_KINDS + GATE_KINDS
+             else "", "by": edits.BY_YOU} for e in offered]
 
 
 def chunk_marks(sp: SuperPrompt, chunk_ids: list[str]) -> dict[str, tuple[bool, bool]]:
@@ -215,7 +227,11 @@ def statement_items(sp: SuperPrompt) -> list[Item] | None:
     for s in a4.condensed:
         cites = [f"[{number[c]}] {chunks[c].citation_label}" for c in s.chunk_ids
                  if c in number and c in chunks]
-        out.append(Item(edits.statement_key(s), s.text, "; ".join(cites), bool(s.edited)))
+        label = "; ".join(cites)
+        if s.by_you:  # the person's words: their note, never cited as a source
+            label = "you: your note, not cited" + (f" (in place of a statement of {label})"
+                                                    if label else "")
+        out.append(Item(edits.statement_key(s), s.text, label, bool(s.edited)))
     return out
 
 
@@ -225,7 +241,8 @@ def rule_items(sp: SuperPrompt) -> list[Item] | None:
     if spec is None:
         return None
     own = {e.after for e in sp.edits if e.kind in ("rule_text", "rule_add")}
-    return [Item(rule, rule, "", rule in own) for rule in spec.hard_rules]
+    return [Item(rule, rule, "you: a rule you wrote (an instruction, applied by A5)"
+                 if rule in own else "", rule in own) for rule in spec.hard_rules]
 
 
 def source_for(sp: SuperPrompt, before: SuperPrompt | None, stage: int) -> tuple[SuperPrompt, bool]:

@@ -111,8 +111,9 @@ def condensed_links(sp: SuperPrompt) -> list[Link]:
     if record is None:
         return []
     number = {c: n for n, c in enumerate(sp.final_selection_ids, start=1)}
-    ordered = ([s for s in record.condensed if s.kind == "fact"]
-               + [s for s in record.condensed if s.kind == "constraint"])
+    sourced = [s for s in record.condensed if not s.by_you]  # the person's notes cite nothing
+    ordered = ([s for s in sourced if s.kind == "fact"]
+               + [s for s in sourced if s.kind == "constraint"])
     out = []
     for i, s in enumerate(ordered, start=1):
         cited = [c for c in s.chunk_ids if c in number]

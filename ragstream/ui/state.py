@@ -38,6 +38,10 @@ EVIDENCE_SENTENCE = "evidence_sentence"  # the sentence (A1, C3) it was opened f
 BEFORE_EDITS = "before_edits"     # the SuperPrompt before an edit discarded results, shown (marked
                                   # out of date) for the discarded stages until they run again
 EDIT_NONCE = "edit_nonce"         # bumped after each edit: the editable tables start afresh
+EDITS_OFFER = "edits_offer"       # the edits of a prompt the page left (actions.EditsOffer), offered
+                                  # to the prompt now, never applied unless the person says so; or None
+EDITS_CARRY = "edits_carry"       # (prompt text, EditsOffer): the person chose to apply those edits
+                                  # to that prompt when it runs (before it ran); or None
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 TABLE_FILTER = "table_filter"     # the chunk tables' row filter (words inside the chunks)
 OPEN_TABLES = "open_tables"       # stage view -> open: the chunk tables the person opened or closed
@@ -65,6 +69,8 @@ CHAT = "chat"                     # the named conversation the page is in (its p
 CHAT_LIST = "chat_list"           # the conversations (ConversationInfo, newest first) as last read, or
                                   # None: read again at the next draw
 CHAT_NEW_NAME = "chat_new_name"   # the name typed for a new conversation ("": one is made up)
+CHAT_KB = "chat_kb"               # (knowledge base, conversation) as last checked to belong together
+                                  # (None: not yet); another pair is checked again (conversation.follow)
 VIEW = "view"                     # the open result tab (its label; st.tabs keeps it, and the URL's
                                   # ?view=… query parameter); not set here: the tabs own it
 
@@ -154,6 +160,8 @@ def init_state(state: SessionState) -> None:
         EVIDENCE_CHUNK: None,
         EVIDENCE_SENTENCE: None,
         BEFORE_EDITS: None,
+        EDITS_OFFER: None,
+        EDITS_CARRY: None,
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
         TABLE_FILTER: "",
@@ -172,6 +180,7 @@ def init_state(state: SessionState) -> None:
         KB: DEFAULT_KB,
         CHAT: "",
         CHAT_LIST: None,
+        CHAT_KB: None,
     }
     for key, value in defaults.items():
         if key not in state:

@@ -66,6 +66,29 @@ def button_states(sp: SuperPrompt, stale: Stale | None = None) -> list[ButtonSta
     return out
 
 
+#: the class prefix of the containers holding an out-of-date pass's results (``st.container``
+#: keys ``stale_…``), and the style that greys them
+STALE_KEY = "stale_"
+STALE_CSS = (f"<style>[class*='st-key-{STALE_KEY}'] {{ opacity: 0.55; filter: grayscale(1); }}"
+             "</style>")
+
+
+def stale_cause(stale: Stale) -> str:
+    """Why a pass is out of date, in a few words: ``the prompt text changed``."""
+    return "; ".join(stale.reasons)
+
+
+def stale_label(stale: Stale, what: str) -> str:
+    """The title of a folded, out-of-date result: ``Out of date: the prompt text changed —
+    prompt_ready of the earlier pass``."""
+    return f"Out of date: {stale_cause(stale)} — {what}"
+
+
+#: what a folded, out-of-date prompt_ready says in place of a copy button
+STALE_PROMPT_NOTE = ("Not the prompt_ready of what is asked now, so there is no copy button: "
+                     "run the stages again for the current one.")
+
+
 def resume_label(first: str, last: str) -> str:
     """The re-run button: ``↻ Re-run A3 Gate → Build`` (the stages' button labels; the
     tooltip names them whole)."""

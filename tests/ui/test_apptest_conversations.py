@@ -104,7 +104,8 @@ def test_a_session_starts_in_a_new_conversation_of_its_own():
     name = at.session_state[S.CHAT]
     assert name.startswith("chat-") and other.session_state[S.CHAT] != name
     assert at.selectbox(key=S.CHAT).options[0] == name
-    assert any(c.value.startswith("New: no turns yet.") for c in at.caption)
+    assert any(c.value.startswith("New, of knowledge base 'default': no turns yet.")
+               for c in at.caption)
     ask(at, FIRST)
     assert sp(at).extras.turn.conversation == name and sp(at).extras.turn.turn == 1
     ask(at, "How do I stop the Chroma server I started?")

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream.ui import knowledge
 from ragstream.ui import state as S
-from tests.ui.tabs import APP, TIMEOUT, fresh, sp
+from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, sp
 
 ROOT = Path(__file__).resolve().parents[2]
 ZEBRA = ("# Zebra care\n\nThe zebra named Quagga Bob eats forty kilograms of hay daily and "
@@ -70,7 +70,8 @@ def test_the_selected_knowledge_base_is_the_only_one_retrieval_searches(zoo):
     select(at, "default")
     banner = " ".join(w.value for w in at.warning)
     assert f"another knowledge base is chosen: {zoo.name} → default" in banner, banner
-    assert any(e.label.startswith("Answer of the earlier pass — out of date") for e in at.expander)
+    assert any(e.label.startswith("Out of date: another knowledge base is chosen")
+               and e.label.endswith("— the answer of the earlier pass") for e in at.expander)
     at.button(key="run").click().run()
     ids = [r.chunk_id for r in sp(at).view("retrieval")]
     assert ids and not any(i.startswith(f"{folder}/") for i in ids)
@@ -175,3 +176,53 @@ def test_a_reload_comes_back_to_the_runs_knowledge_base_and_conversation(zoo):
     # the restored pass is current on it: its answer is not out of date
     assert again.button(key="answer").disabled
     assert not any("out of date" in e.label for e in again.expander)
+
+
+def test_switching_knowledge_base_switches_the_conversation_and_never_mixes_turns(zoo, kb_engine):
+    """The issue's scenario on the page: a turn remembered in one knowledge base is never a
+    candidate in another; the conversation follows the switcher and lists that one's turns."""
+    at = fresh()
+    select(at, zoo.name)
+    zoo_chat = at.session_state[S.CHAT]
+    question = "How much hay does Quagga Bob eat?"
+    at.text_area(key=S.PROMPT).set_value(question).run()
+    at.button(key="run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    turn = sp(at).extras.turn
+    assert (turn.conversation, turn.turn, turn.remembered) == (zoo_chat, 1, True), turn
+    assert at.selectbox(key=S.CHAT).options[0] == zoo_chat
+
+    # to the default: the page goes on in one of the default's conversations, and says so
+    select(at, "default")
+    default_chat = at.session_state[S.CHAT]
+    assert default_chat != zoo_chat
+    assert zoo_chat not in at.selectbox(key=S.CHAT).options
+    said = " ".join(i.value for i in at.info)
+    assert f"Conversation '{zoo_chat}' stays with knowledge base '{zoo.name}'" in said, said
+    # its latest conversation (or a new one): only its own turns go into the next prompt
+    convs = kb_engine.conversations()
+    assert convs.kb_of(default_chat) in (None, "default")
+    carried = at.session_state[S.CONVERSATION]
+    assert carried == (convs.recent(default_chat, kb_engine.cfg.limits.N4_RECENT_CONV_MAX_PAIRS)
+                       if convs.exists(default_chat) else [])
+    at.button(key="run").click().run()  # the same question, asked of the default
+    assert not at.error, [e.value for e in at.error]
+    for view in ("retrieval", "reranked", "a3", "a4"):
+        assert not [r.chunk_id for r in sp(at).view(view) if r.chunk_id.startswith(
+            f"conversation:{zoo_chat}#")], view
+    assert sp(at).extras.retrieval.kb == "default"
+    assert sp(at).extras.retrieval.conversation == default_chat
+    assert "hay" not in (sp(at).answer.text if sp(at).answer else "")
+    assert sp(at).extras.turn.conversation == default_chat
+    at.session_state[S.CONVERSATION_SHOWN] = True
+    open_box(at, S.CONVERSATION_OPEN)
+    heads = [m.value for m in at.markdown if m.value.startswith("**Turn ")]
+    assert heads and all("knowledge base default" in h for h in heads), heads
+
+    # back to the zoo: its conversation comes back, with its turn
+    select(at, zoo.name)
+    assert at.session_state[S.CHAT] == zoo_chat
+    assert [t.turn for t in at.session_state[S.CONVERSATION]] == [1]
+    open_box(at, S.CONVERSATION_OPEN)
+    heads = [m.value for m in at.markdown if m.value.startswith("**Turn ")]
+    assert heads and all(f"knowledge base {zoo.name}" in h for h in heads), heads

@@ -390,7 +390,9 @@ PIN_PROMPT = "Where can I see how many milliseconds each stage took?"
 def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
     """Tick the pin box of a chunk the A3 gate dropped, in the A3 table, at 1280x900: the edit
     is listed and the later results are marked out of date; one re-run puts the chunk first in
-    A4's table and the final selection, with its reason, and the table still fits the page."""
+    A4's table and the final selection, with its reason, and the table still fits the page.
+    Then a new prompt: the earlier pass's prompt_ready and answer are folded, greyed and
+    labelled out of date, with no copy button, and the pin is offered, not applied."""
     from playwright.sync_api import expect, sync_playwright
 
     full = kb_engine.run(PIN_PROMPT)
@@ -450,7 +452,8 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         page.wait_for_timeout(800)
 
         # a new prompt over the finished pass: every stage marked, Answer waits, the earlier
-        # answer folded away as out of date
+        # answer and prompt_ready folded (closed), greyed and labelled with the cause; no copy
+        # button for the old prompt_ready; the pin is offered to the new prompt, not applied
         prompt.fill("How do I start a Chroma server?")
         prompt.press("Control+Enter")
         expect(page.get_by_text("A0_PreProcessing is out of date: the prompt text changed").first
@@ -458,7 +461,19 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         expect(page.get_by_role("button", name="Answer", exact=True)).to_be_disabled()
         expect(page.get_by_role("button", name="⚠ Retrieve")).to_be_disabled()
         expect(page.get_by_role("button", name="↻ Re-run A0 Prep → Build").first).to_be_visible()
-        page.get_by_role("heading", name="RAGstream workbench").scroll_into_view_if_needed()
+        expect(page.get_by_text("1 edit of the previous prompt — apply it here")).to_be_visible()
+        expect(page.get_by_role("button", name="Apply them here")).to_be_visible()
+        folded = page.locator("[data-testid=stExpander]").filter(
+            has_text="Out of date: the prompt text changed — prompt_ready of the earlier pass")
+        expect(folded).to_have_count(1)
+        expect(folded.locator("details")).not_to_have_attribute("open", re.compile(".*"))
+        assert float(folded.evaluate("e => getComputedStyle(e.closest("
+                                     "'[class*=st-key-stale_]')).opacity")) < 1  # greyed
+        expect(page.locator("[data-testid=stCode]").filter(has_text="## System")).to_have_count(0)
+        expect(page.locator("[data-testid=stText]:visible").filter(has_text="## System")
+               ).to_have_count(0)  # folded: not shown until opened
+        page.locator("[data-testid=stExpander]").filter(
+            has_text="prompt_ready of the earlier pass").scroll_into_view_if_needed()
         page.wait_for_timeout(800)
         page.screenshot(path=str(SHOTS / "stale-1280.png"))
 
