@@ -83,10 +83,11 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
             for q in asked.questions:
                 sp = engine.run(q.question)
                 floor = bool(no_results_reason(sp, retrieval_signals(sp), a))
-                ev = weigh(sp, extractive_statements(sp, a), build_query(sp.body), services, terms,
-                           a.answerability)
-                leads = own and grade(sp, "".join(extractive_pieces(sp, a)), docs.sections[q.id],
-                                      docs.docs.name, acfg).first
+                a5 = acfg.agents.A5_Format_Enforcer
+                chosen = extractive_statements(sp, a, a5)  # as the answer step weighs them
+                ev = weigh(sp, chosen, build_query(sp.body), services, terms, a.answerability)
+                text = "".join(extractive_pieces(sp, a, a5, chosen))
+                leads = own and grade(sp, text, docs.sections[q.id], docs.docs.name, acfg).first
                 rows.append({"docs": docs.name, "asked": asked.name, "id": q.id, "answerable": own,
                              "forced": floor or bool(ev.missing) or not ev.features,
                              "missing": ev.missing, "x": [ev.features.get(k, 0.0) for k in FEATURES],

@@ -832,16 +832,19 @@ def _opening(best: Statement, statements: list[Statement], margin: float) -> Sta
 
 
 def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None,
-                      a5: A5Config | None = None) -> list[str]:
+                      a5: A5Config | None = None,
+                      chosen: list[Statement] | None = None) -> list[str]:
     """The extractive answer, as the pieces it is streamed in (one per sentence): the
     statements of ``extractive_statements``, the best first, each citing its sources by their
     number in the Sources block; a paragraph, or a list when A5's rules ask for one
     (``answer_shape``: bullets, a numbered list of steps, a checklist — a rule the person
     added counts) or the prompt for every item; within a limit in words, as many whole
     sentences as fit (at least one). ``prompt_ready`` keeps the whole condensed context; only
-    the answer is short."""
+    the answer is short. ``chosen``: the statements, when the caller has them already (the
+    answer step weighs the same ones before answering)."""
     acfg = acfg or AnswerSettings()
-    chosen = extractive_statements(sp, acfg, a5)
+    if chosen is None:
+        chosen = extractive_statements(sp, acfg, a5)
     if not chosen:
         return [NO_STATEMENTS]
     shape = answer_shape(sp, a5)
@@ -1095,9 +1098,12 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     empty = no_results_reason(sp, signals, acfg)
     llm = getattr(services, "llm", None)
     evidence: Evidence | None = None
+    a5 = cfg.agents.A5_Format_Enforcer
+    chosen: list[Statement] = []  # the extractive answer's statements: weighed, then given
     if not empty:  # decided before answering, in every mode: the LLM is not asked without it
-        evidence = weigh(sp, extractive_statements(sp, acfg), build_query(sp.body), services,
-                         question_terms(cfg), acfg.answerability)
+        chosen = extractive_statements(sp, acfg, a5)
+        evidence = weigh(sp, chosen, build_query(sp.body), services, question_terms(cfg),
+                         acfg.answerability)
         if not evidence.answerable:
             empty = f"the knowledge base does not answer this: {evidence.why_not}"
     if empty:
@@ -1154,7 +1160,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
             mode, mode_reason = "extractive", f"the model's answer was set aside: {set_aside_reason}"
             emit("\n\n" + SET_ASIDE_NOTICE + "\n\n")
     if mode == "extractive":
-        pieces = extractive_pieces(sp, acfg, cfg.agents.A5_Format_Enforcer)
+        pieces = extractive_pieces(sp, acfg, a5, chosen)
         for piece in pieces:
             emit(piece)
         text = "".join(pieces).strip() + "\n"
@@ -1168,7 +1174,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     if mode == "llm" and not cited:
         unsupported = UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
         if acfg.offer_extractive:
-            beside = "".join(extractive_pieces(sp, acfg, cfg.agents.A5_Format_Enforcer)).strip() + "\n"
+            beside = "".join(extractive_pieces(sp, acfg, a5, chosen)).strip() + "\n"
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
                   invalid_citations=invalid, confidence=level, confidence_reason=reason,
                   model=model, usage=usage, first_token_ms=first_ms, error=error,

@@ -67,6 +67,7 @@ from ragstream.errors import (
     ConversationNotFoundError,
 )
 from ragstream.qa_log import QALog
+from ragstream.records import CHUNK_KINDS, GATE_KINDS
 from ragstream.render import strip_citations
 from ragstream.super_prompt import (
     CONVERSATION_ID_PREFIX,
@@ -226,8 +227,8 @@ def own_texts(sp: SuperPrompt) -> list[str]:
     their edits (a statement rewritten in A4, a rule rewritten or added in A5, a body field set
     by hand), the statements A4 marks as theirs, and A5's rules (what the answer must look like,
     not what the documents say)."""
-    texts = [e.after for e in sp.edits if e.after and e.kind not in
-             ("pin", "exclude", "add", "drop", "statement_move", "rule_move")]
+    placed = (*CHUNK_KINDS, *GATE_KINDS, "statement_move", "rule_move")  # no words of theirs
+    texts = [e.after for e in sp.edits if e.after and e.kind not in placed]
     a4 = sp.extras.a4
     for s in a4.condensed if a4 else []:
         if s.by_you:
