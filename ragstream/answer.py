@@ -222,7 +222,7 @@ def map_citations(numbers: list[int], sp: SuperPrompt) -> tuple[list[Citation], 
             cites.append(Citation(
                 n=n, chunk_id=chunk.id, source=chunk.source,
                 section=chunk.heading_label or chunk.section, title=chunk.title,
-                label=chunk.citation_label))
+                label=chunk.citation_label, page=chunk.page_label))
     return cites, [c.n for c in cites if not c.valid]
 
 
@@ -454,7 +454,9 @@ def kb_titles(store, limit: int) -> tuple[list[str], int]:
     With more documents than ``limit``, the largest ones (most chunks, ties by id) are named.
     A title is the document's own (that of its first chunk) when it says something, else its
     file name: a placeholder ("Untitled", "Presentation 1", a file name) or a PDF's numbered
-    first heading ("1 Introduction") names no document."""
+    first heading ("1 Introduction") names no document. A web page's title loses the site's
+    name after " | " ("Events | Node.js v18.20.4 Documentation" → "Events"), which every page
+    of the site shares."""
     from ragstream.formats.markdown_out import useful_title
 
     docs = store.documents()
@@ -466,6 +468,8 @@ def kb_titles(store, limit: int) -> tuple[list[str], int]:
         own = useful_title(chunk.title if chunk else "", d.doc_id)
         if own and _NUMBERED_HEADING.match(own):
             own = None
+        if own and " | " in own:
+            own = own.split(" | ", 1)[0].strip() or own
         title = (own or PurePosixPath(d.doc_id).stem).strip()
         titles.setdefault(title.casefold(), title)
     return sorted(titles.values(), key=lambda t: (t.casefold(), t)), len(docs)

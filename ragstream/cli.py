@@ -485,7 +485,7 @@ def _print_answer_footer(ans, kb: str = "default") -> None:
     sources = ans.sources
     click.echo("Sources:" if sources else "Sources: none cited")
     for c in sources:
-        click.echo(f"  [{c.n}] {c.source} § {c.section}" if c.section else f"  [{c.n}] {c.source}")
+        click.echo(f"  [{c.n}] {c.where} § {c.section}" if c.section else f"  [{c.n}] {c.where}")
     if ans.invalid_citations:
         nums = ", ".join(f"[{n}]" for n in ans.invalid_citations)
         click.echo(f"Invalid citations (no source has this number): {nums}")

@@ -621,7 +621,7 @@ def _answer(sp: SuperPrompt) -> dict[str, Any]:
         return {"text": None, "confidence": None, "mode": None, "sources": []}
     sources = []
     for c in ans.sources:
-        label = c.label or (f"{c.source} § {c.section}" if c.section else c.source)
+        label = c.label or (f"{c.where} § {c.section}" if c.section else c.where)
         sources.append(f"[{c.n}] {label}")
     return {"text": ans.text, "confidence": ans.confidence, "mode": ans.mode, "sources": sources}
 

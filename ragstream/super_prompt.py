@@ -202,7 +202,15 @@ class Citation(BaseModel):
     source: str = ""
     section: str = Field("", description="the chunk's heading path, 'A > B'")
     title: str = ""
-    label: str = Field("", description="the chunk's citation label, 'file.md § A > B'")
+    label: str = Field("", description="the chunk's citation label, 'file.md § A > B' "
+                                       "('manual.pdf p. 20 § A > B' in a paged document)")
+    page: str = Field("", description="where in a paged document (PDF): 'p. 20', or 'pp. 20–21' "
+                                      "for a chunk that runs over a page break; '' otherwise")
+
+    @property
+    def where(self) -> str:
+        """The source with its page: ``manual.pdf p. 20`` (``faq.md`` without pages)."""
+        return f"{self.source} {self.page}" if self.page else self.source
 
 
 class AnswerUsage(BaseModel):

@@ -170,3 +170,15 @@ def test_held_out_questions_are_low_exactly_when_off_topic(rules_kb, question, o
         assert got.mode != "no-results" and got.confidence != "Low", got.confidence_reason
     else:
         assert got.mode == "no-results" and got.confidence == "Low", got.confidence_reason
+
+
+def test_what_the_knowledge_base_covers_names_a_web_page_without_its_site(fresh_engine, tmp_path):
+    docs = tmp_path / "pages"
+    docs.mkdir()
+    (docs / "events.html").write_text(
+        "<html><head><title>Events | Node.js v18.20.4 Documentation</title></head><body>"
+        "<h1>Events</h1><p>Much of the Node.js core API is built around an asynchronous "
+        "event-driven architecture in which emitters emit named events.</p></body></html>")
+    assert fresh_engine.ingest(docs).failed == 0
+    titles, total = kb_titles(fresh_engine.services.store, 20)
+    assert (titles, total) == (["Events"], 1)

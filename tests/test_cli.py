@@ -226,3 +226,15 @@ def test_run_with_edits_records_them_and_refuses_unknown_ones(tmp_path, small_kb
         out = cli("run", "What does RRF fuse?", "--no-sync", *args, index_dir=idx, check=False)
         assert out.returncode == 2 and says in out.stderr, out.stderr
         assert "## System" not in out.stdout  # nothing ran
+
+
+def test_run_answer_names_a_pdf_sources_page(tmp_path):
+    """The CLI's Sources list names a PDF chunk's page (``kb/faq.pdf p. 2 § …``)."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "faq.pdf").write_bytes((ROOT / "benchmarks" / "formats" / "kb-pdf" / "faq.pdf").read_bytes())
+    out = cli("run", "Does RAGstream need an internet connection or an API key?", "--answer",
+              index_dir=tmp_path / "idx", kb=kb)
+    sources = out.stdout.partition("\nSources:")[2].splitlines()[1:]
+    listed = [ln for ln in sources if ln.startswith("  [")]
+    assert listed and all(re.match(r"  \[\d+\] kb/faq\.pdf pp?\. \d+(–\d+)? § ", ln) for ln in listed), listed

@@ -27,7 +27,9 @@ DOCX
 
 PPTX
     ``# deck title`` (core properties, else the first slide's title), then one ``## title``
-    section per slide (the title placeholder, else "Slide N"), slide shapes in the order of the
+    section per slide (the title placeholder; a slide without one continues the section of the
+    titled slide before it, under the same title, as a deck's continuation slides do, unless
+    that title is the deck's own; else "Slide N"), slide shapes in the order of the
     slide (groups read recursively), bullet paragraphs as nested ``- `` / ``1. `` items (bullets
     resolved through the shape, layout and master list styles), tables as pipe tables, speaker
     notes as a paragraph starting "Notes:" at the end of the slide's section (so the notes stay
@@ -1026,6 +1028,7 @@ class _PptxReader:
         if title:
             self.out.heading(1, title)
         starts: list[tuple[int, int]] = []
+        continued = ""  # the title an untitled slide continues
         for number, (slide, slide_title) in enumerate(zip(slides, titles), start=1):
             section = _Markdown()
             self.out, outer = section, self.out
@@ -1039,7 +1042,9 @@ class _PptxReader:
                 continue
             outer.flush()
             starts.append((len(outer.blocks), number))
-            outer.heading(2, slide_title or f"Slide {number}")
+            if slide_title:
+                continued = slide_title if slide_title != title else ""
+            outer.heading(2, slide_title or continued or f"Slide {number}")
             outer.blocks.extend(section.blocks)
         markdown = self.out.markdown()
         pages = self._offsets(starts)

@@ -218,7 +218,8 @@ class CitationEvent(BaseModel):
     path: str = Field(description="the document's file path")
     section: str = Field(description="the chunk's heading path, 'A > B'")
     title: str
-    label: str = Field(description="'file.md § A > B'")
+    label: str = Field(description="'file.md § A > B' ('manual.pdf p. 20 § A > B' in a paged document)")
+    page: str = Field("", description="'p. 20' or 'pp. 20–21' in a paged document (PDF); '' otherwise")
 
 
 class DoneEvent(BaseModel):
@@ -344,7 +345,7 @@ def _citation(c: Citation, sp: SuperPrompt) -> CitationEvent:
     chunk = sp.chunk_map().get(c.chunk_id)
     return CitationEvent(n=c.n, chunk_id=str(stable_uuid(c.chunk_id)), chunk_ref=c.chunk_id,
                          source=(chunk.source_name if chunk else "") or c.source, path=c.source,
-                         section=c.section, title=c.title, label=c.label)
+                         section=c.section, title=c.title, label=c.label, page=c.page)
 
 
 def _log_incomplete(engine: Engine, sp: SuperPrompt, text: str, pieces: int, started: float) -> None:

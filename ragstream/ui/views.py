@@ -761,9 +761,10 @@ def score_charts(sp: SuperPrompt) -> list[tuple[str, Any]]:
 
 
 def citation_line(citation: Citation, bold: bool = False) -> str:
-    """An answer's source as the Sources list names it: ``[2] reranking.md § Backends``; a
-    turn of a conversation ``[3] conversation chat-… § Turn 2 · 2026-11-24 14:02``."""
-    source = citation.source
+    """An answer's source as the Sources list names it: ``[2] reranking.md § Backends``
+    (``[1] manual.pdf p. 20 § Install`` in a paged document); a turn of a conversation
+    ``[3] conversation chat-… § Turn 2 · 2026-11-24 14:02``."""
+    source = citation.where
     if citation.chunk_id.startswith(CONVERSATION_PREFIX):
         name = citation.chunk_id.removeprefix(CONVERSATION_PREFIX).rpartition("#")[0]
         source = f"{CONVERSATION_SOURCE} {name}"

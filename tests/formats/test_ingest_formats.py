@@ -117,3 +117,22 @@ def test_an_aes_pdf_that_opens_without_a_password_is_read_and_a_locked_one_refus
     assert any("empty password" in w for w in opened.warnings)
     with pytest.raises(EncryptedFileError, match="locked.pdf is encrypted"):
         convert("locked.pdf", encrypted("secret"))
+
+
+def test_every_citation_of_a_pdf_chunk_carries_its_page(fresh_engine, tmp_path):
+    """The answer's Sources list (page, CLI, HTTP) names a PDF chunk's page, as prompt_ready
+    does: ``faq.pdf p. 1 § …``, never just ``faq.pdf § …``."""
+    from ragstream.service.http import _citation
+    from ragstream.ui.views import citation_line
+
+    kb = tmp_path / "kb"
+    copy("pdf", "faq", kb)
+    fresh_engine.ingest(kb)
+    sp = fresh_engine.run("Does RAGstream need an internet connection or an API key?")
+    sp, ans = fresh_engine.answer(sp)
+    assert ans.sources, ans.text
+    for c in ans.sources:
+        assert c.page.startswith(("p. ", "pp. ")), c
+        assert f"faq.pdf {c.page}" in c.label
+        assert citation_line(c).startswith(f"[{c.n}] kb/faq.pdf {c.page} § ")
+        assert _citation(c, sp).page == c.page

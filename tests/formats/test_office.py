@@ -356,6 +356,21 @@ def test_pptx_deck_title_from_first_slide_and_untitled_slides_are_numbered():
     assert converted.warnings == ["1 slide(s) without text left out"]
 
 
+def test_pptx_an_untitled_slide_continues_the_section_of_the_titled_slide_before_it():
+    """pandoc (and people) split a long section over slides, the later ones without a title:
+    their text belongs to that section, not to a "Slide N" of its own."""
+    prs = Presentation()
+    prs.core_properties.title = "Configuring"
+    titled = prs.slides.add_slide(prs.slide_layouts[5])
+    titled.shapes.title.text = "Validation"
+    titled.shapes.add_textbox(0, 0, PptxInches(3), PptxInches(1)).text_frame.text = "Files."
+    more = prs.slides.add_slide(prs.slide_layouts[6])
+    more.shapes.add_textbox(0, 0, PptxInches(3), PptxInches(1)).text_frame.text = "Typos stop it."
+    chunks = chunks_of(convert_pptx("c.pptx", saved(prs), LIMITS).markdown, "docs/c.pptx.md")
+    typo = next(c for c in chunks if "Typos stop it." in c.text)
+    assert typo.heading_path[-1] == "Validation"
+
+
 # ------------------------------------------------------------------------------ hostile and wrong files
 
 def measured(call):
