@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up RAGstream on a fresh machine: a .venv in the repo, torch (CPU build) first, the pinned
-# requirements, the offline tokenizer files; with --browser also Debian's chromium for the
-# browser tests. Safe to run again: it only installs what is missing.
+# requirements, the offline tokenizer files; with --browser also Debian's chromium, nodejs-doc
+# and libtasn1-doc for the tests. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,10 +32,19 @@ echo "==> installing requirements.txt (pinned; quick when already satisfied)"
 echo "==> preparing offline model and tokenizer files"
 "$VPY" -m ragstream.doctor
 
-if [ "$want_browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  echo "==> installing Debian chromium for the browser tests"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+# the tests' Debian packages: chromium (the page's browser tests, and printing web pages to
+# PDF as people do), nodejs-doc and libtasn1-doc (documents nobody here wrote: Node.js's API
+# pages as HTML and Markdown, a TeX-made manual as PDF, for the converter tests)
+if [ "$want_browser" = 1 ]; then
+  missing=""
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+  [ -f /usr/share/doc/nodejs/api/path.html ] || missing="$missing nodejs-doc"
+  [ -f /usr/share/doc/libtasn1-doc/libtasn1.pdf ] || missing="$missing libtasn1-doc"
+  if [ -n "$missing" ]; then
+    echo "==> installing Debian packages for the tests:$missing"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  fi
 fi
 echo "==> setup done"

@@ -5,8 +5,9 @@ Pages
     ``Converted.pages`` lists ``(offset of that marker line, page_no)``. A page without text
     keeps its marker and nothing else. Text comes in the order the page draws it (the content
     stream's order, which is reading order for what word processors, LaTeX and browsers
-    write); a page whose lines stand in two or more columns side by side keeps that order and
-    is named in a warning ("reading order guessed").
+    write, except that Chromium draws a page's headings after its text: headings are placed
+    by position, see below); a page whose lines stand in two or more columns side by side
+    keeps that order and is named in a warning ("reading order guessed").
 
 Lines and paragraphs
     pypdf reports every run of text with its position, font and size; runs on one baseline
@@ -18,16 +19,63 @@ Lines and paragraphs
     fenced code block, with their indentation restored from their positions. Tables are not
     rebuilt: their rows become paragraph text, nothing of them is lost. Lines that repeat at
     the top or bottom of most pages (running headers and footers: a title, a date, "Page 3 of
-    9") and lone page numbers there are left out.
+    9") and lone page numbers there are left out. A paragraph that is nothing but unfilled
+    template placeholders (``__UPPER_SNAKE__`` of two words or more, ``{{ name }}``,
+    ``${name}``, ``%%NAME%%``), not in a monospace font, whose placeholders occur nowhere else
+    in the document, is left out with a warning (a web page's template text: Node.js's pages
+    print ``__JS_FLAVORED_DYNAMIC_CSS__``); a placeholder or dunder in a sentence or a code
+    block stays.
 
 Headings
-    From the outline (bookmarks) when the file has one: each entry becomes a heading of its
-    depth (``#`` … ``######``) on its target page, in place of the line(s) that show its
-    title there, or, where the title is not found on that page, after the headings placed
-    before it on that page (at the top for the first). Without an outline, from font sizes:
+    From the outline (bookmarks) when the file has one (named destinations resolved): each
+    entry becomes a heading of its depth (``#`` … ``######``) on its target page, at the
+    position its destination names (the top of ``/XYZ``, ``/FitH``, ``/FitBH``, ``/FitR``).
+    The line(s) showing its title nearest that top (at most three, one under the other, the
+    first at most four line heights below the top, 24 points at least, or at most 0.6 of one
+    above it, 2 points at least) become the heading; a title is shown by the same letters and
+    digits, also once a section number in front of either is set aside (``2.1 ASN.1 syntax``
+    shows ``ASN.1 syntax``). Where no line near the top shows it, the title itself is the
+    heading, standing at the top. Titles are matched for every entry before any heading is
+    placed, so that lines drawn out of order never decide where another heading goes. The
+    heading goes before the nearest line at or below its text (2 points of tolerance; of
+    lines on one baseline, the first drawn), after the nearest line above where none is
+    below, and never before a heading placed earlier on the page; on a page set in columns,
+    only lines in its column count while there are any (a line starting more than 40 % of the
+    page's width left or right of the title's line, or of the destination's left for a title
+    not shown, stands in another). Where the title is not near the top and no line of the
+    page stands at or below the top, the title is looked for near the top of the next page
+    (within four line heights of its highest line), and the heading goes there: a browser
+    moves a heading it would leave at a page's foot to the next page, its outline entry still
+    pointing to the foot. An outline title whose end is repeated (``Event: 'close''close'``:
+    Chromium's title for such a heading) also matches the text written once, which is then
+    the heading's text. An entry without a position (``/Fit``, ``/FitV``, a null top)
+    replaces the first line(s) showing its title after the headings placed before it on its
+    page, or, where the title is not found there, goes after them (at the top for the
+    first). Without an outline, from font sizes:
     short lines (at most three lines of at most 150 characters, with letters) set clearly
     larger than the body text (the size most of the document's characters have) become
     headings ranked by size, the largest ``#``. Bold text of body size is never a heading.
+
+Definition entries
+    Where a document's units are definitions, a signature followed by its description (a
+    function reference), each entry becomes a section of its own: a heading one level below
+    the outline or font-size heading above it (``#`` under none), named by what the entry
+    defines, goes before the signature, which stays as the section's first paragraph. An
+    entry starts with a line of at most 300 characters that is a Texinfo definition (a
+    bracketed Texinfo category, ``[Function]``, ``[Macro]``, ``[Data Type]``, ``[Method on
+    Window]`` …, before or after a signature: TeX sets it at the right margin and pypdf reads
+    it first; it is moved to the signature's end) or a bare call signature (``int name
+    (args)``, ``name(args) -> type``; outside the parentheses no ``=``, ``;`` or braces; not
+    starting with a statement's keyword such as ``return`` or ``if``) that starts a block (it
+    does not go on from the line above in its font and size) and is followed by a
+    description below it, not in a monospace font, indented under it by half its size or
+    more. A signature goes on over up to three more lines of its size until its parentheses
+    close; it defines the identifier before its first ``(``, or its last word. Entries count
+    only where they are the document's units: at least two Texinfo definitions (three bare
+    signatures starting at one position in one size) in the document, two of them under one
+    heading; a single signature-like line stays text. A line just above the signature that
+    shows the name alone (a title set over each entry) becomes the heading; an entry whose
+    nearest heading above is of its name is left as it is.
 
 Title
     ``/Title`` of the document information, unless it is empty or junk (a file name,
@@ -109,6 +157,31 @@ _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*|seite\s*|p\.\s*)?"
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _HYPHEN_END = re.compile(r"(?<=[^\W\d_])(?:-|\s?[\u2010\u00ad])$")
 _CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
+#: a section number in front of a heading: ``2.1``, ``A.``, ``IV``, ``Chapter 3``
+_NUMBERING = re.compile(r"^\s*(?:(?:chapter|section|appendix|part)\s+)?(?:\d+|[A-Z]|[IVXLC]+)(?:[.-]\d+)*"
+                        r"[.):]?\s+(?=\S)", re.IGNORECASE)
+#: a Texinfo definition's category (``[Function]``, ``[Data Type]``, ``[Method on Window]``)
+_TEXINFO_CATEGORY = (r"(?:(?:Library|Special|User|Instance|Class|Data|Generic|Interactive|Primitive) )?"
+                     r"(?:Function|Macro|Form|Command|Variable|Option|Constant|[Tt]ype|Method|Operator|Struct"
+                     r"|Structure|Union|Enum|Enumeration|Typedef|Field|Property|Slot|Class|Procedure|Hook)"
+                     r"(?: (?:on|of|for) [\w.:-]+)?")
+#: a Texinfo definition: its category in brackets (set at the right margin) before or after it
+_CATEGORY = re.compile(rf"^\[(?P<a>{_TEXINFO_CATEGORY})\]\s*(?P<sig>\S.*)$"
+                       rf"|^(?P<sig2>\S.*?)\s*\[(?P<b>{_TEXINFO_CATEGORY})\]$")
+#: a bare call signature, read in three parts around its name: what stands in front of the
+#: name (a type: no statement keyword), the name right before the first ``(``, and what follows
+#: the last ``)`` (a return annotation at most)
+_STATEMENT = re.compile(r"(?:return|await|new|yield|throw|raise|if|elif|else|while|for|switch|case|catch"
+                        r"|with|typeof|delete|del|not|lambda)\b")
+_SIGNATURE_FRONT = re.compile(r"[A-Za-z_][\w:<>,*&\[\] ]*[\s*&]")
+_SIGNATURE_BACK = re.compile(r"\s*(?:(?:->|→|:)\s*[^\s;={}][^;={}]{0,80})?")
+#: an unfilled template placeholder: ``__UPPER_SNAKE__`` (two words at least), ``{{ name }}``,
+#: ``${name}``, ``%%NAME%%``
+_PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+__|\{\{\s*[\w.-]+\s*\}\}|\$\{\s*[\w.-]+\s*\}"
+                          r"|%%[A-Za-z]\w*%%")
+_PLACEHOLDERS_ONLY = re.compile(rf"\s*(?:(?:{_PLACEHOLDER.pattern})\s*)+")
+_CALLED = re.compile(r"([A-Za-z_$][\w.:$]*)\s*\(")
+_LAST_NAME = re.compile(r"([A-Za-z_$][\w.:$]*)\W*$")
 
 
 class _WorkExceeded(BaseException):
@@ -145,6 +218,20 @@ class _Page:
     has_images: bool = False
     problem: str = ""
     width: float = 612.0
+    #: ``y`` was negated to grow up the page (the page's transformation pointed it down)
+    flipped: bool = False
+
+
+@dataclass
+class _Entry:
+    """One outline entry: its page (0-based), depth and title, and where on the page its
+    destination points (``None`` when it names no position: ``/Fit``, a null coordinate)."""
+
+    index: int
+    level: int
+    title: str
+    top: float | None = None
+    left: float | None = None
 
 
 @dataclass
@@ -246,11 +333,13 @@ def _convert(name: str, data: bytes, limits: Limits, pypdf: Any, warnings: list[
         raise NoTextLayerError(name, count)
     _drop_running_lines(pages, warnings)
     body = _body_size(pages)
+    _drop_placeholders(pages, body, warnings)
     outline = _outline(reader, count)
     if outline:
         _place_outline(pages, outline)
     else:
         _size_headings(pages, body)
+    _definitions(pages)
     markdown, offsets = _render(pages, body, warnings)
     _report_empty(pages, warnings)
     return Converted(markdown=markdown, title=_title(reader, name), kind="pdf", pages=offsets,
@@ -359,6 +448,7 @@ def _read_pages(reader: Any, count: int, warnings: list[str]) -> list[_Page]:
             earlier = seen[key]
             page.lines = [_Line(line.text, line.x, line.y, line.size, line.mono) for line in earlier.lines]
             page.problem = earlier.problem
+            page.flipped = earlier.flipped
             if page.problem == "too big":
                 too_big.append(index + 1)
             continue
@@ -547,7 +637,7 @@ def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], 
 
     page.extract_text(visitor_text=on_text, visitor_operand_before=on_operator)
     flush()
-    _orient(lines)
+    info.flipped = _orient(lines)
     return lines
 
 
@@ -558,13 +648,17 @@ def _clean(text: str) -> str:
     return text
 
 
-def _orient(lines: list[_Line]) -> None:
-    """Make ``y`` grow up the page, whatever the page's transformation says."""
+def _orient(lines: list[_Line]) -> bool:
+    """Make ``y`` grow up the page, whatever the page's transformation says; whether it was
+    negated for that. One step up is no evidence: Chromium draws a page's headings after its
+    text, so a page of one line and a heading above it steps up once."""
     down = sum(1 for a, b in zip(lines, lines[1:]) if b.y < a.y)
     up = sum(1 for a, b in zip(lines, lines[1:]) if b.y > a.y)
-    if up > down:
+    flipped = up > down and up >= 2
+    if flipped:
         for line in lines:
             line.y = -line.y
+    return flipped
 
 
 def _readable(lines: list[_Line]) -> bool:
@@ -619,6 +713,38 @@ def _drop_running_lines(pages: list[_Page], warnings: list[str]) -> None:
         warnings.append(f"running headers/footers left out ({shown[:200]})")
 
 
+def _drop_placeholders(pages: list[_Page], body: float, warnings: list[str]) -> None:
+    """Leave out paragraphs that are nothing but unfilled template placeholders (see the module
+    doc): not set in a monospace font, standing apart from the lines around them, and each
+    placeholder found nowhere else in the document's text."""
+    candidates = [(page, i) for page in pages for i, line in enumerate(page.lines)
+                  if not line.mono and line.text.lstrip()[:1] in ("_", "{", "$", "%")
+                  and _PLACEHOLDERS_ONLY.fullmatch(line.text)]
+    if not candidates:
+        return
+    leading = _leading(pages, body)
+    alone: list[tuple[_Page, _Line]] = []
+    for page, i in candidates:
+        line = page.lines[i]
+        before = page.lines[i - 1] if i else None
+        after = page.lines[i + 1] if i + 1 < len(page.lines) else None
+        if (before is None or _breaks(before, line, "para", body, leading)) and \
+                (after is None or _breaks(line, after, "para", body, leading)):
+            alone.append((page, line))
+    everywhere: Counter[str] = Counter(token for page in pages for line in page.lines
+                                       for token in _PLACEHOLDER.findall(line.text))
+    inside: Counter[str] = Counter(token for _page, line in alone
+                                   for token in _PLACEHOLDER.findall(line.text))
+    dropped = [(page, line) for page, line in alone
+               if all(everywhere[token] == inside[token] for token in _PLACEHOLDER.findall(line.text))]
+    gone = {id(line) for _page, line in dropped}
+    for page in {id(page): page for page, _line in dropped}.values():
+        page.lines = [line for line in page.lines if id(line) not in gone]
+    if dropped:
+        shown = ", ".join(sorted({line.text.strip() for _page, line in dropped}))
+        warnings.append(f"unfilled template placeholders left out ({shown[:200]})")
+
+
 def _edge_lines(page: _Page, body: float) -> list[_Line]:
     """The lines on the two topmost and the two lowest baselines of a page that stand apart
     from the text (set smaller than the body, or with a wide gap to the nearest line)."""
@@ -650,13 +776,14 @@ def _body_size(pages: list[_Page]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _outline(reader: Any, count: int) -> list[tuple[int, int, str]]:
-    """The outline as ``(page index, level, title)`` in document order (empty when none)."""
+def _outline(reader: Any, count: int) -> list[_Entry]:
+    """The outline's entries in document order (empty when none); named destinations are
+    resolved by pypdf."""
     try:
         outline = reader.outline
     except Exception:  # an unreadable outline: headings come from font sizes instead
         return []
-    entries: list[tuple[int, int, str]] = []
+    entries: list[_Entry] = []
     stack: list[tuple[list[Any], int]] = [(list(outline), 1)]
     while stack and len(entries) < MAX_OUTLINE_ENTRIES:
         items, level = stack.pop()
@@ -672,8 +799,20 @@ def _outline(reader: Any, count: int) -> list[tuple[int, int, str]]:
             except Exception:  # a destination that points nowhere
                 index = None
             if title and isinstance(index, int) and 0 <= index < count:
-                entries.append((index, min(level, 6), title))
+                entries.append(_Entry(index, min(level, 6), title, _coordinate(item, "/Top"),
+                                      _coordinate(item, "/Left")))
     return entries
+
+
+def _coordinate(item: Any, key: str) -> float | None:
+    """A destination's ``/Top`` or ``/Left`` as a number; ``None`` when absent, null or odd."""
+    try:
+        value = item.get(key)
+        value = value.get_object() if hasattr(value, "get_object") else value
+        number = float(value)
+    except Exception:  # a null, a name, a malformed destination: no position
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _norm(text: str) -> str:
@@ -681,39 +820,159 @@ def _norm(text: str) -> str:
     return re.sub(r"[\W_]+", "", text.lower())
 
 
-def _place_outline(pages: list[_Page], outline: list[tuple[int, int, str]]) -> None:
-    """Put each outline entry on its page as a heading (see the module doc)."""
+def _same_title(shown: str, title: str) -> bool:
+    """Whether text on the page shows the outline title: the same letters and digits, or the
+    same once a section number in front of either is set aside (``2.1 ASN.1 syntax``)."""
+    if _norm(shown) == _norm(title):
+        return True
+    bare = _norm(_NUMBERING.sub("", title))
+    return bool(bare) and _norm(_NUMBERING.sub("", shown)) == bare
+
+
+def _undoubled(title: str) -> str:
+    """The title without a repeated end (``Event: 'close''close'``: Chromium's outline
+    title of a heading it moved to the next page repeats the heading's code part); the title
+    itself when its end is not repeated (four characters at least, a letter or digit among
+    them)."""
+    for k in range(len(title) // 2, 3, -1):
+        tail = title[-k:]
+        if tail == title[-2 * k:-k] and _norm(tail):
+            return title[:-k]
+    return title
+
+
+def _title_lines(page: _Page, title: str, top: float | None, start: int) -> tuple[int, int] | None:
+    """The first and last index of the line(s) (at most three, one under the other) that show
+    ``title``: with a destination top, the match whose first line stands nearest it (at most
+    four line heights below, 24 points at least, or 0.6 of one above, 2 points at least);
+    without one, the first match from ``start`` on."""
+    target = _norm(title)
+    bare = _norm(_NUMBERING.sub("", title))
+    longest = max(len(target), len(bare)) + 16  # a section number and spacing at most
+    best: tuple[float, int, int] | None = None
+    lines = page.lines
+    for i in range(start if top is None else 0, len(lines)):
+        first = lines[i]
+        if first.heading:
+            continue
+        if top is not None and not (top - max(24.0, 4 * first.size) <= first.y
+                                    <= top + max(2.0, 0.6 * first.size)):
+            continue
+        joined = ""
+        for k in range(i, min(i + 3, len(lines))):
+            line = lines[k]
+            if line.heading or (k > i and not 0 < lines[k - 1].y - line.y <= 2.5 * max(line.size, 1.0)):
+                break
+            joined += _norm(line.text)
+            if len(joined) > longest:
+                break
+            if joined == target or (bare and joined.endswith(bare)
+                                    and _same_title(" ".join(x.text for x in lines[i:k + 1]), title)):
+                if top is None:
+                    return i, k
+                distance = abs(top - first.y)
+                if best is None or distance < best[0]:
+                    best = (distance, i, k)
+                break
+    return (best[1], best[2]) if best else None
+
+
+def _position(page: _Page, y: float, left: float | None) -> int:
+    """Where a heading whose text stands at ``y`` goes among the page's lines: before the
+    nearest line at or below it (2 points of tolerance; of lines on one baseline, the first
+    drawn), in the same column as ``left`` when given (a line starting more than 40 % of the
+    page's width to its left or right stands in another column); with none below, after the
+    nearest line above."""
+    reach = 0.4 * page.width
+
+    def pick(lines: list[tuple[int, _Line]]) -> int:
+        below = [(i, line) for i, line in lines if line.y <= y + 2.0]
+        if below:
+            nearest = max(line.y for _, line in below)
+            return next(i for i, line in below if line.y >= nearest - 0.5)
+        above = [(i, line) for i, line in lines if line.y > y + 2.0]
+        if above:
+            nearest = min(line.y for _, line in above)
+            return max(i for i, line in above if line.y <= nearest + 0.5) + 1
+        return -1
+
+    everything = list(enumerate(page.lines))
+    if left is not None:
+        at = pick([(i, line) for i, line in everything if left - reach <= line.x < left + reach])
+        if at >= 0:
+            return at
+    at = pick(everything)
+    return at if at >= 0 else len(page.lines)
+
+
+def _find_shown(pages: list[_Page], entry: _Entry, top: float) -> tuple[int, str, list[_Line]] | None:
+    """The page, title and lines that show an entry with a destination top: near the top on
+    its page, or, when nothing on its page stands below the top, among the first lines of the
+    next page (where a browser moved a heading it would have left at a page's foot). The
+    title may be written once where the outline repeats its end (``_undoubled``)."""
+    page = pages[entry.index]
+    titles = dict.fromkeys([entry.title, _undoubled(entry.title)])
+    for title in titles:
+        found = _title_lines(page, title, top, 0)
+        if found:
+            return entry.index, title, page.lines[found[0]:found[1] + 1]
+    if entry.index + 1 >= len(pages) or any(line.y <= top + 2.0 for line in page.lines if not line.heading):
+        return None
+    following = pages[entry.index + 1]
+    free = [line for line in following.lines if not line.heading]
+    if not free:
+        return None
+    high = max(line.y for line in free)
+    for title in titles:
+        found = _title_lines(following, title, high, 0)
+        if found:
+            return entry.index + 1, title, following.lines[found[0]:found[1] + 1]
+    return None
+
+
+def _place_outline(pages: list[_Page], outline: list[_Entry]) -> None:
+    """Put each outline entry on its page as a heading (see the module doc). The lines that
+    show the titles near their destinations are taken out first, so that lines drawn out of
+    order (Chromium draws a page's headings after its text) never decide where another
+    heading goes."""
+    placed: list[tuple[int, float | None, float | None, str, list[_Line] | None]] = []
+    for entry in outline:
+        top = entry.top if entry.top is None or not pages[entry.index].flipped else -entry.top
+        shown = _find_shown(pages, entry, top) if top is not None else None
+        if shown is None:
+            placed.append((entry.index, top, entry.left, entry.title, None))
+            continue
+        index, title, lines = shown
+        for line in lines:
+            line.heading = entry.level  # taken: no other entry matches it
+        placed.append((index, lines[0].y, lines[0].x, title, lines))
+    for page in pages:
+        page.lines = [line for line in page.lines if not line.heading]
+    columns = {index: _multi_column(pages[index]) for index, *_rest in placed}
     cursor: dict[int, int] = {}
-    for index, level, title in outline:
+    for entry, (index, top, left, title, taken) in zip(outline, placed):
         page = pages[index]
         start = cursor.get(index, 0)
-        target = _norm(title)
-        found = -1
-        for i in range(start, len(page.lines)):
-            if page.lines[i].heading:
-                continue
-            joined = ""
-            for k in range(i, min(i + 3, len(page.lines))):
-                if page.lines[k].heading:
-                    break
-                joined += _norm(page.lines[k].text)
-                if joined == target:
-                    found = i
-                    for line in page.lines[i:k + 1]:
-                        line.heading, line.continues = level, line is not page.lines[i]
-                    page.lines[i].heading_text = title
-                    cursor[index] = k + 1
-                    break
-                if not target.startswith(joined):
-                    break
-            if found >= 0:
-                break
-        if found < 0 and target:
+        if top is None:
+            found = _title_lines(page, title, None, start)
+            at = found[0] if found else start
+            if found:
+                taken = page.lines[found[0]:found[1] + 1]
+                del page.lines[found[0]:found[1] + 1]
+        if taken is None:
             anchor = page.lines[start] if start < len(page.lines) else None
-            page.lines.insert(start, _Line(text=title, x=anchor.x if anchor else 0.0,
-                                           y=anchor.y if anchor else 0.0, size=anchor.size if anchor else 0.0,
-                                           mono=False, heading=level, heading_text=title))
-            cursor[index] = start + 1
+            lines = [_Line(text=title, x=anchor.x if anchor else 0.0,
+                           y=top if top is not None else anchor.y if anchor else 0.0,
+                           size=anchor.size if anchor else 0.0, mono=False)]
+        else:
+            lines = taken
+        if top is not None:
+            at = max(start, _position(page, top, left if columns[index] else None))
+        for line in lines:
+            line.heading, line.continues = entry.level, line is not lines[0]
+        lines[0].heading_text = title
+        page.lines[at:at] = lines
+        cursor[index] = at + len(lines)
 
 
 def _size_headings(pages: list[_Page], body: float) -> None:
@@ -759,6 +1018,133 @@ def _size_headings(pages: list[_Page], body: float) -> None:
     for group in headings:
         for line in group:
             line.heading, line.continues = rank[line.size], line is not group[0]
+
+
+@dataclass
+class _Definition:
+    """A definition entry found at a line: the lines its signature spans, the name it defines,
+    its Texinfo category (``None`` for a bare signature) and what must repeat for it to count."""
+
+    first: int
+    last: int
+    name: str
+    category: str | None
+    layout: tuple[Any, ...]
+    #: the first line's text without the category in front of it
+    first_text: str
+
+
+def _definition_at(lines: list[_Line], i: int) -> _Definition | None:
+    """The definition entry whose signature starts at ``lines[i]``, if one does: a Texinfo
+    definition (``[Function]`` / ``[Macro]`` … before or after the signature), or a call
+    signature standing alone (``int name (args)``, ``name(args) -> type``) that starts a block
+    and is followed by a description indented under it, not set in a monospace font."""
+    line = lines[i]
+    text = line.text.strip()
+    if len(text) > 300:
+        return None
+    tagged = _CATEGORY.match(text) if "[" in text else None
+    if tagged is None:
+        prev = lines[i - 1] if i else None
+        if (prev is not None and not prev.heading and prev.mono == line.mono
+                and abs(prev.size - line.size) <= 0.6
+                and 0 < prev.y - line.y <= 1.5 * max(line.size, prev.size, 1.0)):
+            return None  # it goes on with the line above: not the start of a block
+    first_text = (tagged.group("sig") or tagged.group("sig2")) if tagged else text
+    signature, last = first_text, i
+    while signature.count("(") > signature.count(")") and last + 1 < len(lines) and last - i < 3:
+        nxt = lines[last + 1]
+        if (nxt.heading or abs(nxt.size - line.size) > 0.6
+                or not 0 < lines[last].y - nxt.y <= 2.5 * max(line.size, 1.0)):
+            break
+        last += 1
+        signature += " " + nxt.text.strip()
+    if tagged:
+        named = _CALLED.search(signature) or _LAST_NAME.search(signature)
+        if named is None:
+            return None
+        category = tagged.group("a") or tagged.group("b")
+        return _Definition(i, last, named.group(1), category, ("tagged",), first_text)
+    name = _bare_signature(signature)
+    after = lines[last + 1] if last + 1 < len(lines) else None
+    if (name is None or after is None or after.heading or after.mono or not after.y < lines[last].y
+            or after.x < line.x + 0.5 * max(line.size, 1.0)):
+        return None
+    layout = ("bare", round(line.x), round(line.size * 2), line.mono)
+    return _Definition(i, last, name, None, layout, first_text)
+
+
+def _bare_signature(text: str) -> str | None:
+    """The name a bare call signature defines (``int name (args)``, ``name(args) -> type``;
+    see the module doc), or ``None`` when ``text`` is not one."""
+    opening, closing = text.find("("), text.rfind(")")
+    if opening <= 0 or closing < opening or _STATEMENT.match(text):
+        return None
+    head = text[:opening].rstrip()
+    start = len(head)
+    while start and (head[start - 1].isalnum() or head[start - 1] in "_.:$"):
+        start -= 1
+    name, front = head[start:], head[:start]
+    if not name or not (name[0].isalpha() or name[0] in "_$"):
+        return None
+    if not _SIGNATURE_BACK.fullmatch(text[closing + 1:]):
+        return None
+    if front and not _SIGNATURE_FRONT.fullmatch(front):
+        return None
+    return name
+
+
+def _definitions(pages: list[_Page]) -> None:
+    """Make each definition entry of a reference (see the module doc) a section of its own."""
+    found: list[tuple[int, _Definition, int]] = []  # (page index, entry, section number)
+    section = 0
+    for p, page in enumerate(pages):
+        i = 0
+        while i < len(page.lines):
+            line = page.lines[i]
+            if line.heading:
+                section += not line.continues
+                i += 1
+                continue
+            entry = _definition_at(page.lines, i)
+            if entry is None:
+                i += 1
+                continue
+            found.append((p, entry, section))
+            i = entry.last + 1
+    per_section: Counter[tuple[Any, ...]] = Counter((entry.layout, section) for _p, entry, section in found)
+    totals: Counter[tuple[Any, ...]] = Counter(entry.layout for _p, entry, _s in found)
+    units = {layout for (layout, _s), n in per_section.items()
+             if n >= 2 and totals[layout] >= (2 if layout == ("tagged",) else 3)}
+    chosen = {(p, entry.first): entry for p, entry, _s in found if entry.layout in units}
+    if not chosen:
+        return
+    level, last_heading = 0, ""
+    plan: list[tuple[int, _Definition, int, bool]] = []  # (page, entry, heading level, title line above)
+    for p, page in enumerate(pages):
+        for i, line in enumerate(page.lines):
+            if line.heading and not line.continues:
+                level, last_heading = line.heading, _norm(line.heading_text or line.text)
+                continue
+            entry = chosen.get((p, i))
+            if entry is None or _norm(entry.name) == last_heading:
+                continue
+            above = page.lines[i - 1] if i else None
+            titled = (above is not None and not above.heading and len(above.text) <= 80
+                      and _norm(above.text) == _norm(entry.name))
+            plan.append((p, entry, min(6, level + 1), titled))
+    for p, entry, depth, titled in reversed(plan):
+        lines = pages[p].lines
+        first = lines[entry.first]
+        if entry.category and first.text.strip() != entry.first_text:
+            first.text = entry.first_text
+            lines[entry.last].text = lines[entry.last].text.rstrip() + f" [{entry.category}]"
+        if titled:
+            above = lines[entry.first - 1]
+            above.heading, above.heading_text, above.continues = depth, entry.name, False
+        else:
+            lines.insert(entry.first, _Line(text=entry.name, x=first.x, y=first.y, size=first.size,
+                                            mono=False, heading=depth, heading_text=entry.name))
 
 
 # ----------------------------------------------------------------------------- rendering

@@ -1,0 +1,361 @@
+"""Tests for ragstream.formats.pdf on printed documents (issue 32): headings at their outline
+destinations, template placeholders left out, a reference's definition entries as sections.
+
+Real files where they can be had: pages printed here by headless Chromium (a page written
+here; Node.js's ``path.html`` from ``nodejs-doc``) and the TeX-made libtasn1 manual
+(``libtasn1-doc``); the rules' edges on PDFs made here with pypdf (exact content streams)."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pypdf = pytest.importorskip("pypdf", reason="the PDF converter needs pypdf (requirements.txt)")
+
+from pypdf import PdfWriter  # noqa: E402
+from pypdf.generic import (  # noqa: E402
+    ContentStream,
+    DictionaryObject,
+    Fit,
+    NameObject,
+    TextStringObject,
+)
+
+from ragstream.config import ChunkingSettings  # noqa: E402
+from ragstream.formats import Limits  # noqa: E402
+from ragstream.formats.pdf import convert_pdf  # noqa: E402
+from ragstream.ingest.chunker import parse_document  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+NODE_PATH = Path("/usr/share/doc/nodejs/api/path.html")
+TASN1 = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
+NODE_MISSING = "nodejs-doc is not installed (scripts/setup.sh installs it for the tests)"
+TASN1_MISSING = "libtasn1-doc is not installed (scripts/setup.sh installs it for the tests)"
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def convert(data: bytes, name: str = "printed.pdf"):
+    return convert_pdf(name, data, Limits())
+
+
+def chunks_of(markdown: str) -> list:
+    """The chunks ingestion makes of the converted Markdown."""
+    return list(parse_document(markdown, "printed.pdf", ChunkingSettings(), "2026-01-01").chunks)
+
+
+def section_of(chunks: list, text: str) -> tuple[str, ...]:
+    """The heading path of the chunk that holds ``text`` (spacing ignored)."""
+    wanted = " ".join(text.split())
+    holding = [c for c in chunks if wanted in " ".join(c.text.split())]
+    assert holding, f"no chunk holds {text!r}"
+    return holding[0].heading_path
+
+
+def headings_of(markdown: str) -> list[tuple[int, str]]:
+    outside = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    return [(len(m.group(1)), m.group(2)) for m in re.finditer(r"^(#{1,6}) (.+)$", outside, re.M)]
+
+
+def body_lines(markdown: str) -> list[str]:
+    """The Markdown's lines that are not headings, page markers or fences."""
+    return [line.strip() for line in markdown.splitlines()
+            if line.strip() and not line.startswith(("#", "<!-- page", "```"))]
+
+
+def print_pdf(source: Path, target: Path) -> bytes:
+    """``source`` printed by headless Chromium as "Save as PDF" does, with the document outline."""
+    subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    f"--user-data-dir={target.parent / 'profile'}", "--no-pdf-header-footer",
+                    "--generate-pdf-document-outline", f"--print-to-pdf={target}", source.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    return target.read_bytes()
+
+
+def _fonts() -> DictionaryObject:
+    fonts = DictionaryObject()
+    for key, base in {"F1": "Helvetica", "F2": "Helvetica-Bold", "F3": "Courier"}.items():
+        fonts[NameObject(f"/{key}")] = DictionaryObject({
+            NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject(f"/{base}"),
+            NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
+    return DictionaryObject({NameObject("/Font"): fonts})
+
+
+def draw(runs: list[tuple[str, float, float, float, str]]) -> bytes:
+    """A content stream drawing ``(font, size, x, y, text)`` runs in the order given."""
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    ops = (f"BT /{f} {s} Tf {x} {y} Td ({escape(t)}) Tj ET" for f, s, x, y, t in runs)
+    return "\n".join(ops).encode("cp1252")
+
+
+def column(texts: list[str], *, top: float, x: float = 72, size: float = 11, leading: float = 14,
+           font: str = "F1") -> list[tuple[str, float, float, float, str]]:
+    """Lines one under the other from ``top``; "" leaves a paragraph gap."""
+    runs, y = [], top
+    for text in texts:
+        if text:
+            runs.append((font, size, x, y, text))
+        y -= leading
+    return runs
+
+
+def make_pdf(pages: list[bytes], outline: list[tuple[str, int, Fit | str]] = (),
+             named: dict[str, tuple[int, Fit]] | None = None) -> bytes:
+    """A PDF of the given content streams; ``outline`` as ``(title, page index, fit or the
+    name of a destination in named)``, all at depth 1."""
+    writer = PdfWriter()
+    for content in pages:
+        page = writer.add_blank_page(612, 792)
+        stream = ContentStream(None, writer)
+        stream.set_data(content)
+        page.replace_contents(stream)
+        page[NameObject("/Resources")] = _fonts()
+    for name, (index, fit) in (named or {}).items():
+        writer.add_named_destination(name, index, fit=fit)
+    for title, index, fit in outline:
+        if isinstance(fit, str):
+            writer.add_outline_item_dict(DictionaryObject({NameObject("/Title"): TextStringObject(title),
+                                                           NameObject("/Dest"): TextStringObject(fit)}))
+        else:
+            writer.add_outline_item(title, page_number=index, fit=fit)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------------------ Chromium: a page written here
+
+SECTIONS = [  # (level, heading, code word of its body)
+    (2, "Choosing a site", "Amber"), (3, "Soil and drainage", "Birch"), (3, "Light and shelter", "Cedar"),
+    (2, "Planting the trees", "Dahlia"), (3, "Spacing the rows", "Elder"),
+    (2, "Caring for the orchard", "Fennel"), (3, "Pruning in winter", "Ginger"),
+    (3, "Watering in summer", "Hazel"), (2, "Harvest", "Iris"),
+]
+
+
+def _paragraph(word: str, n: int) -> str:
+    return (f"{word} sentence {n}: the {word.lower()} section says this in its own words, and it goes on "
+            f"for a while so that the section fills a good part of the page, the way a real manual's "
+            f"section does when it explains one step of the work with care, with examples, and with the "
+            f"reasons behind it.")
+
+
+# headings positioned (``position: relative``, as many sites' style sheets set them, Node.js's
+# among them, for their anchor marks): Chromium paints them after the page's other text
+ORCHARD = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Orchard manual</title>"
+           "<style>body { font: 12pt 'Liberation Serif', serif; width: 36em; }"
+           "h1, h2, h3 { position: relative; } h2 { font: bold 17pt sans-serif; } "
+           "h3 { font: bold 14pt sans-serif; }</style></head><body>"
+           "<h1>Orchard manual</h1>"
+           + "".join(f"<h{level}>{title}</h{level}>"
+                     + "".join(f"<p>{_paragraph(word, n)}</p>" for n in (1, 2, 3))
+                     for level, title, word in SECTIONS)
+           + "</body></html>")
+
+
+@pytest.fixture(scope="module")
+def orchard(tmp_path_factory) -> str:
+    """The orchard manual printed by Chromium, converted."""
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium is not installed (apt-get install chromium): the printed pages "
+                    "are made with it")
+    folder = tmp_path_factory.mktemp("orchard")
+    source = folder / "orchard.html"
+    source.write_text(ORCHARD, encoding="utf-8")
+    return convert(print_pdf(source, folder / "orchard.pdf")).markdown
+
+
+def test_printed_page_every_sentence_is_under_its_own_heading(orchard):
+    assert headings_of(orchard) == [(1, "Orchard manual")] + [(level, title) for level, title, _w in SECTIONS]
+    chunks = chunks_of(orchard)
+    for _level, title, word in SECTIONS:
+        for n in (1, 2, 3):
+            assert section_of(chunks, f"{word} sentence {n}:")[-1] == title, (word, n)
+
+
+def test_printed_page_headings_stand_before_their_text_and_only_once(orchard):
+    for _level, title, word in SECTIONS:
+        heading = re.search(rf"^#+ {re.escape(title)}$", orchard, re.M)
+        assert heading is not None and heading.start() < orchard.index(f"{word} sentence 1:")
+    assert not set(body_lines(orchard)) & {title for _l, title, _w in SECTIONS}
+
+
+# ------------------------------------------------------------------------------ Chromium: Node.js's path page
+
+
+@pytest.fixture(scope="module")
+def node_path(tmp_path_factory) -> str:
+    """Node.js's path.html (``nodejs-doc``) printed by Chromium, converted."""
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium is not installed (apt-get install chromium): the printed pages "
+                    "are made with it")
+    if not NODE_PATH.is_file():
+        pytest.skip(NODE_MISSING)
+    folder = tmp_path_factory.mktemp("node")
+    converted = convert(print_pdf(NODE_PATH, folder / "path.pdf"), "path.pdf")
+    return converted.markdown
+
+
+def test_node_page_headings_at_their_destinations(node_path):
+    chunks = chunks_of(node_path)
+    assert section_of(chunks, "The default operation of the node:path module varies")[-1] == \
+        "Windows vs. POSIX"
+    assert section_of(chunks, "The path.basename() method returns the last portion of a path")[-1] == \
+        "path.basename(path[, suffix])"
+    assert section_of(chunks, "The path.dirname() method returns the directory name of a path")[-1] == \
+        "path.dirname(path)"
+    assert section_of(chunks, "The path.join() method joins all given path segments")[-1] == \
+        "path.join([...paths])"
+    assert section_of(chunks, "The node:path module provides utilities")[-1] == "Path"
+    windows = re.search(r"^#+ Windows vs\. POSIX$", node_path, re.M)
+    assert windows is not None and windows.start() < node_path.index("The default operation of the node:path")
+    # a heading's title is not left behind as a line of text
+    assert "Windows vs. POSIX" not in body_lines(node_path)
+    assert "path.basename(path[, suffix])" not in body_lines(node_path)
+
+
+def test_node_page_template_placeholder_left_out(node_path):
+    assert "__JS_FLAVORED_DYNAMIC_CSS__" not in node_path
+
+
+# ------------------------------------------------------------------------------ TeX: the libtasn1 manual
+
+
+@pytest.fixture(scope="module")
+def tasn1() -> str:
+    if not TASN1.is_file():
+        pytest.skip(TASN1_MISSING)
+    return convert(TASN1.read_bytes(), "libtasn1.pdf").markdown
+
+
+def test_tex_manual_outline_headings_at_their_destinations(tasn1):
+    chunks = chunks_of(tasn1)
+    assert section_of(chunks, "The parser is case sensitive.")[-1] == "ASN.1 syntax"
+    # the numbered heading line (2.1 ASN.1 syntax) is the outline's heading, not text too
+    assert "2.1 ASN.1 syntax" not in body_lines(tasn1)
+
+
+def test_tex_manual_functions_are_sections_of_their_own(tasn1):
+    headings = [title for _level, title in headings_of(tasn1)]
+    assert {"asn1_der_coding", "asn1_bit_der", "asn1_der_decoding", "asn1_parser2tree"} <= set(headings)
+    chunks = chunks_of(tasn1)
+    path = section_of(chunks, "Creates the DER encoding for the NAME structure")
+    assert path[-2:] == ("DER functions", "asn1_der_coding")
+    own = " ".join(" ".join(c.text.split()) for c in chunks if c.heading_path == path)
+    assert "int asn1_der_coding (" in own and "[Function]" in own
+    assert own.count("Returns:") == 1 and "ASN1_MEM_ERROR if the ider vector" in own
+    # the function before it keeps its own description
+    assert section_of(chunks, "Note that the BIT STRING tag is not included in the output.")[-1] == \
+        "asn1_bit_der"
+    assert "asn1 der coding" not in body_lines(tasn1)  # the title set over the entry became its heading
+
+
+# ------------------------------------------------------------------------------ made with pypdf: edges
+
+
+def test_headings_drawn_after_the_text_go_to_their_destinations():
+    body = column(["Intro text about the tool stands first.", "", "Setup text explains the steps.", "",
+                   "Usage text shows the commands."], top=700)
+    # the body sits at 700, 672, 644; headings are drawn last, at their places above each text
+    headings = [("F2", 14, 72, 715, "Overview"), ("F2", 14, 72, 687, "Setup"), ("F2", 14, 72, 659, "Usage")]
+    outline = [("Overview", 0, Fit.xyz(72, 730)), ("Setup", 0, Fit.xyz(72, 702)),
+               ("Usage", 0, Fit.xyz(72, 674))]
+    md = convert(make_pdf([draw(body + headings)], outline)).markdown
+    assert md.index("# Overview") < md.index("Intro text") < md.index("# Setup") < md.index("Setup text") \
+        < md.index("# Usage") < md.index("Usage text")
+    assert md.count("Setup") == 2 and md.count("Overview") == 1  # "Setup text" and the heading
+
+
+def test_named_destinations_and_untitled_positions():
+    body = column(["First part of the page.", "", "", "Second part of the page."], top=700)
+    named = {"sec.second": (0, Fit.xyz(72, 665))}
+    outline = [("Second part", 0, "sec.second")]
+    md = convert(make_pdf([draw(body)], outline, named)).markdown
+    # no line shows the title: the heading stands at the destination, between the two parts
+    assert md.index("First part") < md.index("# Second part") < md.index("Second part of the page")
+
+
+def test_numbered_heading_line_shows_the_outline_title():
+    body = column(["2.1 Syntax rules", "", "The syntax is case sensitive."], top=700)
+    md = convert(make_pdf([draw(body)], [("Syntax rules", 0, Fit.xyz(90, 715))])).markdown
+    assert "# Syntax rules\n\nThe syntax is case sensitive." in md
+    assert "2.1 Syntax rules" not in md
+
+
+def test_heading_moved_to_the_next_page_with_a_repeated_title():
+    first = column(["The first page ends with this paragraph."], top=700)
+    second = column(["The next section starts on the second page."], top=720)
+    second += [("F3", 13, 72, 750, "rl.close()")]
+    outline = [("rl.close()rl.close()", 0, Fit.xyz(72, 40))]
+    md = convert(make_pdf([draw(first), draw(second)], outline)).markdown
+    assert "<!-- page: 2 -->\n\n# rl.close()\n\nThe next section starts" in md
+    assert md.count("rl.close()") == 1
+
+
+def test_heading_in_the_right_column_stays_in_its_column():
+    left = column([f"Left column line {n} about apples and pears." for n in range(1, 13)],
+                  top=700, x=54, size=9, leading=12)
+    right = column([f"Right column line {n} about plums and figs." for n in range(1, 13)],
+                   top=700, x=320, size=9, leading=12)
+    heading = [("F2", 12, 320, 620, "Plums")]  # in the right column, between its lines 7 and 8
+    outline = [("Plums", 0, Fit.xyz(320, 632))]
+    md = convert(make_pdf([draw(left + right + heading)], outline)).markdown
+    # not between the left column's lines 7 and 8, which stand at the same heights
+    assert md.index("Left column line 12") < md.index("Right column line 7") < md.index("# Plums") \
+        < md.index("Right column line 8")
+
+
+def test_placeholders_alone_left_out_dunders_in_text_and_code_kept():
+    runs = column(["__SITE_DYNAMIC_CSS__", "", "{{ page.footer }}", "", "Call __init__ to set the object up,",
+                   "then render {{ name }} in the template."], top=720)
+    runs += column(["__MAIN_HOOK__", "{{ title }}"], top=600, font="F3", size=10, leading=12)
+    md = convert(make_pdf([draw(runs)])).markdown
+    assert "__SITE_DYNAMIC_CSS__" not in md and "{{ page.footer }}" not in md
+    assert "Call __init__ to set the object up, then render {{ name }} in the template." in md
+    assert "__MAIN_HOOK__\n{{ title }}" in md  # a code block keeps them
+
+
+def test_placeholder_named_in_the_text_is_kept():
+    runs = column(["__BUILD_NUMBER_TAG__", "", "The template fills __BUILD_NUMBER_TAG__ at build time."],
+                  top=720)
+    md = convert(make_pdf([draw(runs)])).markdown
+    assert md.count("__BUILD_NUMBER_TAG__") == 2
+
+
+def _texinfo_entry(name: str, top: float, text: str) -> list[tuple[str, float, float, float, str]]:
+    """One Texinfo definition as TeX sets it: the category at the right margin (drawn first),
+    the signature, an indented description."""
+    return [("F1", 12, 474, top, "[Function]"), ("F1", 12, 90, top, f"int {name} (int flags)"),
+            ("F1", 11, 118, top - 16, f"{text} Returns: zero on success for {name}.")]
+
+
+def test_texinfo_definitions_become_sections_under_the_outline_heading():
+    runs = [("F2", 14, 90, 740, "Setup functions")]
+    runs += _texinfo_entry("lib_init", 700, "Starts the library.")
+    runs += _texinfo_entry("lib_done", 650, "Stops it.")
+    runs += _texinfo_entry("lib_reset", 600, "Resets the state.")
+    md = convert(make_pdf([draw(runs)], [("Setup functions", 0, Fit.xyz(90, 755))])).markdown
+    assert headings_of(md) == [(1, "Setup functions"), (2, "lib_init"), (2, "lib_done"), (2, "lib_reset")]
+    chunks = chunks_of(md)
+    assert section_of(chunks, "Stops it.")[-1] == "lib_done"
+    assert "int lib_done (int flags) [Function]" in md
+
+
+def test_signatures_repeated_become_sections_a_lone_one_stays_text():
+    entries = []
+    for n, name in enumerate(("open_file", "read_file", "close_file")):
+        top = 700 - 70 * n
+        entries += [("F3", 10, 72, top, f"{name}(path, mode)"),
+                    ("F1", 11, 96, top - 16, f"The {name} call works on one file and says what it did.")]
+    md = convert(make_pdf([draw(entries)])).markdown
+    assert [title for _l, title in headings_of(md)] == ["open_file", "read_file", "close_file"]
+    lone = [("F3", 10, 72, 700, "open_file(path, mode)"),
+            ("F1", 11, 96, 684, "The call works on one file and says what it did.")]
+    assert headings_of(convert(make_pdf([draw(lone)])).markdown) == []
