@@ -69,7 +69,7 @@ def test_record_and_read_back(tmp_path):
     assert row["answer"] == "RRF fuses rankings [1]. Nonsense [7]." and row["mode"] == "llm"
     assert row["citations"][0] == {"n": 1, "valid": True, "chunk_id": "kb/a.md#0",
                                    "source": "kb/a.md", "section": "A", "title": "",
-                                   "label": ""}
+                                   "label": "", "page": ""}
     assert row["citations"][1]["valid"] is False and row["invalid_citations"] == [7]
     assert row["confidence"] == "Medium" and row["confidence_reason"].startswith("best")
     assert row["stage_latency_ms"] == {"Retrieval": 12.5, "ReRanker": 30.0}
