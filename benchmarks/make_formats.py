@@ -28,11 +28,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from benchmarks.pdf_print.make_pdfs import print_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
 KB = ROOT / "data" / "kb"
 OUT = ROOT / "benchmarks" / "formats"
 ANSWERS = ROOT / "benchmarks" / "answers"
-CHROMIUM = "/usr/bin/chromium"
 FORMATS = ("html", "docx", "pdf", "pptx", "epub")
 
 
@@ -57,11 +58,7 @@ def make(fmt: str) -> Path:
             with tempfile.TemporaryDirectory() as tmp:
                 page = Path(tmp) / f"{md.stem}.html"
                 pandoc(md, page, "-s", "--metadata", f"pagetitle={md.stem}")
-                subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                                "--no-first-run", "--disable-background-networking",
-                                f"--user-data-dir={tmp}/profile", "--no-pdf-header-footer",
-                                "--generate-pdf-document-outline", f"--print-to-pdf={target}",
-                                page.as_uri()], check=True, capture_output=True, timeout=120)
+                print_chromium(page, target)
         else:
             extra = {"epub": ["--metadata", f"title={md.stem}"], "pptx": ["--slide-level=2"]}
             pandoc(md, target, *extra.get(fmt, []))

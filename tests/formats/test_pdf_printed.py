@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,13 @@ from pypdf.generic import (  # noqa: E402
     TextStringObject,
 )
 
+from benchmarks.pdf_print.make_pdfs import print_chromium  # noqa: E402
 from ragstream.config import ChunkingSettings  # noqa: E402
 from ragstream.formats import Limits  # noqa: E402
 from ragstream.formats.pdf import convert_pdf  # noqa: E402
 from ragstream.ingest.chunker import parse_document  # noqa: E402
+from tests.formats.test_pdf import lines as column  # noqa: E402 (one under the other)
+from tests.formats.test_pdf import text_page as draw  # noqa: E402 (the runs in the order given)
 
 CHROMIUM = Path("/usr/bin/chromium")
 NODE_PATH = Path("/usr/share/doc/nodejs/api/path.html")
@@ -70,10 +72,7 @@ def body_lines(markdown: str) -> list[str]:
 
 def print_pdf(source: Path, target: Path) -> bytes:
     """``source`` printed by headless Chromium as "Save as PDF" does, with the document outline."""
-    subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    f"--user-data-dir={target.parent / 'profile'}", "--no-pdf-header-footer",
-                    "--generate-pdf-document-outline", f"--print-to-pdf={target}", source.as_uri()],
-                   check=True, capture_output=True, timeout=120)
+    print_chromium(source, target)
     return target.read_bytes()
 
 
@@ -85,25 +84,6 @@ def _fonts() -> DictionaryObject:
             NameObject("/BaseFont"): NameObject(f"/{base}"),
             NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
     return DictionaryObject({NameObject("/Font"): fonts})
-
-
-def draw(runs: list[tuple[str, float, float, float, str]]) -> bytes:
-    """A content stream drawing ``(font, size, x, y, text)`` runs in the order given."""
-    def escape(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-    ops = (f"BT /{f} {s} Tf {x} {y} Td ({escape(t)}) Tj ET" for f, s, x, y, t in runs)
-    return "\n".join(ops).encode("cp1252")
-
-
-def column(texts: list[str], *, top: float, x: float = 72, size: float = 11, leading: float = 14,
-           font: str = "F1") -> list[tuple[str, float, float, float, str]]:
-    """Lines one under the other from ``top``; "" leaves a paragraph gap."""
-    runs, y = [], top
-    for text in texts:
-        if text:
-            runs.append((font, size, x, y, text))
-        y -= leading
-    return runs
 
 
 def make_pdf(pages: list[bytes], outline: list[tuple[str, int, Fit | str]] = (),
