@@ -53,15 +53,23 @@ def get_engines() -> knowledge.Engines:
 
 
 def table(rows: list[dict], key: str, height: int | None = None,
-          columns: dict | None = None, row_height: int | None = None) -> None:
+          columns: dict | None = None, lines: int | None = None) -> views.Grid | None:
     """Show ``rows`` as a table (an empty cell reads "—"), or a caption saying there is nothing
-    to show yet. ``row_height`` over 64 px lets long text wrap."""
-    if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
-                     height=height or "auto", column_config=columns, row_height=row_height,
-                     placeholder=views.EMPTY)
-    else:
+    to show yet. Its cells are fitted to their columns (``views.grid``): rows as tall as the
+    longest cell's lines (``lines`` exactly, if given), a longer cell cut with "…", no word
+    broken, no sideways scrolling at 1280 px; ``height`` is the most it grows to."""
+    if not rows:
         st.caption("Nothing to show yet.")
+        return None
+    if key in views.SIDEBAR_TABLES:  # the sidebar's narrow tables: as Streamlit sizes them
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
+                     height=height or "auto", column_config=columns, placeholder=views.EMPTY)
+        return None
+    shown = views.grid(rows, columns, lines=lines, most_height=height or views.GRID_MAX_HEIGHT)
+    st.dataframe(pd.DataFrame(shown.rows), hide_index=True, width="stretch", key=key,
+                 height=shown.height, column_config=shown.columns, row_height=shown.row_height,
+                 placeholder=views.EMPTY)
+    return shown
 
 
 def do(action: Callable[..., object], *args: object) -> None:
@@ -101,17 +109,41 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
         if weighed := views.decision_note(src, view):
             st.caption(weighed)
         key = f"view_{view}_{state[S.EDIT_NONCE]}" + (f"_{query.strip()}" if query.strip() else "")
-        st.data_editor(pd.DataFrame(shown, columns=list(columns)), hide_index=True,
-                       width="stretch", key=key, height=views.table_height(len(shown)),
-                       row_height=views.TABLE_ROW_HEIGHT, placeholder=views.EMPTY,
+        drawn = views.chunk_grid(shown, columns)
+        st.data_editor(pd.DataFrame(drawn.rows, columns=list(columns)), hide_index=True,
+                       width="stretch", key=key, height=drawn.height,
+                       row_height=drawn.row_height, placeholder=views.EMPTY,
                        column_config=columns,
                        disabled=[c for c in columns if c not in views.CHECK_COLUMNS])
         if changes := editing.table_changes(shown, edited_rows(key)):
             actions.change_chunks(engine, state, changes)
             st.rerun()
-        if shown and views.cut_columns(shown, columns):
-            st.caption("A cell cut short: pick its chunk under **Open a chunk** below to read "
-                       "its row in every table whole.")
+        if drawn.cut:
+            st.caption("A cell cut short (…): pick its chunk under **Open a chunk** below to "
+                       "read its row in every table whole.")
+
+
+def chunk_picker(src, label: str, key: str, search_key: str, help_text: str) -> str | None:
+    """A chunk picker of the chunks Retrieval returned, with a box beside it that keeps the
+    chunks whose text holds the words typed (any order; the picker itself also finds them by
+    its labels: id, section, the text's first words, or the passage that holds the words).
+    The chunk picked, or None when there is none (the box then says so)."""
+    every = views.chunk_choices(src)
+    if not every:
+        return None
+    c1, c2 = st.columns([1, 2], vertical_alignment="bottom")
+    query = c1.text_input("Find a chunk by its text", key=search_key,
+                          placeholder="words from inside the chunk",
+                          help="Keeps the chunks whose text (or id, or section) holds every word, "
+                               "in any order, any case.")
+    choices = views.matching_chunks(src, query)
+    if not choices:
+        c2.caption(f"No chunk Retrieval returned holds “{query.strip()}”.")
+        return None
+    if state.get(key) not in choices:
+        state[key] = choices[0]
+    labels = views.chunk_labels(src, query, views.PICKER_LABEL_CHARS)
+    return c2.selectbox(label, choices, key=key, format_func=labels.__getitem__, help=help_text)
 
 
 def edited_rows(key: str) -> dict:
@@ -288,38 +320,56 @@ with st.sidebar:
     with st.expander("Documents", expanded=False):
         table(info["document_list"], key="kb_docs")
 
-    uploads = st.file_uploader("Add documents", type=actions.upload_types(engine),
-                               accept_multiple_files=True, key=f"uploader_{state[S.UPLOAD_NONCE]}",
-                               help="Markdown, text, PDF, Word (.docx), PowerPoint (.pptx), HTML "
-                                    "and EPUB; a refused file is named in the report with why.")
-    folder = st.text_input("…or a folder on this machine", key="ingest_folder",
-                           placeholder="/path/to/your/docs")
-    if st.button("Ingest", key="ingest", width="stretch"):
+    def ingest_with_bar(work: Callable[[Callable[[int, int, str], None]], bool]) -> None:
+        """Run ``work(on_progress)`` under a progress bar here, then draw the page again (the
+        counts above change)."""
         bar = st.progress(0.0, text="Ingesting…")
 
         def on_progress(done: int, total: int, name: str) -> None:
             """Move the ingest bar to ``done`` of ``total`` files, naming the current document."""
             bar.progress(done / max(total, 1), text=f"{done}/{total} {name}")
 
-        if folder.strip() and not uploads:
-            ok = actions.ingest_folder(engine, state, folder.strip(), progress=on_progress)
-        else:
-            ok = actions.ingest_uploads(engine, state, [(f.name, f.getvalue()) for f in uploads or []],
-                                        on_progress)
-        if ok:
-            state[S.UPLOAD_NONCE] += 1
+        work(on_progress)
         st.rerun()
-    report = state[S.INGEST_REPORT]
-    if report:
-        st.success(f"Ingested: {report['processed']} processed, {report['skipped']} skipped, "
-                   f"{report['failed']} failed, {report['deleted']} deleted, "
-                   f"{report['chunks_written']} chunks.", icon=":material/download_done:")
-        for line in report["errors"]:
-            st.error(line)
-        if report["warnings"]:
-            with st.expander(f"{len(report['warnings'])} warnings"):
-                for line in report["warnings"]:
+
+    def draw_ingest_report(kind: str) -> None:
+        """The last ingest's report, when it is of ``kind`` (``upload``: under the uploader;
+        ``folder``: under the folder's button): red, yellow or green, each refused or skipped
+        file named with why."""
+        summary = actions.ingest_summary(state[S.INGEST_REPORT])
+        if summary is None or summary.kind != kind:
+            return
+        show, icon = {"error": (st.error, ":material/error:"),
+                      "warning": (st.warning, ":material/warning:"),
+                      "success": (st.success, ":material/download_done:")}[summary.level]
+        show(summary.text, icon=icon)
+        if summary.warnings:
+            with st.expander(f"{len(summary.warnings)} warnings"):
+                for line in summary.warnings:
                     st.caption(line)
+
+    # chosen files are ingested at once (no button), each once; the limit shown is
+    # ingestion.max_file_mb
+    uploads = st.file_uploader("Add documents", type=actions.upload_types(engine),
+                               accept_multiple_files=True,
+                               key=f"uploader_{state[S.KB]}_{state[S.UPLOAD_NONCE]}",
+                               max_upload_size=actions.upload_limit_mb(
+                                   engine, st.get_option("server.maxUploadSize")),
+                               help=actions.upload_help(engine))
+    picked = actions.new_uploads(state, uploads)
+    if picked:
+        ingest_with_bar(lambda on_progress: actions.ingest_uploads(
+            engine, state, [(f.name, f.getvalue()) for f in picked], on_progress,
+            ids=[f.file_id for f in picked]))
+    draw_ingest_report("upload")
+    folder = st.text_input("…or a folder on this machine", key="ingest_folder",
+                           placeholder="/path/to/your/docs")
+    if st.button("Ingest folder", key="ingest", width="stretch", icon=":material/folder_open:",
+                 help="Ingest the documents in the folder typed above (unchanged ones are "
+                      "skipped)."):
+        ingest_with_bar(lambda on_progress: actions.ingest_folder(
+            engine, state, folder.strip(), progress=on_progress))
+    draw_ingest_report("folder")
 
     st.header("Conversation")
     draw_chats()
@@ -475,8 +525,7 @@ def resume_button(key: str) -> None:
     if plan is None:
         return
     if st.button(views.resume_label(*plan), key=key, type="primary", width="stretch",
-                 help=f"Re-run from {plan[0]} (the first stage out of date) to {plan[1]}, "
-                      "where the pass had got."):
+                 help=views.resume_help(*plan)):
         actions.resume(engine, state, *progress_callbacks())
         st.rerun()
 
@@ -560,11 +609,9 @@ def draw_chunk_views() -> None:
         chunk_table(src, key, title, note, opened=key == shown_views[-1][0], query=query,
                     discarded=discarded)
     view_src, _ = editing.source_for(sp, before, editing.stage_of_view("retrieval"))
-    choices = views.chunk_choices(view_src)
-    if choices:
-        picked = st.selectbox("Open a chunk", choices, key="detail_chunk",
-                              format_func=views.chunk_labels(view_src).__getitem__,
-                              help="Type words from the chunk's text, id or section to find it.")
+    picked = chunk_picker(view_src, "Open a chunk", "detail_chunk", S.DETAIL_SEARCH,
+                          "Type words from the chunk's text, id or section to find it.")
+    if picked is not None:
         text, meta = views.chunk_detail(view_src, picked)
         st.markdown(f"**{meta['source']}** § {' > '.join(meta['heading_path'])}")
         for key, title, src, *_ in shown_views:  # its row in each table, whole
@@ -619,12 +666,17 @@ def draw_fields() -> None:
         resume_button("resume_fields")
     field_key = f"fields_{state[S.EDIT_NONCE]}"
     field_rows = editing.field_rows(fields_src, cfg_now)
-    st.data_editor(pd.DataFrame(field_rows), hide_index=True, width="stretch", key=field_key,
-                   height=views.ROW_HEIGHT * (len(field_rows) + 1) + 3,
+    drawn = views.grid(field_rows, editing.field_columns(), most_height=900, editable=["value"],
+                       caps=editing.FIELD_CAPS)
+    st.data_editor(pd.DataFrame(drawn.rows), hide_index=True, width="stretch", key=field_key,
+                   height=drawn.height, row_height=drawn.row_height,
                    disabled=[c for c in editing.FIELD_COLUMNS if c != "value"],
-                   column_config=editing.field_columns())
+                   column_config=drawn.columns)
+    if notes := editing.field_notes(field_rows, drawn.rows):  # what the cells cut short, whole
+        st.markdown("**Whole values and reasons** of the fields cut short above (…)  \n"
+                    + "  \n".join(notes))
     st.caption(editing.choices_line(cfg_now))
-    if typed := editing.field_changes(field_rows, edited_rows(field_key)):
+    if typed := editing.field_changes_shown(field_rows, drawn.rows, edited_rows(field_key)):
         actions.set_fields(engine, state, typed)  # a refused value is named at the top
         st.rerun()
 
@@ -637,7 +689,7 @@ def draw_context() -> None:
     st.markdown("**Condensed context** (A4) — move a statement or remove it (its citation stays "
                 "attached), or rewrite it: your words are then your note, never cited.")
     if statements is None:
-        st.caption("Run A4_Condenser to edit its condensed context.")
+        st.caption(f"Run {views.stage_label('A4_Condenser')} to edit its condensed context.")
     else:
         if note := editing.stage_note(editing.stage_of_view("a4"), a4_discarded, stale):
             st.warning(note, icon=":material/update:")
@@ -657,7 +709,7 @@ def draw_context() -> None:
     rules = editing.rule_items(a5_src)
     st.markdown("**Format rules** (A5) — the hard rules the System block gives the answering model.")
     if rules is None:
-        st.caption("Run A5_Format_Enforcer to edit its rules.")
+        st.caption(f"Run {views.stage_label('A5_Format_Enforcer')} to edit its rules.")
     else:
         if note := editing.stage_note(a5_index, a5_discarded, stale):
             st.warning(note, icon=":material/update:")
@@ -672,15 +724,14 @@ def draw_context() -> None:
 
 def draw_journey() -> None:
     """One chunk followed through the stages."""
-    choices = views.chunk_choices(sp)
-    if choices:
+    if views.chunk_choices(sp):
         state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
-        picked = st.selectbox("Chunk", choices, key=S.JOURNEY_CHUNK,
-                              format_func=views.chunk_labels(sp).__getitem__,
-                              help="Opens on the top chunk of the latest stage.")
-        chunk_buttons(picked, "journey")
-        table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns(),
-              row_height=views.TABLE_ROW_HEIGHT)
+        picked = chunk_picker(sp, "Chunk", S.JOURNEY_CHUNK, S.JOURNEY_SEARCH,
+                              "Opens on the top chunk of the latest stage. Type words from the "
+                              "chunk's text, id or section to find it.")
+        if picked is not None:
+            table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
+            chunk_buttons(picked, "journey")
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
 
@@ -701,8 +752,8 @@ def draw_stage_diff() -> None:
         st.caption(views.diff_summary(diff, stage_a, stage_b) + ". ↑3: three places higher in "
                    "B; new: not in A; dropped: B dropped it or does not have it (the reason "
                    "says where it left).")
-        table(diff, key="stage_diff", height=views.table_height(len(diff)),
-              columns=views.diff_columns(stage_a, stage_b), row_height=views.TABLE_ROW_HEIGHT)
+        table(diff, key="stage_diff", height=views.TABLE_MAX_HEIGHT,
+              columns=views.diff_columns(stage_a, stage_b, rows=diff))
     else:
         st.caption("Run Retrieval and the ReRanker to compare two stages.")
     bump = views.bump_chart(sp)
@@ -715,8 +766,8 @@ def draw_evidence_tab() -> None:
     if links:
         draw_evidence(links)
     else:
-        st.caption("Run A4_Condenser to link every sentence of the condensed context (and "
-                   "then the answer) to the chunk it comes from.")
+        st.caption(f"Run {views.stage_label('A4_Condenser')} to link every sentence of the "
+                   "condensed context (and then the answer) to the chunk it comes from.")
 
 
 def draw_history() -> None:
@@ -746,10 +797,11 @@ def draw_agents() -> None:
               columns=inspector.overview_columns())
         state[S.INSPECT_AGENT] = inspector.pick(sp, state[S.INSPECT_AGENT])
         agent = st.selectbox("Agent stage", inspected, key=S.INSPECT_AGENT,
+                             format_func=views.stage_label,
                              help="The agent stages that called the model in this pass.")
         st.markdown(inspector.summary_line(sp, agent))
         if fallback := inspector.fallback_reason(sp, agent):
-            st.warning(f"Fell back to rules: {fallback}", icon=":material/rule:")
+            st.warning(f"Fell back to rules: {views.plain_names(fallback)}", icon=":material/rule:")
         for call in inspector.call_views(sp, agent):
             if call.title:
                 st.markdown(f"**{call.title}**")
@@ -806,7 +858,7 @@ def draw_runs() -> None:
     """The kept runs, newest first, searchable by prompt: open one, compare it with the page's
     run, download it; the page's run downloaded; a JSON file opened as a run; the Q&A log."""
     store = engine.runs()
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
     query = c1.text_input("Search the runs by their prompt", key=S.RUNS_SEARCH,
                           placeholder="e.g. near-duplicate")
     mine = c2.toggle("This session's runs only", key=S.RUNS_MINE,
@@ -824,12 +876,14 @@ def draw_runs() -> None:
         st.caption("No run holds that text in its prompt." if query.strip() else
                    "No runs yet: run a stage and it is kept here.")
     else:
-        shown = st.dataframe(pd.DataFrame(runs_tab.run_rows(listed, state[S.RUN_ID])),
+        drawn = views.grid(runs_tab.run_rows(listed, state[S.RUN_ID]), runs_tab.run_columns(),
+                           total=runs_tab.RUNS_TABLE_WIDTH, lines=views.TABLE_LINES,
+                           most_height=runs_tab.RUNS_TABLE_MAX_HEIGHT)
+        shown = st.dataframe(pd.DataFrame(drawn.rows),
                              key=f"runs_table_{query}_{mine}", on_select="rerun",
                              selection_mode="single-row", hide_index=True, width="stretch",
-                             column_config=runs_tab.run_columns(),
-                             row_height=views.TABLE_ROW_HEIGHT,
-                             height=runs_tab.runs_table_height(len(listed)))
+                             column_config=drawn.columns, row_height=drawn.row_height,
+                             height=drawn.height)
         picked = shown.selection.rows
         if picked:
             chosen = listed[picked[0]]
@@ -887,12 +941,11 @@ def draw_compare() -> None:
     except RagstreamError as err:
         st.error(f"**{err.kind}** — {err}")
         return
-    st.markdown(f"**{cmp.summary()}**")
+    st.markdown(f"**{views.plain_names(cmp.summary())}**")
     st.markdown("**Inputs that differ**")
     if cmp.inputs:
-        table(cmp.inputs, key="compare_inputs", columns=runs_tab.INPUT_COLUMNS,
-              row_height=views.TABLE_ROW_HEIGHT,
-              height=runs_tab.runs_table_height(len(cmp.inputs)))
+        table(runs_tab.input_rows(cmp), key="compare_inputs", columns=runs_tab.INPUT_COLUMNS,
+              height=runs_tab.RUNS_TABLE_MAX_HEIGHT)
     else:
         st.caption("None: the same prompt, settings, filters, edits and knowledge base.")
     st.markdown("**Chunks** — each chunk's rank and status in A and B, the move and its cause")
@@ -905,8 +958,10 @@ def draw_compare() -> None:
         moved_only = c4.toggle("Only chunks that moved, came or went", value=True,
                                key="compare_moved_only")
         rows = runs_tab.compare_rows(cmp, stage, moved_only)
-        table(rows, key="compare_chunks", columns=runs_tab.chunk_columns(),
-              row_height=views.TABLE_ROW_HEIGHT, height=runs_tab.runs_table_height(len(rows)))
+        drawn = table(rows, key="compare_chunks", columns=runs_tab.chunk_columns(rows),
+                      height=runs_tab.RUNS_TABLE_MAX_HEIGHT)
+        if drawn is not None and "cause" in drawn.cut:
+            st.markdown("**Causes** (whole)\n" + runs_tab.cause_lines(rows))
         chart = cmp.bump_chart()
         if chart is not None:
             st.altair_chart(chart, width="stretch", key="compare_bump")
@@ -975,7 +1030,7 @@ def main_area() -> None:
     if state[S.REDRAW_ALL]:  # a callback here changed what the sidebar shows too
         st.rerun(scope="app")
     sp = state[S.SP]
-    st.html(views.STALE_CSS)  # an out-of-date pass's results are greyed
+    st.html(views.PAGE_CSS)  # an out-of-date pass's results are greyed; room for table toolbars
     st.title("RAGstream workbench")
     prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
     st.text_area("Prompt", key=S.PROMPT, height=130,
@@ -994,9 +1049,9 @@ def main_area() -> None:
     left.toggle("Auto-run", key=S.AUTO,
                 help="On: one click runs every remaining stage (from the first one out of date) "
                      "and then answers.")
-    run_label = "▶ Run all remaining stages" if state[S.AUTO] else f"▶ Run next stage ({next_name or 'done'})"
-    if right.button(run_label, key="run", type="primary", disabled=too_long is not None,
-                    help=too_long):
+    run_label, idle = views.run_button(next_name, state[S.AUTO], pending.answer is not None)
+    if right.button(run_label, key="run", type="primary",
+                    disabled=too_long is not None or idle is not None, help=too_long or idle):
         if state[S.AUTO]:
             if actions.run_remaining(engine, state, *progress_callbacks()):
                 stream_answer()
@@ -1007,14 +1062,15 @@ def main_area() -> None:
         st.rerun()
     refusal = actions.answer_refusal(engine, state, stale)
     if answer_col.button("Answer", key="answer", disabled=refusal is not None,
-                         help=refusal or "Answer the finished super-prompt (runs after Prompt Builder)."):
+                         help=views.plain_names(refusal) if refusal else
+                         "Answer the finished super-prompt (runs after Prompt Builder)."):
         stream_answer()
         st.rerun()
     for button_row in views.button_rows(pending, stale):
         for col, b in zip(st.columns(len(button_row)), button_row):
             refused = too_long if b.name == controller.STAGE_NAMES[0] else None
             col.button(b.text, key=f"stage_{b.name}", disabled=not b.enabled or refused is not None,
-                       help=f"{b.name}: {refused or b.help}", width="stretch",
+                       help=f"{b.label}: {refused or b.help}", width="stretch",
                        on_click=run_one_stage, args=(b.name,))
     if plan is not None:
         note_col, button_col = st.columns([5, 2], vertical_alignment="center")
@@ -1023,9 +1079,9 @@ def main_area() -> None:
             resume_button("resume")
     if state[S.ERROR]:
         kind, message = state[S.ERROR]
-        st.error(f"**{kind}** — {message}", icon=":material/error:")
+        st.error(f"**{kind}** — {views.plain_names(message)}", icon=":material/error:")
     if state[S.NOTICE]:
-        st.info(state[S.NOTICE])
+        st.info(views.plain_names(state[S.NOTICE]))
         state[S.NOTICE] = None
     draw_edits_offer()
     if sp.edits and state[S.PROMPT] == sp.user_text:  # a new prompt in the box starts without them
@@ -1040,8 +1096,7 @@ def main_area() -> None:
             c3.button("Clear edits", key="clear_edits", width="stretch",
                       help="Forget every edit: the stages decide by themselves again.",
                       on_click=do, args=(actions.undo_edit, None))
-    stage_line = f"Stage: **{sp.stage}**"
-    stage_line += f" · next: **{next_name}**" if next_name else " · pipeline complete"
+    stage_line = views.stage_line(sp, next_name)
     if state[S.OVERRIDES]:
         stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
     st.markdown(stage_line)

@@ -231,10 +231,12 @@ def _print_edit_outcomes(sp) -> None:
     """Each edit and what became of it (the last stage that applied it), on stderr."""
     from ragstream.edits import outcome
     from ragstream.records import short_text
+    from ragstream.ui.views import plain_names, stage_label
 
     for edit in sp.edits:
         stage, note = outcome(sp, edit)
-        said = f"{stage}: {note.note}" if note else "not reached (its stage did not run)"
+        said = (f"{stage_label(stage)}: {plain_names(note.note)}" if note
+                else "not reached (its stage did not run)")
         made = f" (made for “{short_text(edit.carried_from)}”)" if edit.carried_from else ""
         click.echo(f"edit {edit.id}: {edit.describe()}{made} — {said}", err=True)
 
@@ -300,9 +302,12 @@ def runs_list(as_json: bool, search: str, limit: int) -> None:
         click.echo(f"No run's prompt holds {search!r}." if search else
                    f"No runs saved yet in {store.path}: `ragstream run PROMPT` or the page saves one.")
         return
-    click.echo(f"{'id':>5}  {'time (UTC)':<19}  {'stage':<12}  {'prompt':<40}  {'answer':<40}  differs")
+    from ragstream.ui.views import value_label
+
+    click.echo(f"{'id':>5}  {'time (UTC)':<19}  {'stage':<35}  {'prompt':<40}  {'answer':<40}  differs")
     for m in found:
-        click.echo(f"{m.id:>5}  {_when(m.created):<19}  {m.stage:<12}  {_cut(m.prompt, 40):<40}  "
+        stage = value_label(m.stage, bool(m.answer))  # "A5 Format enforcer / Prompt Builder": both leave "a5"
+        click.echo(f"{m.id:>5}  {_when(m.created):<19}  {stage:<35}  {_cut(m.prompt, 40):<40}  "
                    f"{_cut(m.answer, 40) or '-':<40}  {'; '.join(m.differences()) or '-'}")
 
 
@@ -322,17 +327,19 @@ def runs_show(run_id: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return
+    from ragstream.ui.views import reached_label, stage_label
+
     sp = run.sp
     updated = f", updated {_when(run.updated)}" if run.updated != run.created else ""
     click.echo(f"Run {run.id}: saved {_when(run.created)} UTC{updated}, from {run.origin}"
                + (f", session {run.session}" if run.session else "")
                + (f", made from run {run.parent}" if run.parent is not None else ""))
     click.echo(f"Prompt: {run.prompt}")
-    click.echo(f"Stage reached: {run.stage}" + (f"   knowledge base: {run.kb}" if run.kb else ""))
+    click.echo(f"Stage reached: {reached_label(sp)}" + (f"   knowledge base: {run.kb}" if run.kb else ""))
     click.echo(f"Differs from the files: {'; '.join(run.differences()) or 'nothing'}")
     click.echo("Stage wall times (ms):" if sp.stage_runs else "Stage wall times: no stage ran")
     for stage_run in sp.stage_runs:
-        click.echo(f"  {stage_run.stage:<20} {stage_run.wall_ms:>10.1f}")
+        click.echo(f"  {stage_label(stage_run.stage):<20} {stage_run.wall_ms:>10.1f}")
     if sp.answer is not None:
         click.echo(f"  {'answer':<20} {sp.answer.latency_ms:>10.1f}")
     click.echo(f"  {'total':<20} {run.wall_ms:>10.1f}")

@@ -29,11 +29,16 @@ differs between the two runs there, in this order:
 3. the chunk's own text: ``changed document: kb/reranking.md``;
 4. what the stage itself read differently (``StageInputs`` in ``computed_from``, and the
    overrides of the configuration paths it reads): ``setting limits.N2_RERANK_TOP_K 50 → 20``,
-   ``A3 mode deterministic → llm``, ``filters none → doc_type=faq``, ``knowledge base
-   changed``, another edit the stage applies (``edit in B: exclude kb/faq.md#2``);
+   ``A3 Gate mode deterministic → llm``, ``filters none → doc_type=faq``, ``knowledge base
+   changed`` (its documents: Retrieval's fingerprint of the knowledge base), ``conversation
+   memory changed`` (only the remembered turns Retrieval searches with it), another edit the
+   stage applies (``edit in B: exclude kb/faq.md#2``);
 5. when the stage read the same, what an earlier stage read differently: the prompt
-   (``prompt changed``), the knowledge base, the filters, the conversation as they are, the
-   rest as ``follows ReRanker's change (setting limits.N2_RERANK_TOP_K 50 → 20)``.
+   (``prompt changed``), the knowledge base, the conversation memory, the filters, the
+   conversation as they are, the rest as ``follows ReRanker's change (setting
+   limits.N2_RERANK_TOP_K 50 → 20)``.
+
+Stages are named by their names on the page (``A3 Gate``, ``views.stage_label``).
 
 All that apply at the first step that names anything are joined with ``; ``. When nothing
 explains a move the cause is ``""``, or ``unexplained`` when no input differs at all.
@@ -43,7 +48,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +67,8 @@ from ragstream.ui.views import (
     VIEW_STAGES,
     bump_axes,
     move_label,
+    reached_label,
+    stage_label,
     stage_title,
     status_shape,
 )
@@ -108,14 +114,20 @@ def _words(value: Any) -> str:
 
 
 def _short_stage(name: str) -> str:
-    """``A3_NLI_Gate`` → ``A3``; ``ReRanker`` and ``Retrieval`` as they are."""
-    match = re.match(r"(A\d)_", name)
-    return match.group(1) if match else name
+    """A stage by its name on the page: ``A3_NLI_Gate`` → ``A3 Gate``."""
+    return stage_label(name)
 
 
 def _view_short(key: str) -> str:
-    """A chunk stage's short title: ``Retrieval``, ``ReRanker``, ``A3``, ``A4``."""
-    return stage_title(key).split()[0]
+    """A chunk stage by its name: ``Retrieval``, ``ReRanker``, ``A3 Gate``, ``A4 Condenser``."""
+    return stage_title(key)
+
+
+def _searched(fingerprint: str | None) -> tuple[str, str]:
+    """What Retrieval searched (``staleness.kb_fingerprint``), in its two parts: the knowledge
+    base's fingerprint and the conversation memory's ("" when none was searched)."""
+    kb, _, memory = (fingerprint or "").partition(staleness.MEMORY_JOIN)
+    return kb, memory
 
 
 def _edit_key(edit: Edit) -> tuple[str, str, str | None]:
@@ -132,9 +144,8 @@ def _edit_words(edit: Edit) -> str:
 
 
 def _reached(sp: SuperPrompt) -> str:
-    """The last stage of the run's pass, by name; ``nothing run`` before A0."""
-    pos = controller.position(sp)
-    return controller.STAGE_NAMES[pos] if pos >= 0 else "nothing run"
+    """The last stage of the run's pass, by its name; ``nothing run`` before A0."""
+    return reached_label(sp)
 
 
 def _turns(sp: SuperPrompt) -> str:
@@ -162,7 +173,7 @@ class _Change:
 
 
 #: changes an earlier stage passes on named as they are (the rest: "follows X's change (…)")
-_PLAIN = ("prompt", "filters", "kb", "conversation")
+_PLAIN = ("prompt", "filters", "kb", "memory", "conversation")
 
 
 class _Differ:
@@ -251,7 +262,11 @@ class _Differ:
                 out.append(_Change("filters", f"filters {fa or 'none'} → {fb or 'none'}"))
         if staleness.KB in reads and ia is not None and ib is not None \
                 and ia.kb and ib.kb and ia.kb != ib.kb:
-            out.append(_Change("kb", "knowledge base changed"))
+            (kb_a, memory_a), (kb_b, memory_b) = _searched(ia.kb), _searched(ib.kb)
+            if kb_a != kb_b:
+                out.append(_Change("kb", "knowledge base changed"))
+            if memory_a != memory_b:
+                out.append(_Change("memory", "conversation memory changed"))
         if staleness.CONVERSATION in reads and (
                 [t.model_dump() for t in sa.recent_conversation]
                 != [t.model_dump() for t in sb.recent_conversation]):
@@ -326,7 +341,12 @@ class _Differ:
                          "B": "; ".join(e.describe() for s, e in self.lone_edits if s == "B") or "none"})
         ka, kb = sa.computed_from.get("Retrieval"), sb.computed_from.get("Retrieval")
         if ka is not None and kb is not None and ka.kb != kb.kb:
-            rows.append({"input": "knowledge base", "A": ka.kb or "unknown", "B": kb.kb or "unknown"})
+            (kb_a, memory_a), (kb_b, memory_b) = _searched(ka.kb), _searched(kb.kb)
+            if kb_a != kb_b:
+                rows.append({"input": "knowledge base", "A": kb_a or "unknown", "B": kb_b or "unknown"})
+            if memory_a != memory_b:
+                rows.append({"input": "conversation memory", "A": memory_a or "none searched",
+                             "B": memory_b or "none searched"})
         conv_a = [t.model_dump() for t in sa.recent_conversation]
         conv_b = [t.model_dump() for t in sb.recent_conversation]
         if conv_a != conv_b:
@@ -338,7 +358,7 @@ class _Differ:
         for agent in controller.STAGE_NAMES:
             ma, mb = sa.extras.mode_of(agent), sb.extras.mode_of(agent)
             if ma and mb and ma != mb:
-                rows.append({"input": f"mode of {agent}", "A": ma, "B": mb})
+                rows.append({"input": f"mode of {stage_label(agent)}", "A": ma, "B": mb})
         ra, rb = sa.extras.reranker, sb.extras.reranker
         if ra is not None and rb is not None and ra.backend != rb.backend:
             rows.append({"input": "ReRanker backend", "A": ra.backend, "B": rb.backend})

@@ -146,7 +146,7 @@ def test_a_failing_server_leaves_the_error_and_the_fallback_reason(llm, server, 
     mode = failed.extras.agent_modes["A3_NLI_Gate"]
     assert mode.fallback and "HTTP 503" in mode.reason
     assert inspector.fallback_reason(failed, "A3_NLI_Gate") == mode.reason
-    row = next(r for r in inspector.overview_rows(failed) if r["agent"] == "A3_NLI_Gate")
+    row = next(r for r in inspector.overview_rows(failed) if r["agent"] == "A3 Gate")
     assert row["ran as"] == "rules (LLM failed)" and row["fallback reason"] == mode.reason
     assert row["first reply valid"] == "no" and row["tokens out"] == 0
     # the later stages ran after the fallback; A4 in LLM mode again

@@ -129,7 +129,7 @@ def test_a_higher_a3_floor_names_the_setting_for_the_chunks_it_drops(kb_engine, 
     moves = by_id(cmp.moves())
     assert set(moves) == changed(base, b)
     for chunk_id in below:
-        assert moves[chunk_id]["stage"] == "A3 NLI gate"
+        assert moves[chunk_id]["stage"] == "A3 Gate"
         assert moves[chunk_id]["what"].startswith("kept→dropped")
         assert moves[chunk_id]["cause"] == named
     assert all(named in m["cause"] for m in moves.values())
@@ -254,13 +254,13 @@ def test_a_changed_document_and_knowledge_base_are_named(kb_engine, base):
 def test_a_stage_one_run_did_not_reach_is_no_move(kb_engine, base):
     b = kb_engine.run(PROMPT, until="ReRanker")
     cmp = sides(kb_engine, base, b)
-    assert {"input": "stage reached", "A": "Prompt_Builder", "B": "ReRanker"} in cmp.inputs
+    assert {"input": "stage reached", "A": "Prompt Builder", "B": "ReRanker"} in cmp.inputs
     assert cmp.moves() == []
     rows = cmp.chunk_rows(View.A3)
     assert len(rows) == len(base.view(View.A3))
     assert {r["move"] for r in rows} == {"not run in B"}
     assert all(r["rank B"] is None and r["cause"] is None for r in rows)
-    assert cmp.chunk_rows("A3 NLI gate") == rows  # by its title too
+    assert cmp.chunk_rows("A3 Gate") == rows  # by its title too
 
 
 # --------------------------------------------------------------------------- outputs
@@ -324,8 +324,8 @@ def test_bump_chart_holds_both_runs_with_shared_colours(kb_engine, base, exclude
     frame = chart.data
     assert set(frame["run"]) == {"A: run 1", "B: run 2"}
     runs = {"A: run 1": base, "B: run 2": b}
-    titles = {"Retrieval": View.RETRIEVAL, "ReRanker": View.RERANKED, "A3 NLI gate": View.A3,
-              "A4 condenser": View.A4}
+    titles = {"Retrieval": View.RETRIEVAL, "ReRanker": View.RERANKED, "A3 Gate": View.A3,
+              "A4 Condenser": View.A4}
     for point in frame.to_dict("records"):
         sp = runs[point["run"]]
         row = next(r for r in sp.view(titles[point["stage"]]) if r.chunk_id == point["chunk id"])

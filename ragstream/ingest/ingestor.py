@@ -47,7 +47,7 @@ import json
 import os
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -543,14 +543,17 @@ def _document_problem(doc: TextDocument, seen: set[str]) -> str:
 
 
 def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None = None,
-                progress: Progress | None = None, lock_wait_s: float | None = None) -> IngestReport:
+                progress: Progress | None = None, lock_wait_s: float | None = None,
+                only: Collection[str] | None = None) -> IngestReport:
     """Ingest a file or folder: skip unchanged files, chunk, embed and write the rest, optionally
     prune; holding the index folder's ``IngestLock`` (waiting up to ``lock_wait_s``, default
-    ``chunking.ingest_lock_wait_s``, for another ingestion to finish)."""
+    ``chunking.ingest_lock_wait_s``, for another ingestion to finish). ``only``: of the folder
+    ``path``, just the files at these paths in it (``a.md``, ``sub/b.pdf``; the page's uploads),
+    nothing else read and nothing pruned, so the report is about them alone."""
     if lock_wait_s is None:
         lock_wait_s = cfg.settings.chunking.ingest_lock_wait_s
     with IngestLock(cfg.index_dir, lock_wait_s) as lock:
-        report = _ingest_path(path, cfg, services, prune, progress)
+        report = _ingest_path(path, cfg, services, prune, progress, only)
     if lock.contended:
         holder = f"process {lock.waited_for}" if lock.waited_for else "another process"
         report.warnings.append(f"waited {lock.waited_s:.1f} s for another ingestion into "
@@ -559,7 +562,7 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
 
 
 def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
-                 progress: Progress | None) -> IngestReport:
+                 progress: Progress | None, only: Collection[str] | None = None) -> IngestReport:
     started = time.perf_counter()
     target = Path(path).expanduser().resolve()
     if not target.exists():
@@ -573,6 +576,10 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
     else:
         root, files = target, list_files(target, exts)
         prune = True if prune is None else prune
+        if only is not None:
+            wanted = set(only)
+            files = [f for f in files if f.relative_to(root).as_posix() in wanted]
+            prune = False
     report = IngestReport(root=str(root), files_seen=len(files))
     store = services.store
     stored = stored_documents(store)

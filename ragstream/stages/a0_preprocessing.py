@@ -158,6 +158,6 @@ def discard(sp: SuperPrompt) -> None:
     sp.body, sp.extras, sp.prompt_ready = {}, Extras(), ""
 
 
-STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Prep", run=run, discard=discard,
+STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Pre-processing", run=run, discard=discard,
               reads=(staleness.PROMPT, "prompt_schema", "settings.prompt.max_prompt_chars",
                      staleness.AGENT), uses_llm=semantic_enabled)

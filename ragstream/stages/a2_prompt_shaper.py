@@ -377,5 +377,5 @@ def discard(sp: SuperPrompt) -> None:
             del sources[key]
 
 
-STAGE = Stage(name=AGENT_NAME, value="a2", label="A2 Shape", run=run, discard=discard,
+STAGE = Stage(name=AGENT_NAME, value="a2", label="A2 Prompt shaper", run=run, discard=discard,
               reads=(staleness.AGENT,))

@@ -682,7 +682,7 @@ def discard(sp: SuperPrompt) -> None:
     sp.prompt_ready = preview(sp)
 
 
-STAGE = Stage(name=NAME, value="a4", label="A4 Condense", run=run, discard=discard,
+STAGE = Stage(name=NAME, value="a4", label="A4 Condenser", run=run, discard=discard,
               view=View.A4,
               reads=(staleness.AGENT, "limits.N3_FINAL_SELECTION_MAX",
                      "settings.chunking.encoding"))

@@ -152,5 +152,5 @@ def discard(sp: SuperPrompt) -> None:
     sp.prompt_ready = preview(sp)
 
 
-STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format", run=run, discard=discard,
+STAGE = Stage(name=AGENT_NAME, value="a5", label="A5 Format enforcer", run=run, discard=discard,
               reads=(staleness.AGENT,))

@@ -104,7 +104,7 @@ def discard(sp: SuperPrompt) -> None:
         sp.prompt_ready = preview(sp)
 
 
-STAGE = Stage(name=NAME, value="a5", label="Build", run=run, discard=discard,
+STAGE = Stage(name=NAME, value="a5", label="Prompt Builder", run=run, discard=discard,
               history_value=PROMPT_BUILT,
               reads=(staleness.CONVERSATION, "limits.N4_RECENT_CONV_MAX_PAIRS",
                      "settings.prompt.attachments_max_tokens", "settings.chunking.encoding"))

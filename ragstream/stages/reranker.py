@@ -84,6 +84,6 @@ def mode(sp: SuperPrompt) -> str:
     return sp.extras.reranker.backend if sp.extras.reranker else ""
 
 
-STAGE = Stage(name=NAME, value="reranked", label="Rerank", run=run, discard=discard,
+STAGE = Stage(name=NAME, value="reranked", label="ReRanker", run=run, discard=discard,
               view=View.RERANKED, mode=mode,
               reads=("limits.N2_RERANK_TOP_K", "settings.reranker"))

@@ -255,7 +255,7 @@ def discard(sp: SuperPrompt) -> None:
     sp.extras.retrieval = None
 
 
-STAGE = Stage(name=NAME, value="retrieval", label="Retrieve", run=run, discard=discard,
+STAGE = Stage(name=NAME, value="retrieval", label="Retrieval", run=run, discard=discard,
               view=View.RETRIEVAL,
               reads=(staleness.FILTERS, staleness.KB, "limits.N0_QUERY_PIECES",
                      "limits.N1_RETR_MAX_CANDIDATES", "settings.retrieval.tau",

@@ -3,7 +3,8 @@
 The controller knows stages only through these objects: it runs ``run`` on a copy of the
 state, asks each later stage to ``discard`` what it owns before a stage runs again, records
 ``value`` as ``sp.stage`` and ``recorded`` in ``history_of_stages``, and asks ``mode_of`` what
-mode the run used. The page takes ``label`` for the stage's button and ``view`` for its table.
+mode the run used. The page and the CLI's listings call the stage by ``label`` (its one name);
+the page takes ``view`` for its table.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Stage:
 
     name: str  # "A3_NLI_Gate": what users, the CLI and the history call it
     value: StageValue  # what ``sp.stage`` is after it ran
-    label: str  # the short button label on the page
+    label: str  # its one name for people: the page (buttons, tables, messages) and the CLI's listings
     run: RunFn
     discard: Callable[[SuperPrompt], None]  # forget everything this stage wrote, in place
     view: str | None = None  # its key in ``sp.views_by_stage``, if it ranks chunks

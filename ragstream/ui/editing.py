@@ -17,11 +17,15 @@ from ragstream.config import AppConfig
 from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View
+from ragstream.ui.views import plain_names, stage_label, stale_line
 
-#: the fields table's columns, in order, and their widths (adding up to the chunk tables'; the
-#: choices are listed whole under the table)
+#: the fields table's columns, in order, and the fixed widths of some (the others share what is
+#: left of the chunk tables' width, each cell whole or cut with "…": the choices are listed
+#: whole under the table, a value or a why cut short too, ``field_notes``)
 FIELD_COLUMNS = ["field", "value", "source", "match", "why", "choices"]
-FIELD_WIDTHS = {"field": 90, "value": 196, "source": 82, "match": 70, "why": 232, "choices": 110}
+FIELD_WIDTHS = {"field": 88, "value": 176, "source": 86, "match": 72, "choices": 180}
+#: the most lines the choices take in their cells (they are listed whole under the table)
+FIELD_CAPS = {"choices": 2}
 #: the match a header's rung reads as in the fields table
 RUNGS = {"exact": "exact", "alias": "alias", "typo": "typo", "bilingual": "bilingual",
          "template": "template", "keyword": "keyword", "semantic": "LLM"}
@@ -44,8 +48,40 @@ def field_rows(sp: SuperPrompt, cfg: AppConfig) -> list[dict[str, Any]]:
 
 
 def field_columns() -> dict[str, Any]:
-    """Column configs for the fields table."""
-    return {name: {"width": width} for name, width in FIELD_WIDTHS.items()}
+    """Column configs for the fields table: the fixed widths, and what each column says."""
+    out: dict[str, Any] = {name: {} for name in FIELD_COLUMNS}
+    for name, width in FIELD_WIDTHS.items():
+        out[name]["width"] = width
+    out["value"]["help"] = ("The field's value: type a new one to set it for this prompt (a "
+                            "field with choices takes one of them). A value cut short (…) is "
+                            "set whole by typing it whole.")
+    out["source"]["help"] = "Who set it: header, prompt text, derived, default, rule, LLM or you"
+    out["match"]["help"] = "How a header was matched: exact, alias, typo, bilingual, template, keyword"
+    out["why"]["help"] = "Why the field has its value"
+    out["choices"]["help"] = "The values a field with choices takes (all of them under the table)"
+    return out
+
+
+def field_notes(rows: list[dict[str, Any]], shown: list[dict[str, Any]]) -> list[str]:
+    """For each field whose value or why the fields table cut short (``shown``: the rows as
+    drawn), a Markdown line with them whole: ``**system** — assistant: A2: no keyword
+    matched…``."""
+    out = []
+    for row, drawn in zip(rows, shown):
+        if any(drawn.get(k) != " ".join(str(row.get(k, "")).split()) for k in ("value", "why")):
+            out.append(f"**{row['field']}** — {row['value'] or '(empty)'}: {row['why']}")
+    return out
+
+
+def field_changes_shown(rows: list[dict[str, Any]], shown: list[dict[str, Any]],
+                        edited: dict[int, dict[str, Any]]) -> dict[str, str]:
+    """The values the person typed in the fields table (``field_changes``), less a value left
+    as the table showed it cut short (``shown``: the rows as drawn): the field keeps its whole
+    value."""
+    typed = field_changes(rows, edited)
+    by_field = {r["field"]: r for r in shown}
+    return {name: value for name, value in typed.items()
+            if not (value.endswith("…") and value == by_field.get(name, {}).get("value"))}
 
 
 def choices_line(cfg: AppConfig) -> str:
@@ -124,10 +160,10 @@ def field_changes(rows: list[dict[str, Any]], edited: dict[int, dict[str, Any]])
             if "value" in change and 0 <= int(i) < len(rows)}
 
 
-#: the edit list's column widths, adding up to the chunk tables' width (no sideways scrolling
-#: at 1280 px); a long edit or note is cut in its cell and whole in the undo picker and history
-EDIT_WIDTHS = {"#": 28, "edit": 210, "stage": 118, "status": 76, "note": 180, "made for": 100,
-               "when": 68}
+#: the edit list's fixed column widths; the others share what is left of the chunk tables'
+#: width (no sideways scrolling at 1280 px), their cells wrapped (an edit is whole in the undo
+#: picker too)
+EDIT_WIDTHS = {"#": 36, "when": 72}
 
 
 def edit_columns() -> dict[str, dict[str, Any]]:
@@ -142,10 +178,11 @@ def edit_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
     for edit in sp.edits:
         stage, outcome = edits.outcome(sp, edit)
         status = ("applied" if outcome.applied else "not applied") if outcome else "waiting"
-        note = f"{stage}: {outcome.note}" if outcome else f"applies when {edit.stage} runs"
+        note = (f"{stage_label(stage)}: {plain_names(outcome.note)}" if outcome
+                else f"applies when {stage_label(edit.stage)} runs")
         made_for = (f"carried from “{short_text(edit.carried_from, 40)}”"
                     if edit.carried_from is not None else "this prompt")
-        rows.append({"#": edit.id, "edit": edit.describe(), "stage": edit.stage,
+        rows.append({"#": edit.id, "edit": edit.describe(), "stage": stage_label(edit.stage),
                      "status": status, "note": note, "made for": made_for, "when": edit.at[11:19]})
     return rows
 
@@ -258,9 +295,9 @@ def source_for(sp: SuperPrompt, before: SuperPrompt | None, stage: int) -> tuple
 def out_of_date_banner(sp: SuperPrompt, stale: Stale | None) -> str:
     """The page's banner over an out-of-date pass: the first stage whose inputs changed and
     why, and where the person's edits discarded results (Markdown lines)."""
-    said = [f"**Out of date** — {stale.describe()}."] if stale else []
+    said = [f"**Out of date** — {stale_line(stale)}."] if stale else []
     if sp.resume_to is not None:
-        first = controller.STAGE_NAMES[controller.position(sp) + 1]
+        first = controller.STAGES[controller.position(sp) + 1].label
         said.append(f"Your edits discarded the results from {first} on: they apply when it runs again.")
     return "  \n".join(said)
 
@@ -271,7 +308,7 @@ def stage_note(stage: int, discarded: bool, stale: Stale | None) -> str | None:
         return ("Out of date: your edits change what this stage decides (shown as it was). "
                 "Re-run to apply them.")
     if stale is not None and stage >= stale.index:
-        return f"Out of date: {stale.describe()}."
+        return f"Out of date: {stale_line(stale)}."
     return None
 
 

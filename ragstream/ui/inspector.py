@@ -25,7 +25,7 @@ from ragstream.agents.trace import cut_marker
 from ragstream.records import AgentCall, SentMessage
 from ragstream.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
 from ragstream.super_prompt import SuperPrompt
-from ragstream.ui.views import TABLE_WIDTH
+from ragstream.ui.views import TABLE_WIDTH, plain_names, stage_label
 
 #: what the tab says when no agent has called the model, by whether an endpoint is configured
 NO_ENDPOINT = ("No agent runs in LLM mode: no LLM endpoint is configured, so every agent ran its "
@@ -119,14 +119,14 @@ def overview_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
     for agent in inspected_agents(sp):
         usage = sp.extras.llm_usage.get(agent)
         rows.append({
-            "agent": agent,
+            "agent": stage_label(agent),
             "ran as": ran_as(sp, agent),
             "replies": usage.calls if usage else 0,
             "tokens in": usage.prompt_tokens if usage else 0,
             "tokens out": usage.completion_tokens if usage else 0,
             "seconds": usage.seconds if usage else 0.0,
             "first reply valid": _yes(usage.first_try_valid) if usage else "",
-            "fallback reason": fallback_reason(sp, agent),
+            "fallback reason": plain_names(fallback_reason(sp, agent)),
         })
     return rows
 
@@ -146,7 +146,7 @@ def summary_line(sp: SuperPrompt, agent: str) -> str:
     """One Markdown line: the agent, the model, replies, tokens in / out, seconds, whether the
     first reply was valid, repaired or cut off, the finish reason and the form asked for."""
     usage = sp.extras.llm_usage.get(agent)
-    parts = [f"**{agent}**", ran_as(sp, agent)]
+    parts = [f"**{stage_label(agent)}**", ran_as(sp, agent)]
     if usage is None:
         parts.append("no request was sent")
         return " · ".join(parts)
@@ -304,12 +304,14 @@ def replay_view(replayed: Replayed, decision: Decision) -> ReplayView:
     if decision.applicable:
         n = len(decision.proposals)
         help_text = (f"Record {'this edit' if n == 1 else f'these {n} edits'} as yours: "
-                     f"{decision.stage} and the later stages go out of date, and ↻ Re-run "
+                     f"{stage_label(decision.stage)} and the later stages go out of date, and ↻ Re-run "
                      f"brings them back with the edits applied.")
     else:
         help_text = decision.why_not or "The reply would change nothing the edits can say."
     return ReplayView(raw=raw, parsed=call.parsed, error=call.error,
                       probabilities=probability_words(replayed, decision),
-                      lines=decision.lines, why_not=decision.why_not,
-                      apply_label=f"Apply to {decision.stage}", can_apply=decision.applicable,
+                      lines=[plain_names(line) for line in decision.lines],
+                      why_not=plain_names(decision.why_not) if decision.why_not else decision.why_not,
+                      apply_label=f"Apply to {stage_label(decision.stage)}",
+                      can_apply=decision.applicable,
                       apply_help=help_text)

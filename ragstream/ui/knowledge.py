@@ -139,13 +139,22 @@ def _ingested(report: IngestReport) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
+#: what "Create and select" says when its name box is empty (it was just used, with Enter)
+NAME_FIRST = "Type the new knowledge base's name in the box first, then create it."
+
+
 def create(engines: Engines, st_state: S.SessionState) -> None:
     """Create the knowledge base named in ``KB_NEW_NAME`` with the folder in ``KB_NEW_FOLDER``
     as its documents folder (empty: one of its own), ingest what the folder holds, and select
-    it."""
+    it. An empty name box changes nothing and is not an error (it is empty right after a
+    knowledge base was created with Enter): a folder typed without a name gets a hint."""
     st_state[S.ERROR] = None
     name = str(st_state.get(S.KB_NEW_NAME) or "")
     folder = str(st_state.get(S.KB_NEW_FOLDER) or "").strip()
+    if not name.strip():
+        if folder:
+            st_state[S.NOTICE] = NAME_FIRST
+        return
     try:
         kb = engines.default.create_kb(name, folder or None)
         engine = engines.get(kb.name)
@@ -164,10 +173,12 @@ def create(engines: Engines, st_state: S.SessionState) -> None:
 
 def rename(engines: Engines, st_state: S.SessionState) -> None:
     """Rename the selected knowledge base (not the default) to the name in ``KB_RENAME_TO``;
-    it stays selected."""
+    it stays selected. An empty box changes nothing and is not an error."""
     st_state[S.ERROR] = None
     old = st_state.get(S.KB) or DEFAULT
     new_name = str(st_state.get(S.KB_RENAME_TO) or "")
+    if not new_name.strip():  # empty, as right after a rename made with Enter: nothing to do
+        return
     try:
         kb = engines.default.rename_kb(old, new_name)
     except RagstreamError as err:

@@ -16,6 +16,7 @@ saved (a full disk, a locked file) leaves the page as it was and says so under `
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import uuid
 from collections.abc import MutableMapping
@@ -58,7 +59,8 @@ def start_session(engine: Engine, st_state: S.SessionState,
         return
     if run is not None:
         _show(engine, st_state, run, continues=True)
-        st_state[S.NOTICE] = (f"Restored run {run.id} of this session ({run.stage}, saved "
+        st_state[S.NOTICE] = (f"Restored run {run.id} of this session "
+                              f"({views.value_label(run.stage, bool(run.answer))}, saved "
                               f"{run.updated[:19].replace('T', ' ')} UTC).")
 
 
@@ -208,10 +210,12 @@ def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
 
 #: how many runs the Runs tab lists (the newest; the search reaches every kept run)
 LISTED = 200
-#: the Runs table's column widths in pixels: with the row picker's 32 they fill the grid's
-#: 818 at 1280x900 (less its border); prompt, answer and what differed wrap in two lines
-RUN_COLUMN_WIDTHS = {"run": 46, "time (UTC)": 96, "prompt": 190, "stage": 70, "answer": 180,
-                     "differs": 104, "from": 46, "by": 50}
+#: the Runs table's fixed column widths in pixels; prompt, stage, answer and what differed
+#: share the rest of ``RUNS_TABLE_WIDTH`` (with the row picker's 32 the grid's 818 at
+#: 1280x900, less its border), wrapped in ``views.TABLE_LINES`` lines (a picked run shows them
+#: whole)
+RUN_COLUMN_WIDTHS = {"run": 50, "time (UTC)": 96, "from": 50, "by": 54}
+RUNS_TABLE_WIDTH = 780
 
 
 #: the Runs table's tallest (it scrolls beyond); its rows are the chunk tables' (they wrap)
@@ -225,8 +229,12 @@ def runs_table_height(rows: int) -> int:
 
 def run_columns() -> dict[str, Any]:
     """Column configs for the Runs table: its widths, and what each short header means."""
-    out: dict[str, Any] = {name: {"width": width} for name, width in RUN_COLUMN_WIDTHS.items()}
+    out: dict[str, Any] = {name: {} for name in ("run", "time (UTC)", "prompt", "stage",
+                                                 "answer", "differs", "from", "by")}
+    for name, width in RUN_COLUMN_WIDTHS.items():
+        out[name]["width"] = width
     out["run"]["help"] = "The run's id (▶: the run the page shows)"
+    out["stage"]["help"] = "The last stage the run reached"
     out["differs"]["help"] = "What the run did differently from the configuration files: " \
                              "settings, filters, edits"
     out["from"]["help"] = "The run it was made from (re-run, or run on from an opened run)"
@@ -239,7 +247,8 @@ def run_summary(run: RunMeta) -> str:
     differs = "; ".join(run.differences()) or "the configuration files' settings, no filters, no edits"
     came = f" · from run {run.parent}" if run.parent is not None else ""
     return (f"**Run {run.id}** · {run.created[:19].replace('T', ' ')} UTC · {run.origin}{came} · "
-            f"reached **{run.stage}** · {run.wall_ms:,.0f} ms  \n"
+            f"reached **{views.value_label(run.stage, bool(run.answer))}** · "
+            f"{run.wall_ms:,.0f} ms  \n"
             f"**Prompt:** {short_text(' '.join(run.prompt.split()), 300)}  \n"
             f"**Answer:** {short_text(run.answer, 300) if run.answer else '—'}  \n"
             f"**Differs from the files:** {differs}")
@@ -274,7 +283,7 @@ def run_rows(runs: list[RunMeta], current: int | None) -> list[dict[str, Any]]:
         "run": f"▶ {r.id}" if r.id == current else str(r.id),
         "time (UTC)": r.created[5:16].replace("T", " "),
         "prompt": short_text(" ".join(r.prompt.split()), 70),
-        "stage": r.stage,
+        "stage": views.value_label(r.stage, bool(r.answer)),
         "answer": short_text(r.answer, 60) if r.answer else "—",
         "differs": "; ".join(r.differences()) or "—",
         "from": str(r.parent) if r.parent is not None else "—",
@@ -284,7 +293,7 @@ def run_rows(runs: list[RunMeta], current: int | None) -> list[dict[str, Any]]:
 
 def run_label(run: RunMeta) -> str:
     """A run as a picker lists it: ``#12 · 10:31 · a3 · How does A3 …``."""
-    return (f"#{run.id} · {run.created[11:16]} · {run.stage} · "
+    return (f"#{run.id} · {run.created[11:16]} · {views.value_label(run.stage, bool(run.answer))} · "
             f"{short_text(' '.join(run.prompt.split()), 70)}")
 
 
@@ -332,26 +341,56 @@ def comparison(engine: Engine, a_id: int, b_id: int) -> Comparison:
     return _COMPARED[key]
 
 
-#: the inputs table's column widths
-INPUT_COLUMNS = {"input": {"width": 120}, "A": {"width": 340}, "B": {"width": 340}}
-#: the Compare tab's chunk table: fixed widths; the chunk id and the cause share the rest
-COMPARE_WIDTHS = {"chunk id": 190, "rank A": 56, "status A": 74, "rank B": 56, "status B": 74,
-                  "move": 62, "Δ rank": 56, "cause": 250}
+#: the inputs table's column widths: the input's name fixed, A's and B's values share the
+#: rest (a long one, such as the prompt, cut with "…": whole in the prompt_ready diff)
+INPUT_COLUMNS = {"input": {"width": 150}}
+#: the Compare tab's chunk table: fixed widths; the chunk id (as wide as its longest) and the
+#: cause share the rest (a cause cut short is listed whole under the table, ``cause_lines``).
+#: Its Δ rank is left out: the move says it (the Stage diff sorts by it)
+COMPARE_WIDTHS = {"rank A": 54, "status A": 70, "rank B": 54, "status B": 70, "move": 68}
 
 
 def compare_rows(cmp: Comparison, stage: str, moved_only: bool) -> list[dict[str, Any]]:
     """The Compare tab's chunk rows at ``stage`` (without the stage column: it is picked above
     the table); ``moved_only``: just the chunks that moved, came or went."""
-    rows = [{k: v for k, v in row.items() if k != "stage"} for row in cmp.chunk_rows(stage)]
+    rows = [{k: v for k, v in row.items() if k not in ("stage", "Δ rank")}
+            for row in cmp.chunk_rows(stage)]
+    for row in rows:  # the causes name the stages (and their settings) by their names
+        if row["cause"]:
+            row["cause"] = views.plain_names(row["cause"])
     return [r for r in rows if r["move"] not in ("=", None)] if moved_only else rows
 
 
-def chunk_columns() -> dict[str, Any]:
+def input_rows(cmp: Comparison) -> list[dict[str, Any]]:
+    """The Compare tab's inputs that differ, the stages (and their settings) by their names."""
+    return [{k: views.plain_names(str(v)) for k, v in row.items()} for row in cmp.inputs]
+
+
+def chunk_columns(rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Column configs for the Compare tab's chunk table: widths that add up to the grid's
-    width at 1280x900 (the cause wraps in its rows)."""
-    out: dict[str, Any] = {name: {"width": width} for name, width in COMPARE_WIDTHS.items()}
-    out["Δ rank"]["help"] = "rank in A − rank in B: positive when the chunk rose in B"
+    width at 1280x900: the chunk id as wide as the longest of ``rows``' (whole), the cause
+    the rest (it wraps in its rows; cut short, it is whole under the table)."""
+    out: dict[str, Any] = {name: {} for name in ("chunk id", *COMPARE_WIDTHS, "cause")}
+    for name, width in COMPARE_WIDTHS.items():
+        out[name]["width"] = width
+    if rows:
+        longest = max(views.text_px(str(r.get("chunk id", ""))) for r in rows)
+        out["chunk id"]["width"] = min(views.CHUNK_MOST, math.ceil(longest) + views.CELL_PADDING
+                                       + views.CELL_SLACK + 1)
+    out["move"]["help"] = "↑3: three places higher in B; new: only B has it; dropped: B dropped it"
+    out["cause"]["help"] = ("Why the chunk's row differs: the first input that differs where it "
+                            "moved (a cause cut short is whole under the table)")
     return out
+
+
+def cause_lines(rows: list[dict[str, Any]]) -> str:
+    """The causes of ``rows`` (``compare_rows``), each once and whole, with how many chunks it
+    moved, as Markdown lines: what the table's cells cut short."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("cause"):
+            counts[row["cause"]] = counts.get(row["cause"], 0) + 1
+    return "\n".join(f"- {cause} ({n} chunk{'s' if n != 1 else ''})" for cause, n in counts.items())
 
 
 def selection_line(cmp: Comparison) -> str:

@@ -44,6 +44,8 @@ EDITS_CARRY = "edits_carry"       # (prompt text, EditsOffer): the person chose 
                                   # to that prompt when it runs (before it ran); or None
 CHUNK_SEARCH = "chunk_search"     # the text of the knowledge-base chunk search box
 TABLE_FILTER = "table_filter"     # the chunk tables' row filter (words inside the chunks)
+DETAIL_SEARCH = "detail_search"   # words the "Open a chunk" picker's chunks must hold in their text
+JOURNEY_SEARCH = "journey_search"  # words the chunk journey's picker's chunks must hold
 OPEN_TABLES = "open_tables"       # stage view -> open: the chunk tables the person opened or closed
 DETAIL_TEXT = "detail_text"       # the opened chunk's text and metadata are shown (an expander)
 SEARCH_OPEN = "search_open"       # the knowledge-base chunk search is open (an expander)
@@ -165,6 +167,8 @@ def init_state(state: SessionState) -> None:
         EDIT_NONCE: 0,
         CHUNK_SEARCH: "",
         TABLE_FILTER: "",
+        DETAIL_SEARCH: "",
+        JOURNEY_SEARCH: "",
         OPEN_TABLES: {},
         REPLAY: None,
         SESSION: None,

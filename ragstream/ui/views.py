@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,13 +16,60 @@ from ragstream.conversations import is_conversation_chunk
 from ragstream.staleness import Stale
 from ragstream.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
 
-#: stages that write a chunk view: (views_by_stage key, title)
-VIEW_STAGES: list[tuple[str, str]] = [
-    (View.RETRIEVAL, "Retrieval"),
-    (View.RERANKED, "ReRanker"),
-    (View.A3, "A3 NLI gate"),
-    (View.A4, "A4 condenser"),
-]
+# --------------------------------------------------------------------------- stage names
+
+#: each stage's one name on the page and in the CLI's output, by its identifier: the stage's
+#: ``label`` (``A3_NLI_Gate`` → ``A3 Gate``). The identifiers stay in the stored data (the
+#: JSON, ``computed_from``, the configuration's ``agents.A3_NLI_Gate``) and the CLI's options
+STAGE_LABELS: dict[str, str] = {st.name: st.label for st in controller.STAGES}
+
+
+def stage_label(name: str) -> str:
+    """A stage's name as the page says it (``A3_NLI_Gate`` → ``A3 Gate``); any other text as
+    it is."""
+    return STAGE_LABELS.get(name, name)
+
+
+def reached_label(sp: SuperPrompt) -> str:
+    """The last stage of ``sp``'s pass, by its name; ``nothing run`` before A0."""
+    pos = controller.position(sp)
+    return controller.STAGES[pos].label if pos >= 0 else "nothing run"
+
+
+def value_label(value: str, answered: bool = False) -> str:
+    """A kept run's ``stage`` (``sp.stage``: ``a3``) as the stage's name (``A3 Gate``). A5 and
+    Prompt Builder leave the same value: an answered run got to Prompt Builder, any other
+    reads ``A5 Format enforcer / Prompt Builder``."""
+    if value == "raw":
+        return "nothing run"
+    named = [st.label for st in controller.STAGES if st.value == value]
+    if len(named) > 1:
+        return named[-1] if answered else " / ".join(named)
+    return named[0] if named else value
+
+
+#: a stage's identifier inside a message (``Run A3_NLI_Gate first``), or a configuration path
+#: under an agent (``agents.A3_NLI_Gate.min_relevance``); not inside a word, a path or an id
+_IDENTIFIER = re.compile(
+    r"(?<![\w./#-])(agents\.)?(" + "|".join(sorted(
+        (re.escape(name) for name, label in STAGE_LABELS.items() if name != label),
+        key=len, reverse=True)) + r")(?:\.(\w+))?(?!\w)")
+
+
+def plain_names(text: str) -> str:
+    """``text`` (a message of the engine or the page: a notice, an error, an out-of-date
+    reason) with every stage identifier in it said by the stage's name: ``Run A3_NLI_Gate
+    first`` → ``Run A3 Gate first``, ``settings changed: agents.A3_NLI_Gate`` → ``settings
+    changed: A3 Gate``, ``agents.A3_NLI_Gate.min_relevance`` → ``A3 Gate min_relevance``."""
+    def name(match: re.Match[str]) -> str:
+        said = STAGE_LABELS[match.group(2)]
+        return f"{said} {match.group(3)}" if match.group(3) else said
+
+    return _IDENTIFIER.sub(name, text) if text else text
+
+
+#: stages that write a chunk view: (views_by_stage key, title: the stage's name)
+VIEW_STAGES: list[tuple[str, str]] = [(st.view, st.label) for st in controller.STAGES if st.view]
 
 
 @dataclass(frozen=True)
@@ -52,16 +100,17 @@ def button_states(sp: SuperPrompt, stale: Stale | None = None) -> list[ButtonSta
         done = i <= pos
         outdated = stale is not None and done and i >= stale.index
         if required:
-            help_text, enabled = f"Run {required} first.", False
+            help_text, enabled = f"Run {stage_label(required)} first.", False
         elif stale is not None and i > stale.index:
-            help_text, enabled = f"Run {stale.stage} first: its result is out of date.", False
+            help_text, enabled = (f"Run {stage_label(stale.stage)} first: its result is out of "
+                                  "date."), False
         elif outdated and stale is not None:
-            help_text, enabled = (f"Out of date ({'; '.join(stale.reasons)}): run {st.name} "
+            help_text, enabled = (f"Out of date ({stale_cause(stale)}): run {st.label} "
                                   "again."), True
         elif done:
-            help_text, enabled = f"Run {st.name} again (discards the results of the later stages).", True
+            help_text, enabled = f"Run {st.label} again (discards the results of the later stages).", True
         else:
-            help_text, enabled = f"Run {st.name} now.", True
+            help_text, enabled = f"Run {st.label} now.", True
         out.append(ButtonState(st.name, st.label, enabled, help_text, done, outdated))
     return out
 
@@ -71,11 +120,25 @@ def button_states(sp: SuperPrompt, stale: Stale | None = None) -> list[ButtonSta
 STALE_KEY = "stale_"
 STALE_CSS = (f"<style>[class*='st-key-{STALE_KEY}'] {{ opacity: 0.55; filter: grayscale(1); }}"
              "</style>")
+#: a table's toolbar (show columns, download, search, full screen) shows over the 44 px above
+#: the table while the pointer is on it: a table keeps that much room above it (with the
+#: 16 px between two elements), so that the toolbar covers no button, tab or expander title
+TOOLBAR_ROOM = 30
+GRID_CSS = ("<style>.stElementContainer:has(> [data-testid=stFullScreenFrame] > "
+            f"[data-testid=stDataFrame]) {{ margin-top: {TOOLBAR_ROOM}px; }}</style>")
+#: the page's own style: the out-of-date pass greyed, room for the tables' toolbars
+PAGE_CSS = STALE_CSS + GRID_CSS
 
 
 def stale_cause(stale: Stale) -> str:
     """Why a pass is out of date, in a few words: ``the prompt text changed``."""
-    return "; ".join(stale.reasons)
+    return plain_names("; ".join(stale.reasons))
+
+
+def stale_line(stale: Stale) -> str:
+    """``A3 Gate is out of date: settings changed: A3 Gate`` (``Stale.describe`` with the
+    stages' names)."""
+    return plain_names(stale.describe())
 
 
 def stale_label(stale: Stale, what: str) -> str:
@@ -90,9 +153,42 @@ STALE_PROMPT_NOTE = ("Not the prompt_ready of what is asked now, so there is no 
 
 
 def resume_label(first: str, last: str) -> str:
-    """The re-run button: ``↻ Re-run A3 Gate → Build`` (the stages' button labels; the
-    tooltip names them whole)."""
-    return f"↻ Re-run {controller.spec(first).label} → {controller.spec(last).label}"
+    """The re-run button: ``↻ Re-run A3 Gate → Prompt Builder`` (the stages' names)."""
+    return f"↻ Re-run {stage_label(first)} → {stage_label(last)}"
+
+
+def resume_help(first: str, last: str) -> str:
+    """The re-run button's tooltip."""
+    return (f"Re-run from {stage_label(first)} (the first stage out of date) to "
+            f"{stage_label(last)}, where the pass had got.")
+
+
+def run_button(next_name: str | None, auto: bool, answered: bool) -> tuple[str, str | None]:
+    """The main run button's label and, when it has nothing to do (it is then disabled), why:
+    with Auto-run, ``▶ Run all remaining stages`` (nothing to do once every stage is current
+    and the pass answered); without, ``▶ Run next stage (A3 Gate)`` (nothing to do once every
+    stage is current)."""
+    if auto:
+        idle = next_name is None and answered
+        return "▶ Run all remaining stages", (NOTHING_LEFT_ANSWERED if idle else None)
+    if next_name is None:
+        return "▶ Run next stage (none left)", NOTHING_LEFT
+    return f"▶ Run next stage ({stage_label(next_name)})", None
+
+
+#: why the run button is disabled: every stage is current (and the pass answered)
+NOTHING_LEFT = ("Nothing to run: every stage is current. Answer answers this pass; change the "
+                "prompt, a setting, a filter or an edit to run again.")
+NOTHING_LEFT_ANSWERED = ("Nothing to run: every stage is current and this pass is answered. "
+                         "Change the prompt, a setting, a filter or an edit to run again.")
+
+
+def stage_line(sp: SuperPrompt, next_name: str | None) -> str:
+    """The line under the stage buttons: ``Last stage run: **A3 Gate** · next: **A4
+    Condenser**`` or ``… · pipeline complete``."""
+    said = (f"Last stage run: **{reached_label(sp)}**" if controller.position(sp) >= 0
+            else "No stage run yet")
+    return said + (f" · next: **{stage_label(next_name)}**" if next_name else " · pipeline complete")
 
 
 #: stage buttons per row: eight in one row cut their labels at 1280 px ("A4 Co…"), four fit
@@ -129,29 +225,82 @@ SECTION = "section"
 SOURCE_SECTION = SECTION
 #: a Retrieval candidate's status once the ReRanker has run without it (beyond N2)
 NOT_RERANKED = "not reranked"
-#: the chunk tables' total column width in pixels: the grid's width at 1280x900 with the
-#: sidebar open, so no table scrolls sideways there (Streamlit spreads the columns over a
-#: wider grid); the text columns wrap (see ``TABLE_ROW_HEIGHT``), a cell longer than its
-#: three lines is whole in ``row_detail``, the chunk's text under "Open a chunk"
-TABLE_WIDTH = 780
+
+# --------------------------------------------------------------------------- the grid's cells
+#
+# Streamlit draws a table (``st.dataframe``, ``st.data_editor``) on a canvas: glide-data-grid
+# wraps a text cell's words only in rows taller than 64 px (4rem), breaks a word wider than
+# the cell inside itself, clips the lines a row has no room for and cuts a one-line cell at
+# its edge without a mark. So every text cell the page shows is fitted here first, with the
+# grid's own font metrics: it wraps at spaces into at most the table's lines, and a cell that
+# would need more (or a word wider than its column) ends with "…" where its whole text is
+# elsewhere (the chunk tables' row under "Open a chunk", a picked run, the choices line).
+
+#: the widths in pixels of the grid's font (Streamlit's "Source Sans", 400 14px), as Chromium's
+#: canvas ``measureText`` gives them; a character not listed counts as a whole em (14 px). A
+#: string's width is the sum of its characters' (kerning only narrows it)
+_FONT_WIDTHS: tuple[tuple[float, str], ...] = (
+    (2.8, " "), (3.38, "|"), (3.45, "ií"), (3.46, "j"), (3.49, "',.:;·‘’"), (3.57, "l"),
+    (3.69, "I"), (4.05, "!"), (4.09, "f"), (4.25, "()[]{}"), (4.36, "-"), (4.64, "°"),
+    (4.74, "t"), (4.86, "r"), (4.9, "/\\"), (5.86, "*"), (5.87, "s"), (5.95, "?z"),
+    (5.97, "\"“”"), (6.01, "«»"), (6.25, "x"), (6.39, "cç"), (6.54, "vy"), (6.67, "Y"),
+    (6.71, "J"), (6.72, "–"), (6.81, "L"), (6.92, "F"), (6.93, "k"), (6.95, "eéèêë"),
+    (6.96, "0123456789#$+<=>^~§×≤≥−±€£"), (7.0, "_"), (7.06, "agáàâä"), (7.19, "X"),
+    (7.21, "V"), (7.37, "✗"), (7.38, "E"), (7.48, "S"), (7.51, "T"), (7.55, "Z"),
+    (7.59, "`oöó"), (7.61, "A"), (7.62, "huüÄú"), (7.66, "nñ"), (7.75, "b"), (7.77, "dpq"),
+    (7.93, "P"), (7.97, "R"), (8.0, "C"), (8.07, "ß"), (8.11, "K"), (8.24, "BΔ"), (8.4, "▶"),
+    (8.53, "&"), (8.57, "✓"), (8.61, "D"), (8.64, "G"), (8.67, "→←↑↓"), (9.03, "UÜ"),
+    (9.06, "N"), (9.13, "H"), (9.3, "OQÖ"), (10.07, "w"), (10.18, "M"), (11.01, "W"),
+    (11.2, "—"), (11.54, "%"), (11.61, "m"), (11.74, "↻✕"), (11.86, "@"), (12.56, "⚠"),
+    (13.28, "…"),
+)
+FONT_PX: dict[str, float] = {ch: width for width, chars in _FONT_WIDTHS for ch in chars}
+UNKNOWN_CHAR_PX = 14.0
+#: a cell's padding on each side (the grid's ``cellHorizontalPadding``) and the pixels a line
+#: keeps free besides (the grid may measure a kerned string a little differently)
+CELL_PAD = 8
+CELL_SLACK = 3
+#: the old name of both paddings together
+CELL_PADDING = 2 * CELL_PAD
+#: the glyphs' height of the grid's font (ascent + descent: 13 px, rounded up), its line
+#: height (1.4 times that) and a row's top padding: a row of ``n`` lines needs
+#: ``GLYPH_PX + (n - 1) × LINE_HEIGHT × GLYPH_PX + ROW_PAD`` pixels, else the grid clips it
+GLYPH_PX = 14
+LINE_HEIGHT = 1.4
+ROW_PAD = 3
+#: the grid wraps text only in rows taller than this
+WRAP_FROM = 64
 #: the grid's header height, and a row's height in tables of one-line rows, in pixels
 ROW_HEIGHT = 35
-#: a chunk table's row height, passed to the grid as ``row_height``: the grid wraps text only
-#: in rows taller than 64 px (4rem), and 68 px hold three lines of its 14 px text (line height
-#: 1.4)
-TABLE_ROW_HEIGHT = 68
-#: the lines a text cell shows in a row of ``TABLE_ROW_HEIGHT``
-TABLE_LINES = 3
-#: the tallest a chunk table grows: the header and six rows, half a 900 px high window (it
-#: scrolls beyond)
+
+
+def row_height(lines: int) -> int:
+    """The row height in pixels that shows ``lines`` lines of wrapped text whole (one line:
+    ``ROW_HEIGHT``, which does not wrap)."""
+    if lines <= 1:
+        return ROW_HEIGHT
+    need = GLYPH_PX + (lines - 1) * LINE_HEIGHT * GLYPH_PX + ROW_PAD
+    return max(WRAP_FROM + 4, math.ceil(need) + 1)
+
+
+#: the chunk tables' total column width in pixels: the grid's width at 1280x900 with the
+#: sidebar open, so no table scrolls sideways there (Streamlit spreads the columns over a
+#: wider grid)
+TABLE_WIDTH = 780
+#: the lines a chunk table's cells wrap into, and its row height (passed as ``row_height``)
+TABLE_LINES = 4
+TABLE_ROW_HEIGHT = row_height(TABLE_LINES)
+#: the most lines a cell of the page's other tables wraps into
+GRID_LINES = 4
+#: the tallest a chunk table grows: the header and six rows (it scrolls beyond)
 TABLE_MAX_HEIGHT = ROW_HEIGHT + 6 * TABLE_ROW_HEIGHT + 3
-#: how widths are judged: pixels per character of cell text and of a header label (the
-#: grid's 14 px font, a little generous), and a cell's padding (8 px each side)
-CHAR_PX = 7
-HEADER_CHAR_PX = 7.5
-CELL_PADDING = 16
+#: the tallest the page's other tables grow
+GRID_MAX_HEIGHT = 420
+#: the tables drawn in the sidebar (by their keys): left as Streamlit sizes them (its ~200 px
+#: hold no column of document paths whole)
+SIDEBAR_TABLES = frozenset({"kb_docs"})
 #: fixed column widths in pixels
-COLUMN_WIDTHS: dict[str, int] = {"rank": 46, "by": 46}
+COLUMN_WIDTHS: dict[str, int] = {"rank": 40, "by": 46}
 #: columns as wide as the widest of their label and their values in two lines
 STATUS_COLUMNS = ("rule", "status")
 #: the chunk tables' checkbox columns (the person's decisions): label and help
@@ -162,13 +311,26 @@ CHECK_COLUMNS: dict[str, tuple[str, str]] = {
 }
 #: wide enough for the label and the editable column's pencil mark
 CHECK_COLUMN_WIDTH = 58
+#: the pixels an editable column's header gives its pencil mark (18 px and a gap); a header's
+#: text runs from its left padding to the column's edge, and keeps this many pixels free there
+EDIT_MARK_PX = 24
+HEADER_SLACK = 4
 #: a score column (three decimals) and a count column (a whole number); a longer label widens it
 SCORE_COLUMN_WIDTH = 54
-COUNT_COLUMN_WIDTH = 46
-#: the score columns' short labels (each fits its width) and their help: the whole name first
+COUNT_COLUMN_WIDTH = 40
+#: the score columns' labels and their help: what each score is, the whole name first. The
+#: score that orders a table (``score (fused)``: Retrieval's, ``score (rerank)``: the
+#: ReRanker's and A3's, ``score (best_sentence)``: A4's) is labelled by its kind
 SCORE_LABELS: dict[str, tuple[str, str]] = {
-    "dense": ("dense", "dense: the chunk's embedding similarity to the prompt"),
-    "keyword": ("kw", "keyword: the chunk's BM25 keyword score"),
+    "fused": ("fused", "fused: Retrieval's score, the reciprocal-rank fusion (RRF) of the chunk's "
+                       "dense and keyword ranks; it orders the table. A small number on another "
+                       "scale than dense or keyword"),
+    "rerank": ("rerank", "rerank: the ReRanker's relevance score of the chunk for the prompt "
+                         "(cross-encoder, or the offline backend's); it orders the table"),
+    "best_sentence": ("best", "best_sentence: the similarity to the prompt of the chunk's best "
+                              "sentence (A4 Condenser); it orders the table"),
+    "dense": ("dense", "dense: the chunk's embedding (cosine) similarity to the prompt"),
+    "keyword": ("keyword", "keyword: the chunk's BM25 keyword score for the prompt"),
     "retrieval_rank": ("retr", "retrieval_rank: the chunk's rank at Retrieval"),
     "rank_change": ("Δrank", "rank_change: retrieval rank − rerank rank (+3: three places up)"),
     "sentences": ("sent", "sentences: how many of its sentences are in the condensed context"),
@@ -177,10 +339,14 @@ SCORE_LABELS: dict[str, tuple[str, str]] = {
 }
 #: the short labels alone (the old name)
 SHORT_LABELS: dict[str, str] = {name: label for name, (label, _) in SCORE_LABELS.items()}
-#: the text columns' fewest pixels; chunk id, section and reason share what the others leave
-TEXT_LEAST: dict[str, int] = {"chunk id": 100, SECTION: 110, "reason": 80}
+#: the chunk tables' chunk column: the chunk id, then its section (``§ …``); as wide as the
+#: longest id, between these pixels
+CHUNK = "chunk"
+CHUNK_LEAST, CHUNK_MOST = 170, 280
+#: the reason column's fewest pixels (the chunk column gives way to it)
+REASON_LEAST = 96
 #: the journey table's fixed column widths; the reason takes the rest of ``TABLE_WIDTH``
-JOURNEY_WIDTHS: dict[str, int] = {"stage": 110, "rank": 46, "score": 60, "status": 90}
+JOURNEY_WIDTHS: dict[str, int] = {"stage": 118, "rank": 46, "status": 96}
 
 
 def _is_count(key: str) -> bool:
@@ -305,119 +471,402 @@ def table_summary(rows: list[dict[str, Any]]) -> str:
 
 def table_height(rows: int, row_height: int = TABLE_ROW_HEIGHT, most: int = TABLE_MAX_HEIGHT) -> int:
     """A table's height in pixels: the header (``ROW_HEIGHT``) and ``rows`` rows of
-    ``row_height`` without blank space under them, at most ``most`` (it scrolls beyond)."""
-    return min(most, ROW_HEIGHT + row_height * rows + 3)
+    ``row_height`` without blank space under them; at most ``most``, as many whole rows as fit
+    in it (it scrolls beyond), so that its last row shown is not half a row."""
+    shown = min(rows, max(1, (most - ROW_HEIGHT - 3) // row_height))
+    return ROW_HEIGHT + row_height * shown + 3
+
+
+def text_px(text: str) -> float:
+    """``text``'s width in pixels in the grid's font (``FONT_PX``)."""
+    return sum(FONT_PX.get(ch, UNKNOWN_CHAR_PX) for ch in text)
+
+
+def _room(width: float) -> float:
+    """The pixels a line of text has in a cell ``width`` pixels wide."""
+    return width - CELL_PADDING - CELL_SLACK
+
+
+def _wrap(text: str, width: float) -> tuple[list[str], bool]:
+    """The lines the grid draws ``text`` in, in a wrapping cell ``width`` pixels wide, and
+    whether it breaks a word to do so. As glide-data-grid wraps: each paragraph (a line
+    break; the page's cells have none, ``_flat``) on its own; a line ends at its last space that fits,
+    the next one is measured with that space in front; a word wider than a line is broken
+    where the line ends."""
+    room, space = _room(width), FONT_PX[" "]
+    lines: list[str] = []
+    broken = False
+    for para in str(text).split("\n"):
+        line, used, lead, started = "", 0.0, 0.0, False
+        for word in para.split(" "):
+            px = text_px(word)
+            if started:
+                if lead + used + space + px <= room:
+                    line, used = f"{line} {word}", used + space + px
+                    continue
+                lines.append(line)
+                lead = space
+            while lead + px > room and len(word) > 1:  # the grid breaks the word
+                broken = True
+                cut = 1
+                while cut < len(word) and lead + text_px(word[:cut + 1]) <= room:
+                    cut += 1
+                lines.append(word[:cut])
+                word, px, lead = word[cut:], text_px(word[cut:]), 0.0
+            line, used, started = word, px, True
+        lines.append(line)
+    return lines, broken
+
+
+def wrap(text: str, width: float) -> list[str]:
+    """The lines the grid draws ``text`` in, in a wrapping cell ``width`` pixels wide."""
+    return _wrap(text, width)[0]
 
 
 def text_lines(text: str, width: float) -> int:
-    """The lines ``text`` takes in a wrapping cell ``width`` pixels wide, at ``CHAR_PX`` per
-    character: a line breaks at its last space that fits, and a word longer than a line breaks
-    where the line ends (as the grid wraps)."""
-    chars = max(1, int((width - CELL_PADDING) // CHAR_PX))
-    lines = 0
-    for part in str(text).split("\n"):
-        rest = part.strip()
-        while len(rest) > chars:
-            cut = rest.rfind(" ", 0, chars + 1)
-            rest = rest[cut if cut > 0 else chars:].lstrip()
-            lines += 1
-        lines += 1
-    return lines
+    """How many lines ``text`` takes in a wrapping cell ``width`` pixels wide (``wrap``)."""
+    return len(_wrap(text, width)[0])
+
+
+def breaks_a_word(text: str, width: float) -> bool:
+    """Whether a word of ``text`` is wider than a line of a cell ``width`` pixels wide (the
+    grid would break it inside itself)."""
+    return _wrap(text, width)[1]
+
+
+def fits(text: str, width: float, lines: int) -> bool:
+    """Whether ``text`` shows whole in a cell ``width`` pixels wide of ``lines`` lines: no
+    word broken, no line more than the row holds (one line: no wrapping at all)."""
+    found, broken = _wrap(text, width)
+    return not broken and len(found) <= lines
+
+
+def _flat(text: str) -> str:
+    """``text`` on one line, its white space made single spaces (the grid shows a cell's line
+    breaks as spaces)."""
+    return " ".join(str(text).split())
+
+
+#: what a cell cut short ends with, and what it may not end with before that
+CUT_MARK = "…"
+_CUT_STRIP = " ,;:>·§-–—(/"
+
+
+def fit_text(text: str, width: float, lines: int = 1) -> str:
+    """``text`` as a cell ``width`` pixels wide of ``lines`` lines shows it whole: as it is
+    when it fits (``fits``), else cut after its last whole word that leaves room for "…" (a
+    first word wider than the cell is cut inside, with "…")."""
+    text = _flat(text)
+    if fits(text, width, lines):
+        return text
+    parts = re.split(r"( )", text)  # words at even places, the spaces between
+
+    def upto(k: int) -> str:  # the first k words, cut
+        return "".join(parts[: 2 * k - 1]).rstrip(_CUT_STRIP) + CUT_MARK
+
+    lo, hi = 0, len(parts[::2])
+    while lo < hi:  # the most words that fit with the mark
+        mid = (lo + hi + 1) // 2
+        if fits(upto(mid), width, lines):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo and upto(lo) != CUT_MARK:
+        return upto(lo)
+    word = parts[0]
+    cut = len(word)
+    while cut > 0 and not fits(word[:cut] + CUT_MARK, width, lines):
+        cut -= 1
+    return word[:cut] + CUT_MARK
 
 
 def fit_width(texts: Iterable[str], lines: int = TABLE_LINES, whole_words: bool = False) -> int:
-    """The narrowest cell width in pixels in which every one of ``texts`` takes at most
+    """The narrowest cell width in whole pixels in which every one of ``texts`` takes at most
     ``lines`` lines (``text_lines``); with ``whole_words``, no word is broken either."""
-    distinct = {str(t) for t in texts}
-    longest = max((len(t) for t in distinct), default=0)
-    word = max((len(w) for t in distinct for w in t.split()), default=0) if whole_words else 0
-    for chars in range(max(1, longest // lines, word), longest + 1):
-        width = chars * CHAR_PX + CELL_PADDING
-        if all(text_lines(t, width) <= lines for t in distinct):
-            return width
-    return max(1, longest) * CHAR_PX + CELL_PADDING
+    distinct = {_flat(t) for t in texts}
+    if not distinct:
+        return CELL_PADDING + CELL_SLACK + 1
+
+    def ok(width: int) -> bool:
+        return all((fits(t, width, lines) if whole_words else text_lines(t, width) <= lines)
+                   for t in distinct)
+
+    lo = math.floor(max(text_px(t) for t in distinct) / lines) + CELL_PADDING
+    hi = math.ceil(max(text_px(t) for t in distinct)) + CELL_PADDING + CELL_SLACK + 1
+    while not ok(hi):  # a paragraph per line may need more than the longest line
+        hi += 20
+    lo = min(lo, hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
-def label_width(label: str) -> int:
-    """The fewest pixels a column needs to show header ``label`` whole."""
-    return math.ceil(len(label) * HEADER_CHAR_PX + CELL_PADDING)
+def label_width(label: str, editable: bool = False) -> int:
+    """The fewest pixels a column needs to show header ``label`` whole: the left padding, an
+    editable column's pencil mark, the label and ``HEADER_SLACK``."""
+    return math.ceil(CELL_PAD + (EDIT_MARK_PX if editable else 0) + text_px(label) + HEADER_SLACK)
+
+
+def _shown_value(value: Any, config: dict[str, Any]) -> str:
+    """A cell's value as the grid shows it (numbers in the column's format), for widths."""
+    if value is None:
+        return EMPTY
+    if isinstance(value, bool):
+        return ""
+    fmt = (config.get("type_config") or {}).get("format")
+    if isinstance(value, int | float) and fmt:
+        try:
+            return fmt % value
+        except (TypeError, ValueError):
+            return str(value)
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def _is_text(rows: list[dict[str, Any]], name: str, config: dict[str, Any]) -> bool:
+    """Whether column ``name`` holds text (wraps and may be cut), not numbers or ticks."""
+    if (config.get("type_config") or {}).get("type") in ("number", "checkbox"):
+        return False
+    return any(isinstance(r.get(name), str) for r in rows)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A table as the page draws it: ``rows`` with every text cell fitted to its column
+    (``fit_text``), the column configs with every width, the row height that shows the
+    cells' lines whole, the table's height, and the columns with a cell cut short (ending
+    with "…")."""
+
+    rows: list[dict[str, Any]]
+    columns: dict[str, Any]  # by column: its config (a plain dict Streamlit takes)
+    row_height: int
+    height: int
+    cut: list[str]
+
+
+def _auto_widths(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]], total: int,
+                 editable: Iterable[str] = (), most_lines: int = GRID_LINES) -> None:
+    """Give every column of ``columns`` without a width one, in place, so that the widths add
+    up to ``total`` (if they can). A column with a width keeps it (widened to its label); a
+    number column is as wide as its label and its longest number; the text columns get the
+    widths that show every cell in the fewest lines (at most ``most_lines``) that fit
+    together, each at least its label and its longest word, and share what is left towards
+    each showing its longest cell on one line. When even ``most_lines`` lines do not fit,
+    the text columns give way alike, and ``fit_text`` cuts what does not fit."""
+    editable = set(editable)
+    head = {n: label_width(str(c.get("label", n)), n in editable) for n, c in columns.items()}
+    for name, config in columns.items():
+        if "width" in config:
+            config["width"] = max(int(config["width"]), head[name])
+    auto = [n for n, c in columns.items() if "width" not in c]
+    if not auto:
+        return
+    space = total - sum(c["width"] for c in columns.values() if "width" in c)
+    # the longest cells decide the lines a column needs
+    texts = {n: sorted({_flat(_shown_value(r.get(n), columns[n])) for r in rows}, key=text_px,
+                       reverse=True)[:60] for n in auto}
+    wrapping = [n for n in auto if _is_text(rows, n, columns[n])]
+    pad = CELL_PADDING + CELL_SLACK + 1
+    natural = {n: max(head[n], math.ceil(max((text_px(t) for t in texts[n]), default=0.0)) + pad)
+               for n in auto}
+    widths = {n: natural[n] for n in auto if n not in wrapping}
+    room = space - sum(widths.values())
+
+    def need(n: str, lines: int) -> int:
+        return min(natural[n], max(head[n], fit_width(texts[n], lines, whole_words=True)))
+
+    for lines in range(1, max(1, most_lines) + 1):
+        wanted = {n: need(n, lines) for n in wrapping}
+        if sum(wanted.values()) <= room:
+            break
+    else:  # not even in most_lines lines: the text columns give way alike
+        have = sum(wanted.values())
+        wanted = {n: max(head[n], 60, room * w // max(have, 1)) for n, w in wanted.items()}
+    widths.update(wanted)
+    extra = room - sum(wanted.values())
+    short = {n: natural[n] - widths[n] for n in wrapping if natural[n] > widths[n]}
+    if extra > 0 and short:  # towards each one's longest cell on one line, alike
+        want = sum(short.values())
+        for n, gap in short.items():
+            give = min(gap, extra * gap // want)
+            widths[n] += give
+        extra = room - sum(widths[n] for n in wrapping)
+    share = wrapping or auto
+    for i, n in enumerate(share):  # what is left: to the text columns alike
+        give = max(0, extra) // (len(share) - i)
+        widths[n] += give
+        extra -= give
+    while extra < 0:  # over (labels, the 60 px floor): the widest text column gives way
+        n = max(share, key=lambda k: (widths[k] - head[k], k))
+        give = min(-extra, widths[n] - head[n])
+        if give <= 0:
+            break  # every column at its label: nothing narrower is readable
+        widths[n] -= give
+        extra += give
+    for n in auto:
+        columns[n]["width"] = int(widths[n])
+
+
+def grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]] | None = None,
+         total: int = TABLE_WIDTH, most_lines: int = GRID_LINES, lines: int | None = None,
+         most_height: int = GRID_MAX_HEIGHT, editable: Iterable[str] = (),
+         caps: dict[str, int] | None = None) -> Grid:
+    """``rows`` as the page's grid shows them without a word broken or a line lost: column
+    widths for the columns ``columns`` gives none (``_auto_widths``, adding up to ``total``),
+    a row height for as many lines as the longest cell needs (at most ``most_lines``; or
+    ``lines`` exactly), and every text cell fitted to its column in that many lines
+    (``fit_text``: a longer one ends with "…"). ``editable``: the columns the person may edit
+    (their headers carry a pencil mark); ``caps``: columns cut at fewer lines (their whole
+    text is shown elsewhere)."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    configs = {n: dict((columns or {}).get(n) or {}) for n in names}
+    _auto_widths(rows, configs, total, editable, lines or most_lines)
+    wrapping = [n for n in names if _is_text(rows, n, configs[n])]
+    caps = caps or {}
+    fixed = lines is not None
+    if lines is None:
+        need = max((min(text_lines(_flat(r[n]), configs[n]["width"]), caps.get(n, most_lines))
+                    for r in rows for n in wrapping if isinstance(r.get(n), str)), default=1)
+        lines = max(1, min(most_lines, need))
+    shown, cut = [], set()
+    used = 1
+    for row in rows:
+        out = dict(row)
+        for n in wrapping:
+            if isinstance(row.get(n), str):
+                out[n] = fit_text(row[n], configs[n]["width"], min(lines, caps.get(n, lines)))
+                used = max(used, text_lines(out[n], configs[n]["width"]))
+                if out[n] != _flat(row[n]):
+                    cut.add(n)
+        shown.append(out)
+    height = row_height(lines if fixed else min(lines, used))  # as tall as the cells drawn
+    return Grid(shown, configs, height, table_height(len(rows), height, most_height),
+                [n for n in names if n in cut])
+
+
+def chunk_cell(chunk_id: str, section: str) -> str:
+    """A chunk table's chunk cell: the chunk id, then ``§`` and its section (the grid shows a
+    cell's text as one paragraph)."""
+    return f"{chunk_id} § {section}" if section and section != EMPTY else chunk_id
+
+
+#: a limit's constant with its value in a reason (``N3_FINAL_SELECTION_MAX=24``)
+_LIMIT = re.compile(r"\b(N\d)_([A-Z0-9_]+?)(?:_MAX)?=(\d+)\b")
+
+
+def plain_limits(text: str) -> str:
+    """A reason with each limit's constant in words that wrap: ``over
+    N3_FINAL_SELECTION_MAX=24`` → ``over N3 final selection (24)`` (one word too wide for
+    a table's reason column; the row detail keeps the reason as the stage gave it)."""
+    return _LIMIT.sub(lambda m: f"{m.group(1)} {m.group(2).lower().replace('_', ' ')} "
+                                f"({m.group(3)})", text)
+
+
+def chunk_table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chunk table's rows as the grid shows them: the chunk id and the section in one
+    ``chunk`` column (``chunk_cell``), where the chunk id stood; a reason's limits in words
+    (``plain_limits``)."""
+    out = []
+    for row in rows:
+        shown: dict[str, Any] = {}
+        for name, value in row.items():
+            if name == "chunk id":
+                shown[CHUNK] = chunk_cell(value, str(row.get(SECTION, "")))
+            elif name == "reason" and isinstance(value, str):
+                shown[name] = plain_limits(value)
+            elif name != SECTION:
+                shown[name] = value
+        out.append(shown)
+    return out
+
+
+def _score_label(name: str) -> tuple[str, str]:
+    """A score column's label and help: ``score (fused)`` → ``fused`` and what it is."""
+    kind = name[name.find("(") + 1: -1] if name.startswith("score (") else name
+    if kind in SCORE_LABELS:
+        return SCORE_LABELS[kind]
+    if name.startswith("score"):
+        return "score", f"{name}: the stage's score, which orders the table"
+    return name.replace("_", " "), name
 
 
 def table_columns(rows: list[dict[str, Any]], total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
-    """Streamlit column configs (plain dicts) for a chunk table, whose widths add up to
-    ``total``: fixed widths for the pin / exclude checkboxes, rank and ``by``; status (and
-    ``rule``) as wide as their values in two lines; scores with a short label that fits (the
-    whole name in ``help``), three decimals, counts as whole numbers; and the rest shared by
-    chunk id, section and reason (``text_widths``). Every label fits its width (``label_width``).
+    """Streamlit column configs (plain dicts) for a chunk table of ``rows`` (``view_rows``,
+    with the pin / exclude marks), by the columns the grid shows (``chunk_table_rows``), whose
+    widths add up to ``total``: fixed widths for the pin / exclude checkboxes, rank and
+    ``by``; status (and ``rule``) as wide as their values in two lines; each score labelled by
+    what it is (``fused``, ``dense``, ``keyword``, ``rerank``…; the whole name in ``help``),
+    three decimals, counts as whole numbers; the chunk column as wide as the longest chunk id
+    (``CHUNK_LEAST`` to ``CHUNK_MOST``, leaving the reason ``REASON_LEAST``), and the rest to
+    the reason. Every label fits its width (``label_width``).
 
-    The page draws the table with ``row_height=TABLE_ROW_HEIGHT`` (the text wraps into three
-    lines), ``height=table_height(len(rows))`` and ``placeholder=EMPTY``."""
-    names = list(dict.fromkeys(name for row in rows for name in row))
+    The page draws it with ``chunk_grid`` (``TABLE_LINES`` lines a row) and
+    ``placeholder=EMPTY``."""
+    shown = chunk_table_rows(rows)
+    names = list(dict.fromkeys(name for row in shown for name in row))
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         if name in CHECK_COLUMNS:
             label, help_text = CHECK_COLUMNS[name]
-            out[name] = {"width": CHECK_COLUMN_WIDTH, "label": label, "help": help_text,
-                         "type_config": {"type": "checkbox"}}
+            out[name] = {"width": max(CHECK_COLUMN_WIDTH, label_width(label, editable=True)),
+                         "label": label, "help": help_text, "type_config": {"type": "checkbox"}}
         elif name in COLUMN_WIDTHS:
-            out[name] = {"width": COLUMN_WIDTHS[name]}
+            out[name] = {"width": max(COLUMN_WIDTHS[name], label_width(name))}
         elif name in STATUS_COLUMNS:
             out[name] = {"width": max(label_width(name),
-                                      fit_width((str(r.get(name, "")) for r in rows), lines=2,
+                                      fit_width((str(r.get(name, "")) for r in shown), lines=2,
                                                 whole_words=True))}
-        elif name not in TEXT_LEAST:  # a score: a short label, its whole name on hover
-            main = name.startswith("score")
-            count = not main and _is_count(name)
-            label, help_text = (("score", f"{name}: the stage's score, which orders the table")
-                                if main else SCORE_LABELS.get(name, (name.replace("_", " "), name)))
+        elif name not in (CHUNK, "reason"):  # a score: what it is in its label, and on hover
+            count = not name.startswith("score") and _is_count(name)
+            label, help_text = _score_label(name)
             fmt = "%+d" if name == "rank_change" else "%d" if count else "%.3f"
             width = COUNT_COLUMN_WIDTH if count else SCORE_COLUMN_WIDTH
             out[name] = {"width": max(width, label_width(label)), "label": label, "help": help_text,
                          "type_config": {"type": "number", "format": fmt}}
     space = total - sum(c["width"] for c in out.values())
-    for name, width in text_widths(rows, space).items():
-        out[name] = {"width": width}
+    if CHUNK in names:
+        longest = max((text_px(str(r.get("chunk id", ""))) for r in rows), default=0.0)
+        chunk = min(CHUNK_MOST, max(CHUNK_LEAST, math.ceil(longest) + CELL_PADDING + CELL_SLACK + 1))
+        if "reason" in names:
+            chunk = max(CHUNK_LEAST, min(chunk, space - REASON_LEAST))
+        out[CHUNK] = {"width": chunk if "reason" in names else space,
+                      "help": "The chunk id (it names the file), then § its section: the heading "
+                              "path under the document's title. A cell cut short (…) is whole "
+                              "under “Open a chunk”."}
+        space -= out[CHUNK]["width"]
+    if "reason" in names:
+        out["reason"] = {"width": space}
     return {name: out[name] for name in names}
 
 
+def chunk_grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]],
+               most_height: int = TABLE_MAX_HEIGHT) -> Grid:
+    """A chunk table's ``rows`` (``view_rows`` with the pin / exclude marks) as the grid shows
+    them, in the columns of ``table_columns``: ``TABLE_LINES`` lines a row, every text cell
+    whole or cut with "…" (whole in ``row_detail``)."""
+    return grid(chunk_table_rows(rows), columns, lines=TABLE_LINES, most_height=most_height,
+                editable=list(CHECK_COLUMNS))
+
+
 def text_widths(rows: list[dict[str, Any]], space: int) -> dict[str, int]:
-    """How a chunk table's text columns (chunk id, section, reason: those in ``rows``) share
-    ``space`` pixels. Each gets its fewest pixels (``TEXT_LEAST``); then, in turn, the chunk
-    id, the reason and the section get what shows their longest cell in ``TABLE_LINES`` lines
-    (the reason before the section: it must read whole; a section cut in its cell is whole in
-    ``row_detail``); what is left widens the chunk id to two lines, then goes to the section
-    and reason alike. The widths add up to ``space``."""
-    present = [name for name in TEXT_LEAST if any(name in row for row in rows)]
-    if not present:
-        return {}
-    least = sum(TEXT_LEAST[n] for n in present)
-    if space <= least:  # too narrow: each its share of the fewest pixels
-        widths = {n: space * TEXT_LEAST[n] // least for n in present}
-        widths[present[-1]] += space - sum(widths.values())
-        return widths
-    widths = {n: TEXT_LEAST[n] for n in present}
-    spare = space - least
-    texts = {n: [str(r.get(n, "")) for r in rows] for n in present}
-    wanted = [(n, TABLE_LINES) for n in ("chunk id", "reason", SECTION) if n in widths]
-    wanted += [("chunk id", 2)] if "chunk id" in widths else []
-    for name, lines in wanted:
-        grow = min(spare, max(0, fit_width(texts[name], lines) - widths[name]))
-        widths[name] += grow
-        spare -= grow
-    rest = [n for n in (SECTION, "reason") if n in widths] or present
-    for i, name in enumerate(rest):
-        share = spare // (len(rest) - i)
-        widths[name] += share
-        spare -= share
-    return widths
+    """The widths of a chunk table's text columns (the chunk column and the reason) within
+    ``space`` pixels, as ``table_columns`` gives them."""
+    columns = table_columns(rows, total=space)
+    return {n: columns[n]["width"] for n in (CHUNK, "reason") if n in columns}
 
 
 def cut_columns(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]],
                 lines: int = TABLE_LINES) -> list[str]:
-    """The text columns (chunk id, section, reason) with a cell longer than ``lines`` lines at
-    its width in ``columns``: where the page shows ``row_detail`` for a picked row."""
-    return [name for name in TEXT_LEAST if name in columns
-            and any(text_lines(str(r.get(name, "")), columns[name]["width"]) > lines for r in rows)]
+    """The text columns of a chunk table (``rows``: ``view_rows``; ``columns``:
+    ``table_columns``) with a cell that does not show whole in ``lines`` lines: cut with "…",
+    whole in ``row_detail`` for a picked row."""
+    return chunk_grid(rows, columns).cut if lines == TABLE_LINES else grid(
+        chunk_table_rows(rows), columns, lines=lines).cut
 
 
 def _number(key: str, value: float) -> str:
@@ -466,11 +915,27 @@ def filter_rows(rows: list[dict[str, Any]], sp: SuperPrompt, query: str) -> list
 
 
 def journey_columns(total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
-    """Column configs for the journey table: the reason gets what the other columns leave."""
+    """Column configs for the journey table: the stage, rank and status fixed, the score as
+    text that says which score it is (``fused 0.0320``), the reason gets what they leave."""
     out: dict[str, dict[str, Any]] = {k: {"width": w} for k, w in JOURNEY_WIDTHS.items()}
-    out["score"]["type_config"] = {"type": "number", "format": "%.4f"}
-    out["reason"] = {"width": total - sum(JOURNEY_WIDTHS.values())}
-    return out
+    out["score"] = {"width": JOURNEY_SCORE_WIDTH, "help": JOURNEY_SCORE_HELP}
+    out["reason"] = {"width": total - sum(c["width"] for c in out.values())}
+    return {name: out[name] for name in ("stage", "rank", "score", "status", "reason")}
+
+
+#: the journey's score column: its width, and what its scores are
+JOURNEY_SCORE_WIDTH = 128
+JOURNEY_SCORE_HELP = ("The score the stage ranks by, named: fused (Retrieval's reciprocal-rank "
+                      "fusion of the dense and keyword ranks), rerank (the ReRanker's, which A3 "
+                      "weighs), best sentence (A4's best sentence similarity)")
+#: the word for each chunk stage's score in the journey
+SCORE_WORDS: dict[str, str] = {
+    View.RETRIEVAL: "fused", View.RERANKED: "rerank", View.A3: "rerank", View.A4: "best sentence"}
+
+
+def score_words(stage: str, score: float | None) -> str:
+    """A journey row's score, named: ``fused 0.0320``; ``—`` for none."""
+    return EMPTY if score is None else f"{SCORE_WORDS.get(stage, 'score')} {score:.4f}"
 
 
 def journey_default(sp: SuperPrompt, current: str | None) -> str | None:
@@ -494,16 +959,16 @@ def journey_rows(sp: SuperPrompt, chunk_id: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for stage, title in VIEW_STAGES:
         if stage not in sp.views_by_stage:
-            out.append({"stage": title, "rank": None, "score": None, "status": "stage not run",
+            out.append({"stage": title, "rank": None, "score": EMPTY, "status": "stage not run",
                         "reason": f"{title} has not run yet."})
             continue
         row = _row(sp, stage, chunk_id)
         if row is None:
-            out.append({"stage": title, "rank": None, "score": None,
+            out.append({"stage": title, "rank": None, "score": EMPTY,
                         "status": _absent_status(sp, stage, chunk_id),
                         "reason": _absent_reason(sp, stage, chunk_id)})
         else:
-            out.append({"stage": title, "rank": row.rank, "score": row.score,
+            out.append({"stage": title, "rank": row.rank, "score": score_words(stage, row.score),
                         "status": _status(sp, stage, row),
                         "reason": _present_reason(sp, stage, row)})
     if View.A4 in sp.views_by_stage:
@@ -544,8 +1009,7 @@ def _absent_reason(sp: SuperPrompt, stage: str, chunk_id: str) -> str:
         return _absent_reason(sp, before, chunk_id)
     if earlier.status == "dropped":
         title = dict(VIEW_STAGES)[before]
-        return f"dropped by {title.split()[0]}: {earlier.reason}" if earlier.reason \
-            else f"dropped by {title}"
+        return f"dropped by {title}: {earlier.reason}" if earlier.reason else f"dropped by {title}"
     return "did not reach this stage"
 
 
@@ -574,12 +1038,13 @@ def _present_reason(sp: SuperPrompt, stage: str, row: ViewRow) -> str:
         return f"{moved}; {row.reason}" if row.reason else moved
     if stage == View.A3:
         if row.status == "dropped":
-            return f"dropped by the A3 gate: {row.reason}" if row.reason else "dropped by the A3 gate"
-        return row.reason or "passed the A3 gate"
+            return f"dropped by the A3 Gate: {row.reason}" if row.reason else "dropped by the A3 Gate"
+        return row.reason or "passed the A3 Gate"
     if row.status == "dropped":
-        return f"not used by A4: {row.reason}" if row.reason else "not used by A4"
+        return f"not used by A4 Condenser: {row.reason}" if row.reason else "not used by A4 Condenser"
     used = row.scores.get("sentences")
-    said = f"used by A4: {int(used)} sentence(s) in the condensed context" if used else "used by A4"
+    said = (f"used by A4 Condenser: {int(used)} sentence(s) in the condensed context" if used
+            else "used by A4 Condenser")
     return f"{said}; {row.reason}" if row.reason else said
 
 
@@ -588,29 +1053,29 @@ def _selection_row(sp: SuperPrompt, chunk_id: str) -> dict[str, Any]:
     final = sp.final_selection_ids
     if chunk_id in final:
         i = final.index(chunk_id) + 1
-        return {"stage": SELECTION, "rank": i, "score": None, "status": "selected",
+        return {"stage": SELECTION, "rank": i, "score": EMPTY, "status": "selected",
                 "reason": f"selected: source {i} of {len(final)} in prompt_ready"}
     a4 = _row(sp, View.A4, chunk_id)
     why = (_present_reason(sp, View.A4, a4) if a4 is not None
            else _absent_reason(sp, View.A4, chunk_id))
-    return {"stage": SELECTION, "rank": None, "score": None, "status": "not selected",
+    return {"stage": SELECTION, "rank": None, "score": EMPTY, "status": "not selected",
             "reason": why}
 
 
 def history_rows(sp: SuperPrompt) -> list[dict[str, Any]]:
-    """A table row per stage run: its number, stage, wall time and mode."""
-    return [{"#": i, "stage": r.stage, "wall ms": r.wall_ms, "mode": r.mode}
+    """A table row per stage run: its number, stage (by its name), wall time and mode."""
+    return [{"#": i, "stage": stage_label(r.stage), "wall ms": r.wall_ms, "mode": r.mode}
             for i, r in enumerate(sp.stage_runs, start=1)]
 
 
 def mode_rows(sp: SuperPrompt) -> list[dict[str, str]]:
     """How each agent ran (mode and why; A4 in LLM mode with ``a4_note``), plus the
-    ReRanker's backend."""
-    rows = [{"component": agent, "ran as": info.mode, "why": info.reason}
+    ReRanker's backend; each stage by its name."""
+    rows = [{"component": stage_label(agent), "ran as": info.mode, "why": plain_names(info.reason)}
             for agent, info in sp.extras.agent_modes.items()]
     a4 = a4_note(sp)
     for row in rows:
-        if a4 and row["component"] == "A4_Condenser":
+        if a4 and row["component"] == stage_label("A4_Condenser"):
             row["why"] = f"{row['why']}; {a4}" if row["why"] else a4
     rr = sp.extras.reranker
     if rr:
@@ -822,18 +1287,54 @@ def _last_headings(section: str, limit: int) -> str:
     return shown if len(shown) <= limit else _words(shown, limit)
 
 
-def choice_label(chunk: Chunk, section: str | None = None, limit: int = CHOICE_LABEL_CHARS) -> str:
+def choice_label(chunk: Chunk, section: str | None = None, limit: int = CHOICE_LABEL_CHARS,
+                 query: str = "") -> str:
     """A chunk picker's label, about ``limit`` characters: ``kb/reranking.md#3 · Backends >
     Cross-encoder · first words of the text…``, so that the picker's type-to-search finds a
     chunk by words of its section or text. ``section`` is ``section_label(chunk)`` unless
     given; it loses its first headings to leave the text at least ``CHOICE_TEXT_LEAST``
-    characters (``… > Cross-encoder``); the text is cut at a word (``_words``)."""
+    characters (``… > Cross-encoder``); the text is cut at a word (``_words``). With a
+    ``query`` (the picker's search box), the text shown is the passage where its first word
+    is found (``…the offline backend scores by…``)."""
     section = section_label(chunk) if section is None else section
     room = limit - len(chunk.id) - 6  # the two " · "
     if section and room - len(section) < CHOICE_TEXT_LEAST:
         section = _last_headings(section, max(12, room - CHOICE_TEXT_LEAST))
     head = f"{chunk.id} · {section}" if section else chunk.id
-    return f"{head} · {_words(chunk.text, max(CHOICE_TEXT_LEAST, limit - len(head) - 3))}"
+    room = max(CHOICE_TEXT_LEAST, limit - len(head) - 3)
+    return f"{head} · {_around(chunk.text, query, room) if query.strip() else _words(chunk.text, room)}"
+
+
+def _around(text: str, query: str, limit: int) -> str:
+    """About ``limit`` characters of ``text`` (on one line) from a little before where
+    ``query``'s words are first found (the whole query if it is there, else its first word
+    that is), cut at words, with "…" where it is cut."""
+    flat = " ".join(text.split())
+    low = flat.casefold()
+    words = query.casefold().split()
+    spots = [low.find(" ".join(words))] + [low.find(w) for w in words]
+    at = next((i for i in spots if i >= 0), -1)
+    if at <= 0:
+        return _words(flat, limit)
+    start = flat.rfind(" ", 0, max(0, at - 12)) + 1
+    said = _words(flat[start:], limit - 1 if start else limit)
+    return f"…{said}" if start else said
+
+
+def matching_chunks(sp: SuperPrompt, query: str) -> list[str]:
+    """The ids of the chunks Retrieval returned, best first, whose text, id or section holds
+    every word of ``query`` (any order, any case); all of them for an empty query."""
+    words = query.casefold().split()
+    if not words:
+        return chunk_choices(sp)
+    sections = _sections(sp)
+
+    def holds(chunk: Chunk) -> bool:
+        hay = " ".join([chunk.id, sections.get(chunk.id, ""), chunk.heading_label,
+                        " ".join(chunk.text.split())]).casefold()
+        return all(word in hay for word in words)
+
+    return [c.id for c in sp.base_context_chunks if holds(c)]
 
 
 def chunk_choice_label(sp: SuperPrompt, chunk_id: str) -> str:
@@ -843,11 +1344,17 @@ def chunk_choice_label(sp: SuperPrompt, chunk_id: str) -> str:
     return choice_label(chunk, _sections(sp)[chunk_id]) if chunk else chunk_id
 
 
-def chunk_labels(sp: SuperPrompt) -> dict[str, str]:
+def chunk_labels(sp: SuperPrompt, query: str = "", limit: int = CHOICE_LABEL_CHARS) -> dict[str, str]:
     """The picker label of every chunk in ``chunk_choices``, by id, best first: the page's
-    ``st.selectbox(..., chunk_choices(sp), format_func=labels.__getitem__)``."""
+    ``st.selectbox(..., chunk_choices(sp), format_func=labels.__getitem__)``; with a
+    ``query``, each label shows where its text holds it; about ``limit`` characters."""
     sections = _sections(sp)
-    return {c.id: choice_label(c, sections[c.id]) for c in sp.base_context_chunks}
+    return {c.id: choice_label(c, sections[c.id], limit, query) for c in sp.base_context_chunks}
+
+
+#: how long a label is in a chunk picker beside its search box (two thirds of the page's
+#: width at 1280 px): it shows whole there
+PICKER_LABEL_CHARS = 66
 
 
 def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -866,7 +1373,7 @@ def log_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def waiting_line(agent: str, model: str, seconds: float) -> str:
     """What the page says while an agent waits for the model."""
-    return f"{agent} is calling the model {model}: {seconds:.0f} s so far."
+    return f"{stage_label(agent)} is calling the model {model}: {seconds:.0f} s so far."
 
 
 @dataclass
@@ -880,7 +1387,8 @@ class RunProgress:
     def stage(self, done: int, total: int, name: str) -> tuple[float, str]:
         """The stage about to run (``name``), or the end when ``name`` is empty."""
         self.share = done / max(total, 1)
-        self.text = f"Running {name} ({done + 1}/{total})…" if name else f"All {total} stages done."
+        self.text = (f"Running {stage_label(name)} ({done + 1}/{total})…" if name
+                     else f"All {total} stages done.")
         return self.share, self.text
 
     def waiting(self, agent: str, model: str, seconds: float) -> tuple[float, str]:
@@ -892,8 +1400,8 @@ class RunProgress:
 #: the stage diff table's fixed column widths: the ranks in A and B, the move in words, the move
 #: as a number (to sort by) and the status in B; the chunk id (it names the file) and B's
 #: reason share the rest of ``TABLE_WIDTH`` (the section is in the chunk tables and journey)
-DIFF_WIDTHS: dict[str, int] = {"rank in A": 62, "rank in B": 62, "move": 64, "Δ rank": 44,
-                               "status in B": 80}
+DIFF_WIDTHS: dict[str, int] = {"rank in A": 62, "rank in B": 62, "move": 72, "Δ rank": 44,
+                               "status in B": 84}
 #: the diff's column labels that fit their widths (the whole name and stage in ``help``)
 DIFF_LABELS: dict[str, str] = {"rank in A": "A rank", "rank in B": "B rank", "Δ rank": "Δ",
                                "status in B": "B status"}
@@ -918,17 +1426,26 @@ def stage_title(stage: str) -> str:
 
 
 def diff_default(sp: SuperPrompt, a: str | None = None, b: str | None = None) -> tuple[str, str] | None:
-    """The two stages the diff compares: ``a`` and ``b`` if both have run, else ReRanker vs
-    A4 when both have run, else the two latest chunk stages that have run (None with fewer
-    than two)."""
+    """The two stages the diff compares: ``a`` and ``b`` if both have run, else the first two
+    consecutive chunk stages whose views differ (a chunk moved, came or went), else the two
+    latest chunk stages that have run (None with fewer than two)."""
     ran = diff_stages(sp)
     if a in ran and b in ran:
         return a, b
     if len(ran) < 2:
         return None
-    if View.RERANKED in ran and View.A4 in ran:
-        return View.RERANKED, View.A4
+    for first, second in zip(ran, ran[1:]):
+        if stages_differ(sp, first, second):
+            return first, second
     return ran[-2], ran[-1]
+
+
+def stages_differ(sp: SuperPrompt, a: str, b: str) -> bool:
+    """Whether chunk stage ``b``'s view differs from ``a``'s: a chunk in one and not the
+    other, at another rank, or dropped in one only."""
+    view_a = {r.chunk_id: (r.rank, r.status == "dropped") for r in sp.view(a)}
+    view_b = {r.chunk_id: (r.rank, r.status == "dropped") for r in sp.view(b)}
+    return view_a != view_b
 
 
 def move_label(rank_a: int | None, rank_b: int | None, dropped: bool) -> tuple[str, int | None]:
@@ -997,15 +1514,18 @@ def diff_summary(rows: list[dict[str, Any]], a: str, b: str) -> str:
             f"{moves.count(DROPPED)} dropped")
 
 
-def diff_columns(stage_a: str, stage_b: str, total: int = TABLE_WIDTH) -> dict[str, dict[str, Any]]:
+def diff_columns(stage_a: str, stage_b: str, total: int = TABLE_WIDTH,
+                 rows: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Column configs for the stage diff: short labels that fit (``DIFF_LABELS``; the stages
     in ``help``), fixed widths for ranks, move and status, the rest shared by chunk id and
-    reason. The page may draw it with ``row_height=TABLE_ROW_HEIGHT`` (the reason wraps into
-    three lines) and ``placeholder=EMPTY``."""
+    reason: the chunk id as wide as the longest of ``rows``' (between ``CHUNK_LEAST`` and
+    ``CHUNK_MOST``, leaving the reason ``REASON_LEAST``), else ``DIFF_TEXT``'s share. The page
+    draws it with ``grid`` (the reason wraps) and ``placeholder=EMPTY``."""
     a, b = stage_title(stage_a), stage_title(stage_b)
     out: dict[str, dict[str, Any]] = {name: {"width": w} for name, w in DIFF_WIDTHS.items()}
     for name, label in DIFF_LABELS.items():
         out[name]["label"] = label
+        out[name]["width"] = max(out[name]["width"], label_width(label))
     out["rank in A"]["help"] = f"rank in A ({a})"
     out["rank in B"]["help"] = f"rank in B ({b})"
     out["move"]["help"] = ("A → B: ↑ moved up, ↓ moved down (rank in A − rank in B); new: not "
@@ -1014,8 +1534,13 @@ def diff_columns(stage_a: str, stage_b: str, total: int = TABLE_WIDTH) -> dict[s
                          type_config={"type": "number", "format": "%+d"})
     out["status in B"]["help"] = f"status in B ({b})"
     left = total - sum(c["width"] for c in out.values())
-    for name, share, least in DIFF_TEXT[:-1]:
-        out[name] = {"width": max(least, int(left * share))}
+    if rows:
+        longest = max(text_px(str(r.get("chunk id", ""))) for r in rows)
+        chunk = min(CHUNK_MOST, max(CHUNK_LEAST, math.ceil(longest) + CELL_PADDING + CELL_SLACK + 1))
+        out["chunk id"] = {"width": max(CHUNK_LEAST, min(chunk, left - REASON_LEAST))}
+    else:
+        for name, share, least in DIFF_TEXT[:-1]:
+            out[name] = {"width": max(least, int(left * share))}
     name, _, least = DIFF_TEXT[-1]  # the last takes what is left: the widths add up to total
     out[name] = {"width": max(least, total - sum(c["width"] for c in out.values()))}
     return {name: out[name] for name in DIFF_ORDER}

@@ -417,6 +417,7 @@ def test_the_page_shows_the_threshold_beside_the_decision(kb_engine, tmp_path):
             open_tab(at, "Fields")  # only the open tab is drawn
             fields = next(d.value for d in at.data_editor
                           if d.key == f"fields_{at.session_state[S.EDIT_NONCE]}")
+            notes = [m.value for m in at.markdown]
             open_tab(at, "Context & rules")
         finally:
             st.cache_resource.clear()
@@ -425,9 +426,12 @@ def test_the_page_shows_the_threshold_beside_the_decision(kb_engine, tmp_path):
     sp = at.session_state[S.SP]
     assert sp.body["system"] == "assistant" and sp.extras.format_enforcer.kind == "markdown"
     row = list(fields["field"]).index("system")
-    assert fields["why"][row] == ("A2: no keyword matched, the field's default; model: teacher — "
-                                  "P 0.50, assistant 0.42, margin 0.08 < choice_margin 0.2: "
-                                  "the rule's choice stands")
+    why = ("A2: no keyword matched, the field's default; model: teacher — P 0.50, assistant "
+           "0.42, margin 0.08 < choice_margin 0.2: the rule's choice stands")
+    # the why column shows it whole, or cut with "…" and whole under the table
+    shown = fields["why"][row]
+    assert shown == why or (shown.endswith("…") and why.startswith(shown[:-1]) and any(
+        f"**system** — assistant: {why}" in m for m in notes))
     (line,) = [c.value for c in at.caption if c.value.startswith("A5's choices:")]
     # (probabilities normalised over the values: 0.5 / 0.95, 0.45 / 0.95)
     assert "kind **markdown** — the rules (model: bullet_list — P 0.53, markdown 0.47, " \

@@ -100,7 +100,7 @@ def test_a_model_that_picks_weak_sentences_leaves_the_rules_share_and_the_top_se
     # the page says it beside the threshold (the agents' modes table), in LLM mode only
     note = f"LLM mode: {k} statements kept by rule (rule_share 0.5 of 300 tokens), 2 chosen by the model"
     assert views.a4_note(sp) == note
-    assert next(r for r in views.mode_rows(sp) if r["component"] == "A4_Condenser")["why"].endswith(note)
+    assert next(r for r in views.mode_rows(sp) if r["component"] == "A4 Condenser")["why"].endswith(note)
     assert views.a4_note(rules) is None
 
 

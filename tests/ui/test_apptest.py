@@ -26,7 +26,7 @@ def test_initial_page_gates_every_stage_but_a0():
     for name in controller.STAGE_NAMES:
         button = at.button(key=f"stage_{name}")
         assert button.disabled == (name != "A0_PreProcessing"), name
-    assert "Run A0_PreProcessing first." in at.button(key="stage_Retrieval").help
+    assert "Run A0 Pre-processing first." in at.button(key="stage_Retrieval").help
     assert sp(at).stage == "raw"
 
 
@@ -112,13 +112,11 @@ def test_upload_ingests_and_the_new_text_is_retrievable():
     at.file_uploader[0].set_value([
         ("okapi.md", b"# Okapi\n\nThe okapi is a giraffid native to the Congo. It has striped legs.\n",
          "text/markdown")])
-    at.run()
-    at.button(key="ingest").click().run()
+    at.run()  # chosen files are ingested at once: no button (issue 32)
     assert not at.error, [e.value for e in at.error]
     report = at.session_state[S.INGEST_REPORT]
     assert report["processed"] == 1 and report["failed"] == 0
-    assert any("1 processed" in s.value for s in at.success)
-    assert at.file_uploader[0].value in (None, [])  # cleared for the next upload
+    assert any("1 file chosen: 1 ingested" in s.value for s in at.success)
     at.text_area(key=S.PROMPT).set_value("Where is the okapi native to?").run()
     at.button(key="run").click().run()
     assert sp(at).final_selection_ids[0] == "uploads/okapi.md#0"
@@ -141,10 +139,10 @@ def test_folder_ingest_and_the_new_text_is_retrievable(tmp_path):
     assert sp(at).final_selection_ids[0] == "notes/zebra.md#0"
 
 
-def test_ingest_without_files_says_what_to_do():
+def test_ingest_without_a_folder_says_what_to_do():
     at = fresh()
-    at.button(key="ingest").click().run()
-    assert any("No files were uploaded" in e.value for e in at.error)
+    at.button(key="ingest").click().run()  # the folder's button; chosen files need none
+    assert any("No folder given" in e.value for e in at.error)
 
 
 def test_auto_run_answers_with_citations_and_logs_it():
@@ -261,9 +259,9 @@ def test_stage_buttons_come_in_rows_that_keep_their_labels():
     at = fresh()
     keys = [b.key for b in at.button if (b.key or "").startswith("stage_")]
     assert keys == [f"stage_{n}" for n in controller.STAGE_NAMES]
-    # the full stage name is in every button's tooltip
-    for name in controller.STAGE_NAMES:
-        assert at.button(key=f"stage_{name}").help.startswith(f"{name}: ")
+    # the stage's name is in every button's tooltip
+    for st in controller.STAGES:
+        assert at.button(key=f"stage_{st.name}").help.startswith(f"{st.label}: ")
 
 
 def test_chunk_tables_show_the_columns_an_analyst_needs():
@@ -271,18 +269,19 @@ def test_chunk_tables_show_the_columns_an_analyst_needs():
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     at.button(key="run").click().run()
     open_tables(at)
-    tables = [d.value for d in at.dataframe if "chunk id" in d.value.columns
-              and "move" not in d.value.columns]  # the stage diff has chunk ids too
+    tables = [d.value for d in at.dataframe if "chunk" in d.value.columns]
     assert len(tables) == 4
     for frame in tables:
         columns = list(frame.columns)
-        assert columns[:5] == ["pin", "exclude", "rank", "chunk id", "section"]
-        assert columns[5].startswith("score") and columns[-2:] == ["status", "reason"]
+        # the chunk: its id (it names the file), then § its section (the heading path below
+        # the document's title)
+        assert columns[:4] == ["pin", "exclude", "rank", "chunk"]
+        assert columns[4].startswith("score") and columns[-2:] == ["status", "reason"]
         assert not frame["pin"].any() and not frame["exclude"].any()  # no edits yet
         assert "preview" not in columns
-        # the file is in the chunk id, once; the section is its heading path below the title
-        assert frame["section"].str.contains(" > ").any()
-        assert not frame["section"].str.contains(".md").any()
+        assert frame["chunk"].str.match(r"^kb/[^ ]+\.md#\d+ § ").all()
+        sections = frame["chunk"].str.split(" § ", n=1).str[1]
+        assert sections.str.contains(" > ").any() and not sections.str.contains(".md").any()
 
 
 def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
@@ -295,7 +294,7 @@ def test_the_journey_opens_on_the_top_chunk_of_the_latest_stage():
     assert at.selectbox(key=S.JOURNEY_CHUNK).value == top
     journey = next(d.value for d in at.dataframe if "stage" in d.value.columns
                    and "reason" in d.value.columns)
-    assert list(journey["stage"]) == ["Retrieval", "ReRanker", "A3 NLI gate", "A4 condenser"]
+    assert list(journey["stage"]) == ["Retrieval", "ReRanker", "A3 Gate", "A4 Condenser"]
     assert list(journey["rank"][:2]) == [sp(at).view("retrieval")[[r.chunk_id for r in
                                           sp(at).view("retrieval")].index(top)].rank, 1]
     assert list(journey["status"][2:]) == ["stage not run", "stage not run"]
@@ -320,7 +319,7 @@ def test_the_journey_gives_each_stage_its_real_reason():
                            if list(d.value.columns[:1]) == ["stage"] and "reason" in d.value.columns)
     # the default chunk was selected, and says so
     rows = journey()
-    assert list(rows["stage"]) == ["Retrieval", "ReRanker", "A3 NLI gate", "A4 condenser",
+    assert list(rows["stage"]) == ["Retrieval", "ReRanker", "A3 Gate", "A4 Condenser",
                                    "Final selection"]
     assert rows["status"].iloc[-1] == "selected"
     assert "used by A4" in rows["reason"].iloc[3]
@@ -338,7 +337,7 @@ def test_the_journey_gives_each_stage_its_real_reason():
     if dropped:
         at.selectbox(key=S.JOURNEY_CHUNK).set_value(dropped[0].chunk_id).run()
         rows = journey()
-        assert rows["reason"].iloc[2] == f"dropped by the A3 gate: {dropped[0].reason}"
+        assert rows["reason"].iloc[2] == f"dropped by the A3 Gate: {dropped[0].reason}"
         assert dropped[0].reason in rows["reason"].iloc[3]
     # a chunk A4 did not use: why
     unused = [r for r in state.view("a4") if r.status == "dropped"]
@@ -367,7 +366,12 @@ def test_the_stage_diff_compares_the_two_stages_picked():
         ("retrieval", "reranked")
     at.button(key="stage_A3_NLI_Gate").click().run()
     at.button(key="stage_A4_Condenser").click().run()
-    # ReRanker vs A4 by default, with the table and the rank-movement chart
+    # the first two consecutive stages that differ by default (the ReRanker reorders
+    # Retrieval's top N2); picked: ReRanker vs A4, with the table and the rank-movement chart
+    assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
+        ("retrieval", "reranked")
+    at.selectbox(key=S.DIFF_A).set_value("reranked").run()
+    at.selectbox(key=S.DIFF_B).set_value("a4").run()
     assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
         ("reranked", "a4")
     frame = diff_table(at)
@@ -378,7 +382,7 @@ def test_the_stage_diff_compares_the_two_stages_picked():
         r.status == "dropped" for r in sp(at).view("a4")) + sum(
         r.status == "dropped" for r in sp(at).view("a3"))
     bump = [c.proto.spec for c in at.get("vega_lite_chart") if "Rank movement" in c.proto.spec]
-    assert len(bump) == 1 and "Rank movement of the top 20 chunks at A4 condenser" in bump[0]
+    assert len(bump) == 1 and "Rank movement of the top 20 chunks at A4 Condenser" in bump[0]
     # choosing Retrieval as A changes the table: every candidate, with moves and the N2 cut
     at.selectbox(key=S.DIFF_A).set_value("retrieval").run()
     at.selectbox(key=S.DIFF_B).set_value("reranked").run()
@@ -394,7 +398,7 @@ def test_the_stage_diff_compares_the_two_stages_picked():
     # a stage run brings the diff back to its default pair
     at.button(key="stage_A4_Condenser").click().run()
     assert (at.selectbox(key=S.DIFF_A).value, at.selectbox(key=S.DIFF_B).value) == \
-        ("reranked", "a4")
+        ("retrieval", "reranked")
 
 
 def evidence_boxes(at):
@@ -458,7 +462,7 @@ def test_the_condensed_context_links_before_there_is_an_answer():
     at.text_area(key=S.PROMPT).set_value("How are documents chunked?").run()
     for name in controller.STAGE_NAMES[:3]:  # before A4 nothing links
         at.button(key=f"stage_{name}").click().run()
-    assert any("Run A4_Condenser to link" in c.value for c in at.caption)
+    assert any("Run A4 Condenser to link" in c.value for c in at.caption)
     for name in controller.STAGE_NAMES[3:6]:  # ReRanker, A3, A4
         at.button(key=f"stage_{name}").click().run()
     assert sp(at).answer is None

@@ -9,7 +9,7 @@ import pytest
 from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import inspector
+from ragstream.ui import inspector, views
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
@@ -95,14 +95,15 @@ def test_the_tab_shows_each_agents_call_and_switches_between_them(with_llm, sent
     sp = at.session_state[S.SP]
     tab = agents_tab(at)
     select = tab.selectbox(key=S.INSPECT_AGENT)
-    assert select.options == AGENTS and select.value == "A5_Format_Enforcer"  # the latest
+    names = [views.stage_label(agent) for agent in AGENTS]  # each stage by its name
+    assert select.options == names and select.value == "A5_Format_Enforcer"  # the latest
     overview = tab.dataframe[0].value
-    assert list(overview["agent"]) == AGENTS
+    assert list(overview["agent"]) == names
     assert list(overview["ran as"]) == ["LLM", "rules (LLM failed)", "LLM", "LLM"]
 
     # A5: its line, its two messages as the server received them, the reply and the result
     (a5_request,) = [r for r in server.chat_requests if agent_of(r.body) == "A5_Format_Enforcer"]
-    line = next(m.value for m in tab.markdown if m.value.startswith("**A5_Format_Enforcer**"))
+    line = next(m.value for m in tab.markdown if m.value.startswith("**A5 Format enforcer**"))
     usage = sp.extras.llm_usage["A5_Format_Enforcer"]
     assert "model `test-model`" in line and "first reply valid: yes" in line
     assert f"tokens in {usage.prompt_tokens:,} / out {usage.completion_tokens:,}" in line
@@ -129,7 +130,7 @@ def test_the_tab_shows_each_agents_call_and_switches_between_them(with_llm, sent
     # A2 was repaired: four messages, the first reply among them with the key replaced
     at = tab.selectbox(key=S.INSPECT_AGENT).set_value("A2_PromptShaper").run()
     tab = agents_tab(at)
-    line = next(m.value for m in tab.markdown if m.value.startswith("**A2_PromptShaper**"))
+    line = next(m.value for m in tab.markdown if m.value.startswith("**A2 Prompt shaper**"))
     assert "first reply valid: no" in line and "repaired in a second round" in line
     assert len(tab.expander) == 4 and "first reply, sent back" in tab.expander[2].label
     assert tab.expander[2].code[0].value == "The header you sent: Bearer ***"

@@ -116,7 +116,7 @@ def test_an_out_of_date_pass_is_folded_labelled_and_not_offered_for_copying():
         "Out of date: the prompt text changed — the answer of the earlier pass"))
     assert answer.proto.expanded is False
     tables = [e for e in at.expander if e.label.startswith(("Retrieval —", "ReRanker —",
-                                                             "A3 NLI gate —", "A4 condenser —"))]
+                                                             "A3 Gate —", "A4 Condenser —"))]
     assert len(tables) == 4
     assert all(e.label.endswith(" · out of date: the prompt text changed")
                and e.proto.expanded is False for e in tables), [e.label for e in tables]

@@ -54,6 +54,11 @@ def edit_table(at, key: str, rows: dict[int, dict]) -> None:
     at.run()
 
 
+def chunk_ids(table):
+    """A chunk table's chunk ids: its chunk column says the id, then § the section."""
+    return table["chunk"].str.split(" § ", n=1).str[0]
+
+
 def edit_list(at):
     return next(d.value for d in at.dataframe if "edit" in d.value.columns
                 and "note" in d.value.columns)
@@ -71,13 +76,13 @@ def test_a_new_prompt_over_a_finished_run_is_never_answered_with_the_old_one():
     conversation = len(at.session_state[S.CONVERSATION])
     at.text_area(key=S.PROMPT).set_value("How do I start a Chroma server?").run()
     answer = at.button(key="answer")
-    assert answer.disabled and "A0_PreProcessing is out of date: the prompt text changed" in answer.help
+    assert answer.disabled and "A0 Pre-processing is out of date: the prompt text changed" in answer.help
     retrieve = at.button(key="stage_Retrieval")
-    assert retrieve.disabled and retrieve.label == "⚠ Retrieve"
-    assert "Run A0_PreProcessing first: its result is out of date." in retrieve.help
+    assert retrieve.disabled and retrieve.label == "⚠ Retrieval"
+    assert "Run A0 Pre-processing first: its result is out of date." in retrieve.help
     a0 = at.button(key="stage_A0_PreProcessing")
-    assert not a0.disabled and a0.label == "⚠ A0 Prep"
-    assert "**Out of date** — A0_PreProcessing is out of date: the prompt text changed." in warnings(at)
+    assert not a0.disabled and a0.label == "⚠ A0 Pre-processing"
+    assert "**Out of date** — A0 Pre-processing is out of date: the prompt text changed." in warnings(at)
     # the earlier pass's answer is not shown as the answer to the new prompt
     earlier = next(e for e in at.expander
                    if e.label == "Out of date: the prompt text changed — the answer of the earlier pass")
@@ -91,13 +96,13 @@ def test_a_new_prompt_over_a_finished_run_is_never_answered_with_the_old_one():
     assert not at.button(key="stage_Retrieval").disabled
 
 
-def test_run_all_on_a_finished_pass_does_nothing_and_says_so():
+def test_run_all_on_a_finished_pass_is_disabled_and_says_why():
     at = finished()
     runs, turns = len(sp(at).stage_runs), len(at.session_state[S.CONVERSATION])
-    at.button(key="run").click().run()
-    assert [i.value for i in at.info] == [
+    run = at.button(key="run")
+    assert run.disabled and run.help == (
         "Nothing to run: every stage is current and this pass is answered. Change the prompt, "
-        "a setting, a filter or an edit to run again."]
+        "a setting, a filter or an edit to run again.")
     assert len(sp(at).stage_runs) == runs and len(at.session_state[S.CONVERSATION]) == turns
     assert at.button(key="answer").disabled and "This pass is answered" in at.button(key="answer").help
 
@@ -107,14 +112,14 @@ def test_changed_settings_mark_the_stages_that_read_them_and_one_click_reruns():
     at.number_input(key="set_agents.A3_NLI_Gate.min_relevance").set_value(0.3)
     at.button(key="FormSubmitter:settings-Apply").click().run()
     labels = {b.key: b.label for b in at.button if (b.key or "").startswith("stage_")}
-    assert labels["stage_ReRanker"] == "✓ Rerank" and labels["stage_A3_NLI_Gate"] == "⚠ A3 Gate"
-    assert labels["stage_A4_Condenser"] == "⚠ A4 Condense"
+    assert labels["stage_ReRanker"] == "✓ ReRanker" and labels["stage_A3_NLI_Gate"] == "⚠ A3 Gate"
+    assert labels["stage_A4_Condenser"] == "⚠ A4 Condenser"
     assert at.button(key="stage_A4_Condenser").disabled and at.button(key="answer").disabled
-    assert "settings changed: agents.A3_NLI_Gate" in warnings(at)
-    assert any("A4 condenser — " in e.label and "out of date" in e.label for e in at.expander)
+    assert "settings changed: A3 Gate" in warnings(at)
+    assert any("A4 Condenser — " in e.label and "out of date" in e.label for e in at.expander)
     resume = at.button(key="resume")
-    assert resume.label == "↻ Re-run A3 Gate → Build"
-    assert resume.help.startswith("Re-run from A3_NLI_Gate (the first stage out of date) to Prompt_Builder")
+    assert resume.label == "↻ Re-run A3 Gate → Prompt Builder"
+    assert resume.help.startswith("Re-run from A3 Gate (the first stage out of date) to Prompt Builder")
     resume.click().run()
     assert not at.exception and "resume" not in [b.key for b in at.button]
     assert all(r.score >= 0.3 or r.status == "dropped" for r in sp(at).view("a3"))
@@ -125,11 +130,11 @@ def test_changed_filters_mark_retrieval():
     at = finished()
     at.multiselect(key="filter_doc_type").select("faq")
     at.button(key="FormSubmitter:filter_form-Apply filters").click().run()
-    assert at.button(key="stage_Retrieval").label == "⚠ Retrieve"
+    assert at.button(key="stage_Retrieval").label == "⚠ Retrieval"
     assert "the filters changed: none → doc_type=faq" in warnings(at)
     at.button(key="stage_Retrieval").click().run()
     assert {c.doc_type for c in sp(at).base_context_chunks} == {"faq"}
-    assert at.button(key="stage_ReRanker").label == "Rerank"  # discarded, runs next
+    assert at.button(key="stage_ReRanker").label == "ReRanker"  # discarded, runs next
 
 
 def test_prompt_ready_shows_the_condensed_context_after_a4_and_the_rules_after_a5():
@@ -157,19 +162,19 @@ def test_pinning_from_a_table_then_one_click_reruns_with_it_selected():
     assert sp(at).stage == "a2" and sp(at).answer is None
     # the discarded stages stay in view, marked; the answer waits
     assert "Your edits discarded the results from Retrieval on" in warnings(at)
-    assert any(e.label.startswith("A3 NLI gate — ") and "out of date" in e.label for e in at.expander)
+    assert any(e.label.startswith("A3 Gate — ") and "out of date" in e.label for e in at.expander)
     table = next(d.value for d in at.data_editor if d.key == f"view_a3_{nonce(at)}")
-    assert table.loc[table["chunk id"] == DROPPED, "pin"].item()
+    assert table.loc[chunk_ids(table) == DROPPED, "pin"].item()
     assert at.button(key="answer").disabled
     at.button(key="resume").click().run()
     assert not at.exception and controller.next_stage(sp(at)) is None
     assert sp(at).final_selection_ids[0] == DROPPED
     a4 = next(d.value for d in at.data_editor if d.key == f"view_a4_{nonce(at)}")
-    row = a4[a4["chunk id"] == DROPPED].iloc[0]
+    row = a4[chunk_ids(a4) == DROPPED].iloc[0]
     assert row["pin"] and row["status"] == "kept" and row["reason"] == "pinned by you"
     assert at.session_state[S.BEFORE_EDITS] is None
     # unticking undoes it
-    a4_ids = list(a4["chunk id"])
+    a4_ids = list(chunk_ids(a4))
     edit_table(at, f"view_a4_{nonce(at)}", {a4_ids.index(DROPPED): {"pin": False}})
     assert sp(at).edits == []
 
@@ -267,7 +272,7 @@ def test_the_edit_list_undoes_one_edit_or_clears_them_all():
     at.button(key="resume").click().run()
     listed = edit_list(at)
     assert list(listed["status"]) == ["applied", "applied"]
-    assert listed["note"][0] == "A4_Condenser: in the final selection as source [1]"
+    assert listed["note"][0] == "A4 Condenser: in the final selection as source [1]"
     at.selectbox(key=f"undo_pick_{nonce(at)}").set_value(sp(at).edits[1].id).run()
     at.button(key="undo_edit").click().run()
     assert [e.kind for e in sp(at).edits] == ["pin"]

@@ -150,8 +150,8 @@ def test_page_names_the_agent_waiting_for_the_model_and_labels_an_uncited_answer
         ForwardMsgQueue.on_before_enqueue_msg(None)
         server.responder = route
     assert not at.exception and not at.error, [e.value for e in at.error]
-    waits = [p for p in progress if "A3_NLI_Gate is calling the model test-model" in p]
-    assert waits and waits[0].split("|")[1].startswith("Running A3_NLI_Gate (")
+    waits = [p for p in progress if "A3 Gate is calling the model test-model" in p]
+    assert waits and waits[0].split("|")[1].startswith("Running A3 Gate (")
     # honest progress: it ends at 100% and says so
     assert progress[-1] == "100|All 8 stages done."
     ans = at.session_state[S.SP].answer

@@ -102,7 +102,7 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
     assert f"- A2: tone {first['tone']} → {tone}" in lines
     assert at.session_state[S.SP].edits == []  # nothing changes until it is applied
     apply = at.button(key="replay_apply")
-    assert apply.label == f"Apply to {A2}" and not apply.disabled
+    assert apply.label == "Apply to A2 Prompt shaper" and not apply.disabled
 
     at = apply.click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -112,9 +112,9 @@ def test_edit_a_message_send_it_again_and_apply_the_decision(with_endpoint, kb_e
     assert controller.position(sp) == 0 and sp.resume_to is not None
     # the page's banner says what is out of date, and its re-run button takes over
     banner = " ".join(w.value for w in at.warning)
-    assert f"Your edits discarded the results from {A2} on" in banner
-    assert at.button(key="resume").help.startswith(f"Re-run from {A2}")
-    assert any(f"Applied to {A2}: 1 edit recorded as yours" in i.value for i in at.info)
+    assert "Your edits discarded the results from A2 Prompt shaper on" in banner
+    assert at.button(key="resume").help.startswith("Re-run from A2 Prompt shaper")
+    assert any("Applied to A2 Prompt shaper: 1 edit recorded as yours" in i.value for i in at.info)
     open_tab(at, "Chunk views")
     assert any("Out of date" in w.value for w in at.warning)  # the chunk tables' note
     assert "replay_apply" not in keys(at.button)  # the replay is forgotten once applied

@@ -98,7 +98,7 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         # the first script run can take a while on a loaded machine: wait for the prompt box
         expect(page.get_by_role("textbox", name="Prompt")).to_be_visible(timeout=180_000)
         # before any stage runs, Retrieval's button is disabled
-        expect(page.get_by_role("button", name="Retrieve", exact=True)).to_be_disabled(
+        expect(page.get_by_role("button", name="Retrieval", exact=True)).to_be_disabled(
             timeout=60_000)
 
         prompt = page.get_by_role("textbox", name="Prompt")
@@ -111,20 +111,21 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
         expect(page.get_by_text("confidence", exact=False).first).to_be_visible()
         expect(page.get_by_text("Sources", exact=True)).to_be_visible()
         # every stage ran: every button carries its check mark
-        expect(page.get_by_role("button", name="✓ Build")).to_be_visible()
+        expect(page.get_by_role("button", name="✓ Prompt Builder")).to_be_visible()
         # prompt_ready on the page, with its blocks
         code = page.locator("[data-testid='stCode']").first
         expect(code).to_contain_text("## System")
         expect(code).to_contain_text("What does A3 do with near-duplicate chunks?")
         expect(code).to_contain_text("## Sources")
         # the chunk tables: one expander per stage view, the A4 one open with its grid
-        for title in ("Retrieval —", "ReRanker —", "A3 NLI gate —", "A4 condenser —"):
+        for title in ("Retrieval —", "ReRanker —", "A3 Gate —", "A4 Condenser —"):
             expect(page.get_by_text(title)).to_be_visible()
         # the open table (A4's) shows the same rows as the engine computes for this prompt
         expected = kb_engine.run(PROMPT).view("a4")
         grid = page.locator("[data-testid='stDataFrame']:visible").first
         cells = grid.locator("[role='gridcell']")
-        expect(cells.nth(3)).to_have_text(expected[0].chunk_id)  # after pin, exclude, rank
+        # after pin, exclude, rank: the chunk id, then § its section
+        expect(cells.nth(3)).to_have_text(re.compile(f"^{re.escape(expected[0].chunk_id)}( §|$)"))
         expect(cells.nth(2)).to_have_text("1")
         page.screenshot(path=str(ARTIFACTS / "workbench-auto-run.png"), full_page=True)
         browser.close()
@@ -297,7 +298,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         prompt.press("Control+Enter")
         page.get_by_role("button", name="Run all remaining stages").click()
         expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
-        expect(page.get_by_role("button", name="✓ Build")).to_be_visible()
+        expect(page.get_by_role("button", name="✓ Prompt Builder")).to_be_visible()
         page.wait_for_timeout(500)
 
         # every stage button shows its whole label
@@ -323,11 +324,12 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
         wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
         assert not wide, f"{size}: the journey table scrolls sideways: {wide}"
 
-        # the stage diff: ReRanker vs A4, a table without sideways scrolling, the bump chart
+        # the stage diff: the first two stages that differ (Retrieval vs the ReRanker), a table
+        # without sideways scrolling, the bump chart
         page.get_by_role("tab", name="Stage diff").click()
         diff = page.locator("[role=tabpanel]:visible")
-        expect(diff.get_by_role("combobox", name="Stage A")).to_have_value("ReRanker")
-        expect(diff.get_by_role("combobox", name="Stage B")).to_have_value("A4 condenser")
+        expect(diff.get_by_role("combobox", name="Stage A")).to_have_value("Retrieval")
+        expect(diff.get_by_role("combobox", name="Stage B")).to_have_value("ReRanker")
         expect(diff.locator("[data-testid=stDataFrame]")).to_have_count(1)
         expect(diff.locator("[data-testid=stVegaLiteChart]")).to_have_count(1)
         page.wait_for_timeout(1000)
@@ -420,9 +422,9 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         search.fill(words)
         search.press("Enter")
         expect(page.get_by_text(f"{len(left)} hold").first).to_be_visible(timeout=60_000)
-        page.get_by_text("A3 NLI gate —").click()
+        page.get_by_text("A3 Gate —").click()
         grid = page.locator("[data-testid=stExpander]").filter(
-            has_text="A3 NLI gate —").locator("[data-testid=stDataFrame]")
+            has_text="A3 Gate —").locator("[data-testid=stDataFrame]")
         expect(grid).to_be_visible()
         grid.scroll_into_view_if_needed()
         page.wait_for_timeout(500)
@@ -434,13 +436,14 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
             timeout=60_000)
         expect(page.get_by_text(f"pin {row.chunk_id}").first).to_be_visible()
         page.wait_for_timeout(800)
-        page.get_by_role("button", name="↻ Re-run Retrieve → Build").first.click()
+        page.get_by_role("button", name="↻ Re-run Retrieval → Prompt Builder").first.click()
         expect(page.get_by_text("pipeline complete")).to_be_visible(timeout=240_000)
-        a4 = page.locator("[data-testid=stExpander]").filter(has_text="A4 condenser —")
+        a4 = page.locator("[data-testid=stExpander]").filter(has_text="A4 Condenser —")
         cells = a4.locator("[role=gridcell]")
-        expect(cells.nth(3)).to_have_text(row.chunk_id, timeout=60_000)  # first row, chunk id
+        expect(cells.nth(3)).to_have_text(  # first row: the chunk id, § its section
+            re.compile(f"^{re.escape(row.chunk_id)}( §|$)"), timeout=60_000)
         expect(cells.nth(0)).to_have_text("true")  # its pin box ticked
-        expect(cells.nth(9)).to_have_text("pinned by you")  # its reason
+        expect(cells.nth(8)).to_have_text("pinned by you")  # its reason
         expect(page.get_by_text("out of date")).to_have_count(0)
         page.wait_for_timeout(800)
         wide = [g for g in grid_widths(page) if g["scroll"] > g["client"]]
@@ -456,11 +459,12 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         # button for the old prompt_ready; the pin is offered to the new prompt, not applied
         prompt.fill("How do I start a Chroma server?")
         prompt.press("Control+Enter")
-        expect(page.get_by_text("A0_PreProcessing is out of date: the prompt text changed").first
+        expect(page.get_by_text("A0 Pre-processing is out of date: the prompt text changed").first
                ).to_be_visible(timeout=60_000)
         expect(page.get_by_role("button", name="Answer", exact=True)).to_be_disabled()
-        expect(page.get_by_role("button", name="⚠ Retrieve")).to_be_disabled()
-        expect(page.get_by_role("button", name="↻ Re-run A0 Prep → Build").first).to_be_visible()
+        expect(page.get_by_role("button", name="⚠ Retrieval")).to_be_disabled()
+        expect(page.get_by_role("button", name="↻ Re-run A0 Pre-processing → Prompt Builder").first
+               ).to_be_visible()
         expect(page.get_by_text("1 edit of the previous prompt — apply it here")).to_be_visible()
         expect(page.get_by_role("button", name="Apply them here")).to_be_visible()
         folded = page.locator("[data-testid=stExpander]").filter(
@@ -500,6 +504,20 @@ TABS_JS = """() => {
             beyond: [...bar.querySelectorAll('[role=tab]')]
               .filter(t => t.getBoundingClientRect().right > right + 1).map(t => t.innerText)};
   }"""
+
+
+def open_workbench(p, app_url: str, width: int, height: int):
+    """Chromium at ``width``x``height`` on the page, its prompt box shown and the page idle:
+    ``(browser, page, prompt box)``."""
+    from playwright.sync_api import expect
+
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(app_url)
+    prompt = page.get_by_role("textbox", name="Prompt")
+    expect(prompt).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    return browser, page, prompt
 
 
 def newest_run(store, session: str, after: int, seconds: float = 30.0):
@@ -551,12 +569,7 @@ def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, h
     store = RunStore(kb_engine.cfg.index_dir / load_config().settings.runs.file)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": width, "height": height})
-        page.goto(app_url)
-        prompt = page.get_by_role("textbox", name="Prompt")
-        expect(prompt).to_be_visible(timeout=180_000)
-        wait_idle(page)
+        browser, page, prompt = open_workbench(p, app_url, width, height)
         session = page.evaluate("() => new URL(location.href).searchParams.get('session')")
         assert session, f"{size}: the URL names no session: {page.url}"
         prompt.fill(PROMPT)

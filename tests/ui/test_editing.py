@@ -92,7 +92,7 @@ def test_the_edit_list_says_what_became_of_each_edit(kb_engine):
     assert was > kb_engine.cfg.limits.N2_RERANK_TOP_K
     assert rows[0]["edit"] == f"pin kb/faq.md#0 (was Retrieval: rank {was}, kept)"
     assert (rows[0]["status"], rows[0]["note"]) == (
-        "applied", "A4_Condenser: in the final selection as source [1]")
+        "applied", "A4 Condenser: in the final selection as source [1]")
     reranked = next(r for r in sp.view("reranked") if r.chunk_id == "kb/faq.md#0")
     now = next(r for r in sp.view("retrieval") if r.chunk_id == "kb/faq.md#0").rank
     assert now > kb_engine.cfg.limits.N2_RERANK_TOP_K

@@ -97,11 +97,12 @@ def test_orders(sp):
 
 
 def test_default_pair_and_summary(sp):
-    assert views.diff_default(sp) == (View.RERANKED, View.A4)
+    # the first two consecutive stages that differ: the ReRanker reorders Retrieval's top N2
+    assert views.diff_default(sp) == (View.RETRIEVAL, View.RERANKED)
     assert views.diff_default(sp, View.RETRIEVAL, View.A3) == (View.RETRIEVAL, View.A3)
-    assert views.diff_default(sp, "a5", View.A3) == (View.RERANKED, View.A4)
+    assert views.diff_default(sp, "a5", View.A3) == (View.RETRIEVAL, View.RERANKED)
     line = views.diff_summary(views.diff_rows(sp, View.RERANKED, View.A4), View.RERANKED, View.A4)
-    assert line.startswith("ReRanker → A4 condenser: ") and " dropped" in line
+    assert line.startswith("ReRanker → A4 Condenser: ") and " dropped" in line
 
 
 def test_diff_columns_fit_the_table_width():
@@ -111,8 +112,13 @@ def test_diff_columns_fit_the_table_width():
     # short labels that fit their widths; the stages in the help
     assert cols["rank in A"]["label"] == "A rank" and cols["rank in B"]["label"] == "B rank"
     assert cols["rank in A"]["help"] == "rank in A (ReRanker)"
-    assert cols["status in B"]["help"] == "status in B (A4 condenser)"
-    assert all(len(c.get("label", n)) * 7.5 + 16 <= c["width"] for n, c in cols.items())
+    assert cols["status in B"]["help"] == "status in B (A4 Condenser)"
+    assert all(views.label_width(c.get("label", n)) <= c["width"] for n, c in cols.items())
+    # with the rows: the chunk id as wide as the longest one, the widths still add up
+    rows = [{"chunk id": "kb/writing-a-good-knowledge-base.md#12"}]
+    cols = views.diff_columns(View.RERANKED, View.A4, rows=rows)
+    assert sum(c["width"] for c in cols.values()) == views.TABLE_WIDTH
+    assert views.fits(rows[0]["chunk id"], cols["chunk id"]["width"], 1)
 
 
 def test_bump_points_follow_the_latest_stages_top_chunks(sp):
