@@ -15,9 +15,18 @@ Lines and paragraphs
     their baselines stays near the document's usual line spacing; a larger gap, a change of
     size or font family (body ↔ monospace), a bullet or a jump back up the page (a new
     column) starts a new one. A word broken at the end of a line (``exam-`` / ``ple``) is
-    joined when the next line goes on in lower case. Lines in a monospace font become a
-    fenced code block, with their indentation restored from their positions. Tables are not
-    rebuilt: their rows become paragraph text, nothing of them is lost. Lines that repeat at
+    joined when the next line goes on in lower case. A line that starts with a bullet
+    character, or whose bullet is drawn as a small shape (Chromium paints a ``<ul>``'s discs
+    and squares as graphics: a filled or stroked shape a tenth to six tenths of the line's
+    size on each side, roughly square, a tenth to twice that size left of the line's first
+    text, at the height of its lower-case letters), becomes a list item ``- …``. The wrapped
+    lines of an item with a drawn bullet go on with it until a gap or a line starting left of
+    its bullet; such an item is text even in a monospace font (``callback <Function>``), and
+    one drawn further right than the item before it is nested under it (two spaces a level,
+    one level at most deeper than the item before; any other block ends the list). Numbered
+    lists print their numbers as text and stay as they are. Other lines in a monospace font
+    become a fenced code block, with their indentation restored from their positions. Tables
+    are not rebuilt: their rows become paragraph text, nothing of them is lost. Lines that repeat at
     the top or bottom of most pages (running headers and footers: a title, a date, "Page 3 of
     9") and lone page numbers there are left out. A paragraph that is nothing but unfilled
     template placeholders (``__UPPER_SNAKE__`` of two words or more, ``{{ name }}``,
@@ -111,6 +120,7 @@ Bounds (a hostile file is refused or finishes in bounded time and memory)
 
 from __future__ import annotations
 
+import bisect
 import io
 import logging
 import math
@@ -151,6 +161,12 @@ _MONO_NAME = re.compile(
 )
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 _BULLETS = "•◦▪▫‣∙●○■□➢➤►▸–"
+#: path construction operators whose operands are points (``re``: a rectangle)
+_PATH_OPS = frozenset((b"m", b"l", b"c", b"v", b"y", b"re"))
+#: operators that paint the current path (fill, stroke or both) and end it
+_PAINT_OPS = frozenset((b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*", b"S", b"s"))
+#: painted shapes larger than this (points, either side) are never list bullets
+_BULLET_MAX = 24.0
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*|seite\s*|p\.\s*)?"
                           r"(?:\d{1,5}|(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3}))"
                           r"(?:\s*(?:/|of|von)\s*\d{1,5})?[-–—\s]*$", re.IGNORECASE)
@@ -208,6 +224,8 @@ class _Line:
     heading_text: str = ""
     #: the line goes on with the heading of the line before (a heading set over two lines)
     continues: bool = False
+    #: where a list bullet drawn as a small shape left of the line starts (``None``: no bullet)
+    bullet: float | None = None
 
 
 @dataclass
@@ -446,7 +464,8 @@ def _read_pages(reader: Any, count: int, warnings: list[str]) -> list[_Page]:
         key = _content_key(obj)
         if key is not None and key in seen:
             earlier = seen[key]
-            page.lines = [_Line(line.text, line.x, line.y, line.size, line.mono) for line in earlier.lines]
+            page.lines = [_Line(line.text, line.x, line.y, line.size, line.mono, bullet=line.bullet)
+                          for line in earlier.lines]
             page.problem = earlier.problem
             page.flipped = earlier.flipped
             if page.problem == "too big":
@@ -581,9 +600,12 @@ def _is_mono(font: Any, cache: dict[int, tuple[Any, bool]]) -> bool:
 
 
 def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], info: _Page) -> list[_Line]:
-    """The page's lines in drawing order, from pypdf's text runs."""
+    """The page's lines in drawing order, from pypdf's text runs; a line whose list bullet is
+    drawn as a small shape (Chromium paints ``<ul>`` discs and squares) has it marked."""
     lines: list[_Line] = []
     runs: list[tuple[str, float, float, float, bool]] = []
+    path: list[float] = []  # the bounding box of the path being built (empty: none)
+    shapes: list[tuple[float, float, float, float]] = []  # small painted paths: x0, y0, x1, y1
     budget.page = 0
 
     def flush() -> None:
@@ -592,14 +614,18 @@ def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], 
         if text.strip():
             first = next(r for r in runs if r[0].strip())
             sizes: Counter[float] = Counter()
+            prose: Counter[float] = Counter()  # inline code is often set smaller than its line
             mono_chars = 0
             for run_text, _x, _y, size, mono in runs:
                 n = len(run_text.strip())
                 sizes[round(size * 2) / 2] += n
+                if not mono:
+                    prose[round(size * 2) / 2] += n
                 mono_chars += n if mono else 0
             total = sum(sizes.values()) or 1
-            lines.append(_Line(text=text.rstrip(), x=first[1], y=first[2], size=sizes.most_common(1)[0][0],
-                               mono=mono_chars >= 0.9 * total))
+            mono_line = mono_chars >= 0.9 * total
+            size = (sizes if mono_line or not prose else prose).most_common(1)[0][0]
+            lines.append(_Line(text=text.rstrip(), x=first[1], y=first[2], size=size, mono=mono_line))
         runs.clear()
 
     def on_text(text: str, cm: Any, tm: Any, font: Any, size: Any) -> None:
@@ -634,11 +660,82 @@ def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], 
             raise _WorkExceeded(whole_document=True)
         if budget.page > MAX_PAGE_WORK:
             raise _WorkExceeded(whole_document=False)
+        if operator in _PATH_OPS:
+            _extend_path(path, operator, operands, cm)
+        elif operator in _PAINT_OPS:
+            if path and 0 < path[2] - path[0] <= _BULLET_MAX and 0 < path[3] - path[1] <= _BULLET_MAX:
+                shapes.append((path[0], path[1], path[2], path[3]))
+            path.clear()
+        elif operator == b"n":  # a clipping path, not painted
+            path.clear()
 
     page.extract_text(visitor_text=on_text, visitor_operand_before=on_operator)
     flush()
     info.flipped = _orient(lines)
+    _mark_bullets(lines, shapes, info.flipped, budget.page)
     return lines
+
+
+def _extend_path(box: list[float], operator: bytes, operands: Any, cm: Any) -> None:
+    """Grow ``box`` (``[x0, y0, x1, y1]``, empty for a new path) by the points of one path
+    operator, placed on the page by the current transformation ``cm`` (a curve's control
+    points included: its box can only grow)."""
+    try:
+        numbers = [float(v) for v in operands]
+        a, b, c, d, e, f = (float(v) for v in cm)
+    except (TypeError, ValueError):
+        return
+    if operator == b"re":
+        if len(numbers) != 4:
+            return
+        x, y, w, h = numbers
+        points = [(x, y), (x + w, y), (x, y + h), (x + w, y + h)]
+    else:
+        points = list(zip(numbers[0::2], numbers[1::2]))
+    for px, py in points:
+        X, Y = a * px + c * py + e, b * px + d * py + f
+        if not (math.isfinite(X) and math.isfinite(Y)):
+            box[:] = [0.0, 0.0, math.inf, math.inf]  # a point nowhere: the path is no bullet
+            return
+        if box:
+            box[:] = [min(box[0], X), min(box[1], Y), max(box[2], X), max(box[3], Y)]
+        else:
+            box[:] = [X, Y, X, Y]
+
+
+def _mark_bullets(lines: list[_Line], shapes: list[tuple[float, float, float, float]], flipped: bool,
+                  allowance: int) -> None:
+    """Mark the lines that have a list bullet drawn as a shape: a small, roughly square shape
+    (a tenth to six tenths of the line's size on each side) standing just left of the line's
+    first text (a tenth to twice its size away) at the height of its lower-case letters (its
+    centre from 0.15 of the size below the baseline to 0.6 above). Table borders, underlines
+    and rules are thin or long, not such shapes. At most ``allowance`` shapes are looked at
+    (the page's own work), so a page of many shapes costs no more than it did to read."""
+    if not shapes or not lines:
+        return
+    if flipped:
+        shapes = [(x0, -y1, x1, -y0) for x0, y0, x1, y1 in shapes]
+    shapes = sorted(shapes, key=lambda s: s[1] + s[3])
+    centres = [(s[1] + s[3]) / 2 for s in shapes]
+    looked = 0
+    for line in lines:
+        size = line.size
+        if size <= 0:
+            continue
+        low = bisect.bisect_left(centres, line.y - 0.15 * size)
+        high = bisect.bisect_right(centres, line.y + 0.6 * size)
+        best: tuple[float, float] | None = None
+        for x0, y0, x1, y1 in shapes[low:high]:
+            looked += 1
+            if looked > allowance:
+                return
+            big, small = max(x1 - x0, y1 - y0), min(x1 - x0, y1 - y0)
+            gap = line.x - x1
+            if (0.1 * size <= small and big <= 0.6 * size and big <= 1.6 * small
+                    and 0.1 * size <= gap <= 2.0 * size and (best is None or gap < best[0])):
+                best = (gap, x0)
+        if best is not None:
+            line.bullet = best[1]
 
 
 def _clean(text: str) -> str:
@@ -1177,8 +1274,8 @@ def _render(pages: list[_Page], body: float, warnings: list[str]) -> tuple[str, 
     for number, page in enumerate(pages, 1):
         offsets.append((offset, number))
         chunk = PAGE_MARKER.format(n=number) + "\n\n"
-        blocks = [b for b in (_render_block(kind, lines, vocabulary)
-                              for kind, lines in _blocks(page, body, leading)) if b]
+        blocks = [b for b in (_render_block(kind, lines, vocabulary, level)
+                              for kind, lines, level in _item_levels(_blocks(page, body, leading))) if b]
         if blocks:
             chunk += "\n\n".join(blocks) + "\n\n"
         if _multi_column(page):
@@ -1191,15 +1288,47 @@ def _render(pages: list[_Page], body: float, warnings: list[str]) -> tuple[str, 
     return "".join(out).rstrip("\n") + "\n", offsets
 
 
+def _item_levels(blocks: list[tuple[str, list[_Line]]]) -> Iterator[tuple[str, list[_Line], int]]:
+    """The blocks with the nesting level of each list item (0 for other blocks): an item whose
+    bullet stands right of the item before it is nested one level deeper, one left of it goes
+    back to the level of the item whose bullet it lines up with. An item goes at most one
+    level deeper than the item right before it, and any other block ends the list (an item
+    after it is of level 0), so that the Markdown nests as the page does."""
+    bullets: list[float] = []  # the bullet of each open level, outermost first
+    for kind, lines in blocks:
+        first = lines[0]
+        if kind != "para" or first.bullet is None:
+            bullets.clear()
+            yield kind, lines, 0
+            continue
+        reach = 0.5 * max(first.size, 1.0)
+        while bullets and first.bullet < bullets[-1] - reach:
+            bullets.pop()
+        if bullets and first.bullet <= bullets[-1] + reach:
+            bullets[-1] = first.bullet
+        else:
+            bullets.append(first.bullet)
+        yield kind, lines, len(bullets) - 1
+
+
 def _blocks(page: _Page, body: float, leading: float) -> list[tuple[str, list[_Line]]]:
     """The page's lines grouped into headings, code blocks and paragraphs."""
     blocks: list[tuple[str, list[_Line]]] = []
+
+    def goes_on(kind: str, line: _Line) -> bool:
+        block = blocks[-1][1]
+        if _breaks(block[-1], line, kind, body, leading):
+            return False
+        # a list item (a bullet drawn as a shape) ends at a line starting left of its bullet
+        return kind != "para" or block[0].bullet is None or line.x > block[0].bullet
+
     for line in page.lines:
-        kind = "heading" if line.heading else "code" if line.mono else "para"
+        # a list item is text, even one set in a monospace font (``callback <Function>``)
+        kind = "heading" if line.heading else "code" if line.mono and line.bullet is None else "para"
         if kind == "code" and blocks and blocks[-1][0] == "para":
             # a line of inline code that goes on with the paragraph (no gap) belongs to it
-            kind = "para" if not _breaks(blocks[-1][1][-1], line, "para", body, leading) else kind
-        if blocks and blocks[-1][0] == kind and not _breaks(blocks[-1][1][-1], line, kind, body, leading):
+            kind = "para" if goes_on("para", line) else kind
+        if blocks and blocks[-1][0] == kind and goes_on(kind, line):
             blocks[-1][1].append(line)
         else:
             blocks.append((kind, [line]))
@@ -1207,25 +1336,30 @@ def _blocks(page: _Page, body: float, leading: float) -> list[tuple[str, list[_L
 
 
 def _breaks(prev: _Line, line: _Line, kind: str, body: float, leading: float) -> bool:
-    """Whether ``line`` starts a new block after ``prev`` of the same kind."""
+    """Whether ``line`` starts a new block after ``prev`` of the same kind. In a paragraph, a
+    line of inline code (often set in another size than its text) is measured by the
+    paragraph's size: only a gap parts it from the text around it."""
     if kind == "heading":
         return not line.continues
-    size = max(line.size, prev.size, 1.0)
-    scale = size / body if body else 1.0
     gap = prev.y - line.y
     if kind == "code":
+        scale = max(line.size, prev.size, 1.0) / body if body else 1.0
         return gap <= 0 or gap > leading * scale * 3 or abs(line.size - prev.size) > 0.6
-    if gap <= 0 or abs(line.size - prev.size) > 0.6:
+    prose = [row.size for row in (prev, line) if not row.mono]
+    size = max(max(prose, default=body or prev.size), 1.0)
+    scale = size / body if body else 1.0
+    if gap <= 0 or (len(prose) == 2 and abs(line.size - prev.size) > 0.6):
         return True
     if gap > leading * scale + 0.25 * size:
         return True
-    if line.text.lstrip()[:1] in _BULLETS and line.text.lstrip()[1:2] == " ":
+    if line.bullet is not None or (line.text.lstrip()[:1] in _BULLETS and line.text.lstrip()[1:2] == " "):
         return True
     return bool(line.x > prev.x + 0.8 * size and prev.text.rstrip()[-1:] in ".:!?")
 
 
-def _render_block(kind: str, lines: list[_Line], vocabulary: set[str]) -> str:
-    """One block as Markdown; ``vocabulary`` (the document's words) decides a line-end hyphen."""
+def _render_block(kind: str, lines: list[_Line], vocabulary: set[str], level: int = 0) -> str:
+    """One block as Markdown; ``vocabulary`` (the document's words) decides a line-end hyphen.
+    A list item whose bullet is a shape is ``- …``, indented by two spaces a ``level``."""
     if kind == "heading":
         text = lines[0].heading_text or " ".join(line.text.strip() for line in lines)
         text = re.sub(r"\s+", " ", text).strip().rstrip("#").strip()
@@ -1243,7 +1377,11 @@ def _render_block(kind: str, lines: list[_Line], vocabulary: set[str]) -> str:
             parts[-1] = _join_hyphenated(parts[-1], text, vocabulary)
         else:
             parts.append(text)
-    return _escape(" ".join(parts))
+    text = " ".join(parts)
+    if lines[0].bullet is not None and text:
+        text = text[2:] if text.startswith("- ") else text  # a bullet character drawn too
+        return "  " * level + "- " + _escape(text)
+    return _escape(text)
 
 
 def _join_hyphenated(before: str, after: str, vocabulary: set[str]) -> str:

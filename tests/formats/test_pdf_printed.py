@@ -339,3 +339,155 @@ def test_signatures_repeated_become_sections_a_lone_one_stays_text():
     lone = [("F3", 10, 72, 700, "open_file(path, mode)"),
             ("F1", 11, 96, 684, "The call works on one file and says what it did.")]
     assert headings_of(convert(make_pdf([draw(lone)])).markdown) == []
+
+
+# ------------------------------------------------------------------ Chromium: inline code set smaller
+
+#: a paragraph whose wrapped lines are mostly, or wholly, inline code set smaller than its text
+#: (Node.js's pages set ``code`` at 0.9em): a line's size is its prose's, so the paragraph
+#: does not break where such a line starts
+INLINE_CODE = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Warnings</title>"
+               "<style>body { font: 12pt 'Liberation Serif', serif; width: 30em; } "
+               "code { font: 9pt 'Liberation Mono', monospace; }</style></head><body>"
+               "<h1>Warnings</h1>"
+               "<p>The emitted warning can be inspected with a listener and has the emitter, type and "
+               "count properties, referring to the emitter instance and the event's name. Its name "
+               "property is set to <code>'MaxListenersExceededWarningForListenersOfTheSameEvent'</code> "
+               "by the emitter.</p>"
+               "<p>The resolver accepts the options <code>aaaaaaaaaaaa bbbbbbbbbbbb cccccccccccc "
+               "dddddddddddd eeeeeeeeeeee ffffffffffff gggggggggggg hhhhhhhhhhhh iiiiiiiiiiii "
+               "jjjjjjjjjjjj kkkkkkkkkkkk llllllllllll mmmmmmmmmmmm nnnnnnnnnnnn</code> in any order.</p>"
+               "<p>A third paragraph stands apart.</p></body></html>")
+
+
+def test_printed_paragraph_goes_on_over_lines_of_smaller_inline_code(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium is not installed (apt-get install chromium): the printed pages "
+                    "are made with it")
+    source = tmp_path / "warnings.html"
+    source.write_text(INLINE_CODE, encoding="utf-8")
+    markdown = convert(print_pdf(source, tmp_path / "warnings.pdf")).markdown
+    paragraphs = [p for p in body_lines(markdown) if p.strip()]
+    first = next(p for p in paragraphs if p.startswith("The emitted warning"))
+    assert "MaxListenersExceededWarningForListenersOfTheSameEvent" in first
+    assert first.rstrip().endswith("emitter.")
+    second = next(p for p in paragraphs if p.startswith("The resolver accepts"))
+    assert "nnnnnnnnnnnn" in second and second.rstrip().endswith("in any order.")
+    assert "```" not in markdown  # inline code is not a code block
+    assert any(p.startswith("A third paragraph") for p in paragraphs)  # paragraphs still part
+
+
+# ------------------------------------------------------------------------------ list bullets drawn as shapes
+
+NODE_DNS = Path("/usr/share/doc/nodejs/api/dns.html")
+CHROMIUM_MISSING = ("/usr/bin/chromium is not installed (apt-get install chromium): the printed pages are "
+                    "made with it")
+
+#: a long item, wrapped over three lines or more at 30em
+LONG_ITEM = ("Pears picked late in the season, kept in a cool cellar on wooden racks and turned every "
+             "week, so that they ripen one after the other and none of them is lost before the winter "
+             "is over and the first spring market opens again")
+
+#: Chromium paints a ``<ul>``'s discs as small filled circles, not as text
+SHOPPING = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Cellar</title>"
+            "<style>body { font: 12pt 'Liberation Serif', serif; width: 30em; }</style></head><body>"
+            "<h1>Cellar</h1>"
+            "<p>Before the list stands this paragraph about the cellar and what is kept in it.</p>"
+            "<ul><li>Apples from the old tree by the gate</li>"
+            f"<li>{LONG_ITEM}</li>"
+            "<li>Plums dried on the roof</li>"
+            "<li>Figs for the cake</li></ul>"
+            "<p>After the list another paragraph stands on its own, saying when the cellar is "
+            "cleaned.</p>"
+            "<ul><li>Outer item<ul><li>Inner item one</li><li>Inner item two</li></ul></li>"
+            "<li>Second outer item</li></ul>"
+            "<ol><li>First numbered step</li><li>Second numbered step</li></ol>"
+            "</body></html>")
+
+
+@pytest.fixture(scope="module")
+def shopping(tmp_path_factory) -> str:
+    """The cellar page printed by Chromium, converted."""
+    if not CHROMIUM.exists():
+        pytest.skip(CHROMIUM_MISSING)
+    folder = tmp_path_factory.mktemp("cellar")
+    source = folder / "cellar.html"
+    source.write_text(SHOPPING, encoding="utf-8")
+    return convert(print_pdf(source, folder / "cellar.pdf")).markdown
+
+
+def test_printed_list_items_with_drawn_bullets_are_list_items(shopping):
+    lines = body_lines(shopping)
+    items = [line for line in lines if line.startswith("- ")]
+    assert items[:4] == ["- Apples from the old tree by the gate", f"- {LONG_ITEM}",
+                         "- Plums dried on the roof", "- Figs for the cake"]
+    # the wrapped item is one item, its text whole and nowhere else
+    assert shopping.count("spring market opens again") == 1
+    assert "Before the list stands this paragraph about the cellar and what is kept in it." in lines
+    assert ("After the list another paragraph stands on its own, saying when the cellar is cleaned."
+            in lines)
+
+
+def test_printed_nested_list_items_are_indented_numbered_lists_left_alone(shopping):
+    rows = [row.rstrip() for row in shopping.splitlines() if row.strip()]
+    start = rows.index("- Outer item")
+    assert rows[start:start + 4] == ["- Outer item", "  - Inner item one", "  - Inner item two",
+                                     "- Second outer item"]
+    # an ordered list prints its numbers as text: no bullets are made up for it
+    assert "First numbered step" in shopping
+    assert not any(row.lstrip().startswith("- ") and "numbered step" in row for row in rows)
+
+
+def test_node_dns_page_getaddrinfo_flags_are_list_items(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip(CHROMIUM_MISSING)
+    if not NODE_DNS.is_file():
+        pytest.skip(NODE_MISSING)
+    markdown = convert(print_pdf(NODE_DNS, tmp_path / "dns.pdf"), "dns.pdf").markdown
+    lines = body_lines(markdown)
+    flags = [line for line in lines if line.startswith(("- dns.ADDRCONFIG", "- dns.V4MAPPED", "- dns.ALL"))]
+    assert [line.split(" ")[1] for line in flags] == ["dns.ADDRCONFIG", "dns.V4MAPPED", "dns.ALL"]
+    # each item whole (its wrapped lines joined to it), none running into the next
+    assert flags[0].rstrip().endswith("has at least one IPv4 address configured.")
+    assert flags[1].rstrip().endswith("(e.g. FreeBSD 10.1).")
+    assert flags[2].rstrip().endswith("IPv4 mapped IPv6 addresses.")
+    # a list of parameters set in a monospace font is a list, its nested items indented
+    assert "- callback <Function>" in markdown and "\n  - err <Error>" in markdown
+
+
+def _shape_page(shapes: str, runs: list[tuple[str, float, float, float, str]]) -> bytes:
+    return shapes.encode() + b"\n" + draw(runs)
+
+
+def test_small_square_left_of_a_line_is_a_bullet_rules_and_borders_are_not():
+    runs = [("F1", 11, 72, 700, "The paragraph before the list."),
+            ("F1", 11, 90, 680, "First item of the list"),
+            ("F1", 11, 90, 666, "Second item, which goes on"),
+            ("F1", 11, 90, 652, "over a second line."),
+            ("F1", 11, 90, 630, "Text beside a table border"),
+            ("F1", 11, 90, 610, "Text beside a large box"),
+            ("F1", 11, 90, 590, "Text over an underline")]
+    shapes = ("80 681.5 3 3 re f\n80 667.5 3 3 re f\n"  # bullets: 3 pt squares, 7 pt left of the text
+              "86 626 0.6 14 re f\n"                    # a cell's border: thin and tall
+              "70 606 14 14 re f\n"                     # a box larger than the letters
+              "72 588 120 0.7 re f\n"                   # an underline: thin and long
+              "72 600 m 540 600 l S")                   # a rule across the page
+    md = convert(make_pdf([_shape_page(shapes, runs)])).markdown
+    lines = body_lines(md)
+    assert "- First item of the list" in lines
+    assert "- Second item, which goes on over a second line." in lines
+    assert "The paragraph before the list." in lines
+    assert not [line for line in lines if line.startswith("- ") and "Text" in line]
+
+
+def test_bullets_placed_by_a_flipped_transformation():
+    # Chromium's matrices: y down the page in CSS pixels, text matrices flipped back
+    content = (b"q 0.75 0 0 -0.75 27.75 764.25 cm\n"
+               b"BT /F1 16 Tf 1 0 0 -1 8 94 Tm (Intro paragraph before the list.) Tj ET\n"
+               b"36 122 4 4 re f\n"
+               b"BT /F1 16 Tf 1 0 0 -1 48 128 Tm (Alpha item) Tj ET\n"
+               b"36 140 4 4 re f\n"
+               b"BT /F1 16 Tf 1 0 0 -1 48 146 Tm (Beta item) Tj ET\n"
+               b"BT /F1 16 Tf 1 0 0 -1 8 180 Tm (Closing paragraph.) Tj ET\nQ")
+    lines = body_lines(convert(make_pdf([content])).markdown)
+    assert lines == ["Intro paragraph before the list.", "- Alpha item", "- Beta item", "Closing paragraph."]
