@@ -58,6 +58,48 @@ def test_the_bundled_question_sets_load_and_are_big_enough():
                            for line in text.splitlines() if line.startswith("#")), (q.id, s)
 
 
+NODE_SETS = ROOT / "benchmarks" / "pdf_print" / "answers"
+NODE_API = Path("/usr/share/doc/nodejs/api")
+
+
+def _node_headings(page: str, form: str) -> set[str]:
+    """The headings of a Node.js page as ingestion reads it: its HTML converted, or its
+    Markdown source (``.md`` or ``.md.gz``)."""
+    import gzip
+
+    if form == "html":
+        text = convert(f"{page}.html", (NODE_API / f"{page}.html").read_bytes()).markdown
+    elif (NODE_API / f"{page}.md").is_file():
+        text = (NODE_API / f"{page}.md").read_text(encoding="utf-8")
+    else:
+        text = gzip.decompress((NODE_API / f"{page}.md.gz").read_bytes()).decode("utf-8")
+    return {line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")}
+
+
+def test_the_node_answer_sets_ask_the_same_of_every_form_and_name_real_headings():
+    """benchmarks/pdf_print/answers: one set of questions, its sections named per form (the
+    PDFs' outline has the HTML's heading texts; the Markdown may write them in backticks)."""
+    if not (NODE_API / "path.html").is_file():
+        pytest.skip("nodejs-doc is not installed (scripts/setup.sh --browser installs it)")
+    sets = {form: json.loads((NODE_SETS / f"node-{form}.json").read_text(encoding="utf-8"))
+            for form in ("html", "pdf", "md")}
+    asked = {form: [(q["id"], q["question"], q["kind"]) for q in s["questions"]]
+             for form, s in sets.items()}
+    assert asked["html"] == asked["pdf"] == asked["md"] and len(asked["html"]) >= 30
+    pages: dict[str, int] = {}
+    for form, s in sets.items():
+        for q in s["questions"]:
+            for section in q["sections"]:
+                file, _, heading = section.partition(" § ")
+                page, _, suffix = file.rpartition(".")
+                assert suffix == form, (q["id"], section)
+                headings = _node_headings(page, "md" if form == "md" else "html")
+                assert heading in headings, (form, q["id"], section)
+                if form == "html":
+                    pages[page] = pages.get(page, 0) + 1
+    assert len(pages) == 12 and min(pages.values()) >= 2  # every printed page is asked about
+
+
 @pytest.mark.parametrize("content, words", [
     ("not json", "file"),
     ('{"name": "x", "docs": ".", "questions": []}', "questions"),

@@ -16,7 +16,9 @@
 - ``pdf/libtasn1.pdf``: the TeX-made libtasn1 manual (``libtasn1-doc``), a function reference;
 - ``html/<page>.html``: the printed pages; ``html/libtasn1-libtasn1.html``: libtasn1's gtk-doc
   API reference (one section per function), the reference for the manual's function entries;
-- ``md/<page>.md``: each Node.js page's Markdown source (its ``.md.gz``, unpacked, or its ``.md``).
+- ``md/<page>.md``: each Node.js page's Markdown source (its ``.md.gz``, unpacked, or its ``.md``);
+- ``node/{pdf,html,md}/``: the twelve Node.js pages alone in each form (hard links), the
+  documents of the answer sets ``benchmarks/answers/node-{pdf,html,md}.json``.
 
 Everything goes to ``benchmarks/pdf_print/docs/`` (not committed: the pages' licences are
 their packages'; a ``.gitignore`` there keeps them out). Node.js pages are printed from where
@@ -99,7 +101,24 @@ def main() -> int:
     print(f"{folders['pdf'] / TASN1_PDF.name}  ← {TASN1_PDF} (TeX)")
     if TASN1_HTML.is_file():
         shutil.copyfile(TASN1_HTML, folders["html"] / TASN1_HTML.name)
+    answer_folders(folders)
     return 0
+
+
+def answer_folders(folders: dict[str, Path]) -> None:
+    """``node/<kind>/``: the twelve Node.js pages alone, for the answer sets (no LibreOffice
+    copies, no libtasn1)."""
+    for kind, folder in folders.items():
+        target = OUT / "node" / kind
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for name in PAGES:
+            source = folder / f"{name}.{kind}"
+            try:
+                (target / source.name).hardlink_to(source)
+            except OSError:  # another file system
+                shutil.copyfile(source, target / source.name)
+        print(f"{target}/  ← the {len(PAGES)} Node.js pages ({kind})")
 
 
 if __name__ == "__main__":
