@@ -851,12 +851,23 @@ def _edge_lines(page: _Page, body: float) -> list[_Line]:
         baselines = sorted({round(line.y) for line in page.lines})
         edge = set(baselines[:2]) | set(baselines[-2:])
         candidates = [line for line in page.lines if round(line.y) in edge]
-    apart = []
+    ys = sorted({line.y for line in page.lines})  # each baseline once: a page of many lines
+    apart = []                                     # on few baselines costs no more to read
     for line in candidates:
-        gaps = [abs(line.y - other.y) for other in page.lines if abs(line.y - other.y) > 0.5]
-        if line.size < body - 0.4 or not gaps or min(gaps) > 1.8 * max(line.size, body):
+        gap = _nearest_gap(ys, line.y)
+        if line.size < body - 0.4 or gap is None or gap > 1.8 * max(line.size, body):
             apart.append(line)
     return apart
+
+
+def _nearest_gap(ys: list[float], y: float) -> float | None:
+    """The distance from ``y`` to the nearest of the sorted baselines ``ys`` more than half a
+    point away (``None``: there is none)."""
+    low = bisect.bisect_left(ys, y - 0.5) - 1      # the last baseline more than 0.5 below
+    high = bisect.bisect_right(ys, y + 0.5)        # the first more than 0.5 above
+    found = [y - ys[low]] if low >= 0 else []
+    found += [ys[high] - y] if high < len(ys) else []
+    return min(found) if found else None
 
 
 def _running_key(text: str) -> str:

@@ -607,6 +607,17 @@ def test_page_with_endless_operators_stops_at_the_work_budget():
     assert any("page 2 has too much content" in w for w in converted.warnings)
 
 
+def test_page_of_thousands_of_lines_on_its_edge_baselines_is_read_in_bounded_time():
+    """8,000 runs on the page's top and bottom baselines (within the work budget): finding the
+    running headers among them looks each one's nearest baseline up (it compared every pair)."""
+    runs = [("F1", 11, 72 + (i % 40) * 12, 700 if i % 2 else 100, "x") for i in range(8000)]
+    data = make_pdf([text_page([("F1", 11, 72, 400, "Readable body line.")] + runs)])
+    start = time.perf_counter()
+    converted = convert(data, "edges.pdf")
+    assert time.perf_counter() - start < 8  # 16 s before, ~1 s after on the 2-core machine
+    assert "Readable body line." in converted.markdown
+
+
 def test_form_drawn_a_thousand_times_stops_at_the_work_budget():
     """One page draws a form of 19,000 text operations 1,000 times: pypdf's own limits allow
     it (each stream is small enough), the converter's page budget stops it."""
