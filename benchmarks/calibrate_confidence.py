@@ -3,8 +3,10 @@
     .venv/bin/python -m benchmarks.calibrate_confidence [--json benchmarks/data/confidence_fit.json]
 
 Labelled data: the project's two families of question sets, ``kb`` (benchmarks/answers/kb.json
-over data/kb) and ``npm-docs`` (over benchmarks/docsets/npm-docs). Each set's questions asked
-of its own documents are *answerable*; asked of the other set's documents they are
+over data/kb, and kb-pdf.json: the same questions over those documents printed to PDF) and
+``npm-docs`` (over benchmarks/docsets/npm-docs); ``--sets`` adds others (e.g. the Node.js sets
+of ``benchmarks/pdf_print/answers/``). Each family's questions asked of its own documents (in
+any of their forms) are *answerable*; asked of another family's documents they are
 *unanswerable* (none of the bundled knowledge base's questions is about npm, and the reverse).
 For every question the pipeline runs offline (``Engine.run``), and the answer step's evidence
 is weighed as ``ragstream.answer`` weighs it (``answerability.weigh`` over the extractive
@@ -16,7 +18,7 @@ already forced (a missing name, or ``answer.min_dense_score``, makes them Low wh
 model says): ``answerable`` (own documents vs the other set's) and ``leads``. The feature
 subset and regularisation are chosen by leave-one-family-out log loss: fit on one family
 (its answerable and unanswerable questions), score the other. The thresholds are then the
-lowest that meet the targets on each family's documents: ``min_answerable`` so that at least
+lowest that meet the targets on each set's documents: ``min_answerable`` so that at least
 ``--target-low`` (0.97: the target is 0.95, the rest a margin for unseen documents) of the
 unanswerable questions are Low, ``high_min_leads`` so that
 at least ``--target-precision`` (0.90) of the High answers lead with the answering section and
@@ -48,13 +50,14 @@ from ragstream.engine import Engine
 from ragstream.measure.answer_eval import answers_config, grade, load_questions
 from ragstream.render import build_query
 
-SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json")
+SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json", "benchmarks/answers/kb-pdf.json")
 SUBSETS = (("lead_match", "rerank", "covered"), ("lead_match", "best_match", "rerank", "covered"),
            ("lead_match", "rerank", "lead_rerank", "covered", "unseen"),
            ("lead_match", "best_match", "rerank", "lead_rerank", "covered", "unseen"),
            ("lead_match", "rerank", "lead_rerank", "dense", "covered", "unseen"),
            ("lead_match", "rerank", "rerank_margin", "covered"),
            ("lead_match", "best_match", "rerank", "rerank_margin", "covered", "unseen"),
+           ("lead_match", "rerank", "rerank_margin", "covered", "lead_heading"),
            FEATURES)
 STRENGTHS = (0.1, 0.3, 1.0, 3.0, 10.0)
 FOLDS = 5
@@ -70,6 +73,10 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
     if index_dir is not None:
         cfg = cfg.with_overrides({"settings.paths.index_dir": str(index_dir)})
     sets = [load_questions(p) for p in paths]
+    # a set that asks another's questions of the same documents in another form (kb-pdf asks
+    # kb's) is of that set's family: its questions are answerable there, not unanswerable
+    family = {s.name: next(o.name for o in sets if [q.id for q in o.questions] == [q.id for q in s.questions])
+              for s in sets}
     rows: list[dict] = []
     for docs in sets:
         acfg = answers_config(cfg, docs)
@@ -79,7 +86,7 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
         engine, terms = Engine(acfg, services), question_terms(acfg)
         a = acfg.settings.answer
         for asked in sets:
-            own = asked is docs
+            own = family[asked.name] == family[docs.name]
             for q in asked.questions:
                 sp = engine.run(q.question)
                 floor = bool(no_results_reason(sp, retrieval_signals(sp), a))
@@ -88,11 +95,17 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
                 ev = weigh(sp, chosen, build_query(sp.body), services, terms, a.answerability)
                 text = "".join(extractive_pieces(sp, a, a5, chosen))
                 leads = own and grade(sp, text, docs.sections[q.id], docs.docs.name, acfg).first
-                rows.append({"docs": docs.name, "asked": asked.name, "id": q.id, "answerable": own,
+                rows.append({"docs": docs.name, "family": family[docs.name], "asked": asked.name,
+                             "id": q.id, "answerable": own,
                              "forced": floor or bool(ev.missing) or not ev.features,
                              "missing": ev.missing, "x": [ev.features.get(k, 0.0) for k in FEATURES],
                              "leads": bool(leads)})
     return rows
+
+
+def _family(row: dict) -> str:
+    """The question family a row's documents belong to (rows saved before families: its set)."""
+    return row.get("family", row["docs"])
 
 
 def _fit(rows: list[dict], cols: list[int], label: str, c: float) -> LogisticRegression:
@@ -108,8 +121,8 @@ def _proba(model: LogisticRegression, rows: list[dict], cols: list[int]) -> np.n
 def choose(rows: list[dict], label: str) -> tuple[tuple[str, ...], float, float]:
     """The subset and strength with the lowest leave-one-family-out log loss (one family:
     ``FOLDS``-fold, the questions dealt round)."""
-    families = sorted({r["docs"] for r in rows})
-    group = {id(r): r["docs"] for r in rows} if len(families) > 1 else \
+    families = sorted({_family(r) for r in rows})
+    group = {id(r): _family(r) for r in rows} if len(families) > 1 else \
         {id(r): str(n % FOLDS) for n, r in enumerate(rows)}
     best: tuple[float, tuple[str, ...], float] | None = None
     for subset in SUBSETS:
@@ -227,10 +240,10 @@ def main() -> None:
     rows = json.loads(args.rows.read_text()) if args.rows else collect(args.sets, args.index_dir)
     if args.save_rows:
         args.save_rows.write_text(json.dumps(rows) + "\n")
-    families = sorted({r["docs"] for r in rows})
+    families = sorted({_family(r) for r in rows})
     cross = {}
     for fam in families:
-        own = fit([r for r in rows if r["docs"] == fam], args.target_low, args.target_precision)
+        own = fit([r for r in rows if _family(r) == fam], args.target_low, args.target_precision)
         cross[f"fit on {fam}"] = {"thresholds": {"min_answerable": own["min_answerable"],
                                                  "high_min_leads": own["high_min_leads"]},
                                   "figures": report(rows, own)}

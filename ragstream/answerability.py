@@ -21,7 +21,10 @@ heading path of the chunk it comes from — against the question:
 * ``covered`` — the IDF-weighted share of the question's terms (stemmed, stop words out, as
   BM25 reads them) that the sentences used contain;
 * ``unseen`` — the IDF-weighted share of the question's terms no chunk of the knowledge base
-  contains.
+  contains;
+* ``lead_heading`` — the cosine of the question to the section the first sentence comes from
+  (its innermost heading and the one above it: "Installing a cross-encoder for offline use >
+  Downloading the model on a connected machine").
 
 Two logistic models read these features (weights in ``answer.answerability`` of
 ``config/settings.json``, fitted by ``benchmarks/calibrate_confidence.py`` on the project's
@@ -47,7 +50,7 @@ from ragstream.records import Statement
 from ragstream.super_prompt import SuperPrompt, View
 
 FEATURES = ("lead_match", "best_match", "rerank", "lead_rerank", "rerank_margin", "dense",
-            "covered", "unseen")
+            "covered", "unseen", "lead_heading")
 
 # `code`   path.join   asn1_der_coding   <magic>   removeListener / ReRanker   --save-dev   BM25
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -57,6 +60,11 @@ _SNAKE = re.compile(r"(?<![\w-])[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+
 _CAMEL = re.compile(r"(?<![\w-])(?:[a-z]+[A-Z]|[A-Z][a-z]+[A-Z])[A-Za-z0-9]*(?![\w-])")
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?![\w-])")  # not -g: a reader says "global"
 _MIXED = re.compile(r"(?<![\w.-])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z\d]{2,}(?![\w-])")
+#: a quoted value the person gives as an example — after "like", "such as", "e.g.", "for
+#: example", or as a call's argument — names nothing the documents must say:
+#: "a file name like 'index.coffee.md'", "path.basename('C:\\temp\\myfile.html')"
+_EXAMPLE = re.compile(r"(?:\b(?:like|such as|e\.g\.,?|for example,?|for instance,?)\s+|\(\s*)"
+                      r"(['\"‘“])[^'\"‘’“”\n]{1,100}['\"’”]", re.IGNORECASE)
 #: Latin abbreviations and the like that look dotted but name nothing
 _NOT_NAMES = frozenset({"e.g", "i.e", "etc", "vs", "cf"})
 
@@ -74,7 +82,7 @@ def specific_names(question: str) -> list[str]:
 
     for m in _CODE_SPAN.finditer(question):
         add(m.group(1))
-    rest = _CODE_SPAN.sub(" ", question)
+    rest = _EXAMPLE.sub(" ", _CODE_SPAN.sub(" ", question))
     for m in _TAG.finditer(rest):
         add(m.group(1))
     rest = _TAG.sub(" ", rest)
@@ -123,7 +131,7 @@ class Evidence:
         parts = []
         if f:
             parts.append(f"first sentence matches the question {f['lead_match']:.2f} (best "
-                         f"{f['best_match']:.2f})")
+                         f"{f['best_match']:.2f}; its section {f.get('lead_heading', 0.0):.2f})")
             parts.append(f"best rerank score {f['rerank']:.2f} (first sentence's chunk "
                          f"{f['lead_rerank']:.2f})")
             parts.append(f"{f['covered']:.0%} of the question's terms in the sentences used"
@@ -144,12 +152,13 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
              services, terms: Callable[[str], set[str]]) -> dict[str, float]:
     """The features of ``FEATURES`` for the answer made of ``statements`` (``used_text``:
     their texts with their chunks' titles and headings)."""
-    vectors = services.embedder.embed([query, *(s.text for s in statements)])
-    cosines = vectors[1:] @ vectors[0]
     rerank_rows = sp.view(View.RERANKED)
     rerank = {r.chunk_id: r.scores.get("rerank", r.score) for r in rerank_rows}
     ranked = sorted(rerank.values(), reverse=True)
     lead_chunk = statements[0].chunk_ids[0] if statements[0].chunk_ids else ""
+    section = _section_text(sp.chunk_map().get(lead_chunk))  # the first sentence's section
+    vectors = services.embedder.embed([query, *(s.text for s in statements), section])
+    cosines = vectors[1:-1] @ vectors[0]
     dense = [r.scores["dense"] for r in sp.view(View.RETRIEVAL) if "dense" in r.scores]
     keyword = services.index().keyword
     asked = sorted(terms(query))
@@ -166,7 +175,16 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
         "dense": float(max(dense, default=0.0)),
         "covered": float(covered),
         "unseen": float(keyword.unseen_share(asked)),
+        "lead_heading": float(vectors[-1] @ vectors[0]),
     }
+
+
+def _section_text(chunk) -> str:
+    """What a chunk's section is called: its innermost heading and the one above it, or its
+    document's title when it has none."""
+    if chunk is None:
+        return ""
+    return " > ".join(chunk.heading_path[-2:]) or chunk.title
 
 
 def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services,

@@ -264,6 +264,7 @@ class AnswerabilityModel(_Strict):
     dense: float = Field(0.0, ge=-100, le=100)
     covered: float = Field(0.0, ge=-100, le=100)
     unseen: float = Field(0.0, ge=-100, le=100)
+    lead_heading: float = Field(0.0, ge=-100, le=100)
     bias: float = Field(0.0, ge=-100, le=100)
 
 
@@ -277,15 +278,16 @@ class AnswerabilitySettings(_Strict):
         "CamelCase, flags) must appear in the sentences used or their headings, else the "
         "question is not answerable"))
     answerable: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=3.839, best_match=5.171, rerank=3.506, lead_rerank=3.554,
-        rerank_margin=1.365, dense=4.536, covered=3.501, unseen=-2.39,
-        bias=-10.779), description="P(the knowledge base answers the question)")
+        lead_match=2.992, best_match=6.804, rerank=4.552, lead_rerank=4.534,
+        rerank_margin=1.861, dense=6.591, covered=4.593, unseen=-2.82, lead_heading=0.562,
+        bias=-13.728), description="P(the knowledge base answers the question)")
     leads: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=2.822, rerank=3.242, rerank_margin=5.232, covered=2.856, bias=-5.374),
+        lead_match=2.79, rerank=2.367, rerank_margin=7.708, covered=2.035, lead_heading=2.518,
+        bias=-5.231),
         description="P(the answer's first sentence comes from the section that answers)")
-    min_answerable: float = Field(0.37, ge=0, le=1, description=(
+    min_answerable: float = Field(0.52, ge=0, le=1, description=(
         "below this P(answerable) the answer is 'not found' (Low) and no LLM is called"))
-    high_min_leads: float = Field(0.83, ge=0, le=1, description=(
+    high_min_leads: float = Field(0.87, ge=0, le=1, description=(
         "High confidence: P(leads with the answer) at least this"))
 
 

@@ -69,6 +69,11 @@ def small_kb(tmp_path_factory, embedder) -> Engine:
     ("When should I pass `--save-dev` to npm install?", ["--save-dev"]),
     ("How does BM25 score a chunk, e.g. a short one?", ["BM25"]),
     ("How are documents chunked?", []),
+    # a quoted example value is the person's, not a name the documents must say
+    ("How do I get the extension of a file name like 'index.coffee.md'?", []),
+    ("path.basename('C:\\temp\\myfile.html') returns the whole string on Linux. Why?",
+     ["path.basename"]),
+    ("What does 'path.join' do?", ["path.join"]),
 ])
 def test_specific_names_are_the_terms_that_name_one_thing(question, names):
     assert specific_names(question) == names
