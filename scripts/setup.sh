@@ -33,13 +33,15 @@ echo "==> preparing offline model and tokenizer files"
 "$VPY" -m ragstream.doctor
 
 # the tests' Debian packages: chromium (the page's browser tests, and printing web pages to
-# PDF as people do), nodejs-doc and libtasn1-doc (documents nobody here wrote: Node.js's API
-# pages as HTML and Markdown, a TeX-made manual as PDF, for the converter tests)
+# PDF as people do), LibreOffice Writer (a word processor's "Export as PDF"), nodejs-doc and
+# libtasn1-doc (documents nobody here wrote: Node.js's API pages as HTML and Markdown, a
+# TeX-made manual as PDF, for the converter tests)
 if [ "$want_browser" = 1 ]; then
   missing=""
   command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   [ -f /usr/share/doc/nodejs/api/path.html ] || missing="$missing nodejs-doc"
   [ -f /usr/share/doc/libtasn1-doc/libtasn1.pdf ] || missing="$missing libtasn1-doc"
+  command -v soffice >/dev/null 2>&1 || missing="$missing libreoffice-writer-nogui"
   if [ -n "$missing" ]; then
     echo "==> installing Debian packages for the tests:$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

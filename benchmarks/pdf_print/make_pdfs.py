@@ -57,11 +57,14 @@ def print_chromium(page: Path, target: Path) -> None:
 
 
 def print_libreoffice(page: Path, folder: Path) -> Path:
-    """``page`` converted to PDF by LibreOffice Writer/Web (bookmarks from its headings)."""
+    """``page`` converted to PDF by LibreOffice (bookmarks from its headings): a web page by
+    Writer/Web, a word processor's document (``.docx``, ``.odt``) by Writer, as "Export as
+    PDF" does."""
+    export = "writer_web_pdf_Export" if page.suffix.lower() in (".html", ".htm") else "writer_pdf_Export"
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["soffice", f"-env:UserInstallation=file://{tmp}/profile", "--headless",
                         "--convert-to",
-                        'pdf:writer_web_pdf_Export:{"ExportBookmarks":{"type":"boolean","value":"true"}}',
+                        f'pdf:{export}:{{"ExportBookmarks":{{"type":"boolean","value":"true"}}}}',
                         "--outdir", tmp, str(page)], check=True, capture_output=True, timeout=300)
         target = folder / f"{page.stem}.libreoffice.pdf"
         shutil.move(Path(tmp) / f"{page.stem}.pdf", target)

@@ -161,6 +161,14 @@ _MONO_NAME = re.compile(
 )
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 _BULLETS = "•◦▪▫‣∙●○■□➢➤►▸–"
+
+
+def _bulleted(text: str) -> bool:
+    """Whether ``text`` starts with a bullet and a space: a bullet character, or a glyph of a
+    symbol font mapped into Unicode's private use area (Word's Symbol bullet U+F0B7,
+    LibreOffice's OpenSymbol U+E00A …), which is never the document's text."""
+    head = text.lstrip()
+    return head[1:2] == " " and (head[:1] in _BULLETS or "\ue000" <= head[:1] <= "\uf8ff")
 #: path construction operators whose operands are points (``re``: a rectangle)
 _PATH_OPS = frozenset((b"m", b"l", b"c", b"v", b"y", b"re"))
 #: operators that paint the current path (fill, stroke or both) and end it
@@ -1363,7 +1371,7 @@ def _breaks(prev: _Line, line: _Line, kind: str, body: float, leading: float) ->
         return True
     if gap > leading * scale + 0.25 * size:
         return True
-    if line.bullet is not None or (line.text.lstrip()[:1] in _BULLETS and line.text.lstrip()[1:2] == " "):
+    if line.bullet is not None or _bulleted(line.text):
         return True
     return bool(line.x > prev.x + 0.8 * size and prev.text.rstrip()[-1:] in ".:!?")
 
@@ -1382,7 +1390,7 @@ def _render_block(kind: str, lines: list[_Line], vocabulary: set[str], level: in
         text = re.sub(r"\s+", " ", line.text).strip()
         if not text:
             continue
-        if text[:1] in _BULLETS and text[1:2] == " ":
+        if _bulleted(text):
             text = "- " + text[2:].lstrip()
         if parts and _HYPHEN_END.search(parts[-1]) and text[:1].islower():
             parts[-1] = _join_hyphenated(parts[-1], text, vocabulary)
