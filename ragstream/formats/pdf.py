@@ -617,7 +617,7 @@ def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], 
     budget.page = 0
 
     def flush() -> None:
-        text = "".join(r[0] for r in runs)
+        text = _joined(runs)
         text = _clean(text)
         if text.strip():
             first = next(r for r in runs if r[0].strip())
@@ -682,6 +682,25 @@ def _page_lines(page: Any, budget: _Budget, fonts: dict[int, tuple[Any, bool]], 
     info.flipped = _orient(lines)
     _mark_bullets(lines, shapes, info.flipped, budget.page)
     return lines
+
+
+#: punctuation that never takes a space before it in running text
+_CLOSING = frozenset(".,;:!?)")
+
+
+def _joined(runs: list[tuple[str, float, float, float, bool]]) -> str:
+    """A line's text from its runs. The space pypdf puts between inline code and punctuation
+    right after it (Chromium pads a ``<code>``: "dns.lookup() ." for "dns.lookup()."), is
+    left out."""
+    out: list[str] = []
+    after_code = False
+    for text, _x, _y, _size, mono in runs:
+        if after_code and not mono and text[:1] == " " and text[1:2] in _CLOSING:
+            text = text[1:]
+        out.append(text)
+        if text.strip():
+            after_code = mono
+    return "".join(out)
 
 
 def _extend_path(box: list[float], operator: bytes, operands: Any, cm: Any) -> None:
