@@ -47,7 +47,7 @@ from ragstream.answer import (
 from ragstream.answerability import FEATURES, weigh
 from ragstream.config import load_config
 from ragstream.engine import Engine
-from ragstream.measure.answer_eval import answers_config, grade, load_questions
+from ragstream.measure.answer_eval import answers_config, grade, load_questions, question_texts
 from ragstream.render import build_query
 
 SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json", "benchmarks/answers/kb-pdf.json")
@@ -75,8 +75,7 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
     sets = [load_questions(p) for p in paths]
     # a set that asks another's questions of the same documents in another form (kb-pdf asks
     # kb's) is of that set's family: its questions are answerable there, not unanswerable
-    family = {s.name: next(o.name for o in sets if [q.id for q in o.questions] == [q.id for q in s.questions])
-              for s in sets}
+    family = {s.name: next(o.name for o in sets if question_texts(o) & question_texts(s)) for s in sets}
     rows: list[dict] = []
     for docs in sets:
         acfg = answers_config(cfg, docs)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.pdf_print.make_pdfs import NODE_API, node_markdown
 from ragstream.engine import Engine
 from ragstream.errors import EvalDataError
 from ragstream.formats import CONVERTED_SUFFIXES, convert
@@ -59,20 +60,15 @@ def test_the_bundled_question_sets_load_and_are_big_enough():
 
 
 NODE_SETS = ROOT / "benchmarks" / "pdf_print" / "answers"
-NODE_API = Path("/usr/share/doc/nodejs/api")
 
 
 def _node_headings(page: str, form: str) -> set[str]:
     """The headings of a Node.js page as ingestion reads it: its HTML converted, or its
-    Markdown source (``.md`` or ``.md.gz``)."""
-    import gzip
-
+    Markdown source."""
     if form == "html":
         text = convert(f"{page}.html", (NODE_API / f"{page}.html").read_bytes()).markdown
-    elif (NODE_API / f"{page}.md").is_file():
-        text = (NODE_API / f"{page}.md").read_text(encoding="utf-8")
     else:
-        text = gzip.decompress((NODE_API / f"{page}.md.gz").read_bytes()).decode("utf-8")
+        text = node_markdown(page)
     return {line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")}
 
 

@@ -46,6 +46,15 @@ PAGES = ("path", "events", "url", "querystring", "os", "timers", "readline", "st
 LIBREOFFICE_PAGES = PAGES[:4]
 
 
+def node_markdown(name: str) -> str:
+    """A Node.js page's Markdown source as ``nodejs-doc`` installs it (most as ``.md.gz``, a
+    few not compressed: ``string_decoder.md``)."""
+    source = NODE_API / f"{name}.md"
+    if source.is_file():
+        return source.read_text(encoding="utf-8")
+    return gzip.decompress((NODE_API / f"{name}.md.gz").read_bytes()).decode("utf-8")
+
+
 def print_chromium(page: Path, target: Path) -> None:
     """``page`` printed to ``target`` by headless Chromium, as "Save as PDF" does."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,12 +95,7 @@ def main() -> int:
         target = folders["pdf"] / f"{name}.pdf"
         print_chromium(html, target)
         shutil.copyfile(html, folders["html"] / html.name)
-        source = NODE_API / f"{name}.md"  # a few are not compressed (string_decoder.md)
-        if source.is_file():
-            shutil.copyfile(source, folders["md"] / source.name)
-        else:
-            with gzip.open(NODE_API / f"{name}.md.gz", "rb") as packed:
-                (folders["md"] / source.name).write_bytes(packed.read())
+        (folders["md"] / f"{name}.md").write_text(node_markdown(name), encoding="utf-8")
         print(f"{target}  ← {html} (Chromium)")
     if shutil.which("soffice"):
         for name in LIBREOFFICE_PAGES:

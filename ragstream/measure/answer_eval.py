@@ -409,21 +409,23 @@ def _mode_rows(qs: QuestionSet, cfg: AppConfig, services, mode: str,
             convs.delete(name)
 
 
+def question_texts(qset: QuestionSet) -> set[str]:
+    """A set's questions, case and spacing folded: two sets that share one are one family
+    (``kb-pdf`` asks ``kb``'s questions over the same text in PDF)."""
+    return {" ".join(q.question.casefold().split()) for q in qset.questions}
+
+
 def foreign_sets(qs: QuestionSet, given: Sequence[QuestionSet],
                  named: Sequence[QuestionSet]) -> list[QuestionSet]:
     """The sets whose questions are unanswerable on ``qs``'s documents: those ``named``
     (``--against FILE``), else the other ``given`` sets (``--against others``) — except any that
     asks one of ``qs``'s questions (``kb-pdf`` asks ``kb``'s over the same text in PDF), and
     the same questions once (``kb`` and ``kb-pdf`` asked of npm's documents: ``kb``'s alone)."""
-
-    def texts(qset: QuestionSet) -> set[str]:
-        return {" ".join(q.question.casefold().split()) for q in qset.questions}
-
-    own = texts(qs)
+    own = question_texts(qs)
     seen: set[str] = set()
     out: list[QuestionSet] = []
     for other in (named or given):
-        theirs = texts(other)
+        theirs = question_texts(other)
         if other.name == qs.name or theirs & own or theirs <= seen:
             continue
         seen |= theirs
