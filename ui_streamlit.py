@@ -69,7 +69,15 @@ def table(rows: list[dict], key: str, height: int | None = None,
     st.dataframe(pd.DataFrame(shown.rows), hide_index=True, width="stretch", key=key,
                  height=shown.height, column_config=shown.columns, row_height=shown.row_height,
                  placeholder=views.EMPTY)
+    whole_on_hover(shown)
     return shown
+
+
+def whole_on_hover(drawn: views.Grid, note: str = views.CUT_NOTE) -> None:
+    """Under a grid with cells cut short: ``note``, and its cut cells' whole texts for the
+    page's hover script (they must follow the grid directly)."""
+    if drawn.whole:
+        st.caption(note + views.hover_data(drawn), unsafe_allow_html=True)
 
 
 def do(action: Callable[..., object], *args: object) -> None:
@@ -118,9 +126,8 @@ def chunk_table(src, view: str, title: str, note: str | None, opened: bool, quer
         if changes := editing.table_changes(shown, edited_rows(key)):
             actions.change_chunks(engine, state, changes)
             st.rerun()
-        if drawn.cut:
-            st.caption("A cell cut short (…): pick its chunk under **Open a chunk** below to "
-                       "read its row in every table whole.")
+        whole_on_hover(drawn, views.CUT_NOTE + " Pick its chunk under **Open a chunk** below "
+                                               "to read its row in every table whole.")
 
 
 def chunk_picker(src, label: str, key: str, search_key: str, help_text: str) -> str | None:
@@ -672,6 +679,7 @@ def draw_fields() -> None:
                    height=drawn.height, row_height=drawn.row_height,
                    disabled=[c for c in editing.FIELD_COLUMNS if c != "value"],
                    column_config=drawn.columns)
+    whole_on_hover(drawn)
     if notes := editing.field_notes(field_rows, drawn.rows):  # what the cells cut short, whole
         st.markdown("**Whole values and reasons** of the fields cut short above (…)  \n"
                     + "  \n".join(notes))
@@ -884,6 +892,7 @@ def draw_runs() -> None:
                              selection_mode="single-row", hide_index=True, width="stretch",
                              column_config=drawn.columns, row_height=drawn.row_height,
                              height=drawn.height)
+        whole_on_hover(drawn)
         picked = shown.selection.rows
         if picked:
             chosen = listed[picked[0]]
@@ -1031,6 +1040,7 @@ def main_area() -> None:
         st.rerun(scope="app")
     sp = state[S.SP]
     st.html(views.PAGE_CSS)  # an out-of-date pass's results are greyed; room for table toolbars
+    st.html(views.CELL_HOVER_JS, unsafe_allow_javascript=True)  # a cut cell whole on hover
     st.title("RAGstream workbench")
     prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
     st.text_area("Prompt", key=S.PROMPT, height=130,

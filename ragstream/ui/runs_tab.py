@@ -210,6 +210,9 @@ def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
 
 #: how many runs the Runs tab lists (the newest; the search reaches every kept run)
 LISTED = 200
+#: the most of a run's prompt or answer its Runs row holds (the grid cuts it to its lines and
+#: shows the whole cell on hover; "Open run" shows all of it)
+CELL_TEXT_MOST = 1500
 #: the Runs table's fixed column widths in pixels; prompt, stage, answer and what differed
 #: share the rest of ``RUNS_TABLE_WIDTH`` (with the row picker's 32 the grid's 818 at
 #: 1280x900, less its border), wrapped in ``views.TABLE_LINES`` lines (a picked run shows them
@@ -278,13 +281,14 @@ def run_rows(runs: list[RunMeta], current: int | None) -> list[dict[str, Any]]:
     """The Runs tab's table: a row per run, newest first — id (``▶`` marks the one the page
     shows), time (month-day hour:minute, UTC), the prompt, the stage reached, the answer's
     first line, what differed from the configuration files, the run it came from and where it
-    was made; shortened to two lines each (a picked run shows them whole)."""
+    was made. The prompt and the answer are given whole up to ``CELL_TEXT_MOST`` characters:
+    the grid shows their first lines, the rest on hover (a picked run shows them whole)."""
     return [{
         "run": f"▶ {r.id}" if r.id == current else str(r.id),
         "time (UTC)": r.created[5:16].replace("T", " "),
-        "prompt": short_text(" ".join(r.prompt.split()), 70),
+        "prompt": short_text(r.prompt, CELL_TEXT_MOST),
         "stage": views.value_label(r.stage, bool(r.answer)),
-        "answer": short_text(r.answer, 60) if r.answer else "—",
+        "answer": short_text(r.answer, CELL_TEXT_MOST) if r.answer else "—",
         "differs": "; ".join(r.differences()) or "—",
         "from": str(r.parent) if r.parent is not None else "—",
         "by": r.origin,

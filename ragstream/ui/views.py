@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html
+import json
 import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ragstream import controller
@@ -128,6 +131,9 @@ GRID_CSS = ("<style>.stElementContainer:has(> [data-testid=stFullScreenFrame] > 
             f"[data-testid=stDataFrame]) {{ margin-top: {TOOLBAR_ROOM}px; }}</style>")
 #: the page's own style: the out-of-date pass greyed, room for the tables' toolbars
 PAGE_CSS = STALE_CSS + GRID_CSS
+#: the page's script that shows a cut cell's whole text where the pointer rests on it
+#: (Streamlit's grid has no cell tooltips); each grid's cut cells come in ``hover_data``
+CELL_HOVER_JS = f"<script>{(Path(__file__).parent / 'cell_hover.js').read_text(encoding='utf-8')}</script>"
 
 
 def stale_cause(stale: Stale) -> str:
@@ -639,14 +645,15 @@ def _is_text(rows: list[dict[str, Any]], name: str, config: dict[str, Any]) -> b
 class Grid:
     """A table as the page draws it: ``rows`` with every text cell fitted to its column
     (``fit_text``), the column configs with every width, the row height that shows the
-    cells' lines whole, the table's height, and the columns with a cell cut short (ending
-    with "…")."""
+    cells' lines whole, the table's height, the columns with a cell cut short (ending
+    with "…"), and each cut cell's whole text by the text it shows (``hover_data``)."""
 
     rows: list[dict[str, Any]]
     columns: dict[str, Any]  # by column: its config (a plain dict Streamlit takes)
     row_height: int
     height: int
     cut: list[str]
+    whole: dict[str, str] = field(default_factory=dict)
 
 
 def _auto_widths(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]], total: int,
@@ -684,9 +691,8 @@ def _auto_widths(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]],
         wanted = {n: need(n, lines) for n in wrapping}
         if sum(wanted.values()) <= room:
             break
-    else:  # not even in most_lines lines: the text columns give way alike
-        have = sum(wanted.values())
-        wanted = {n: max(head[n], 60, room * w // max(have, 1)) for n, w in wanted.items()}
+    else:  # not even in most_lines lines: the widest text columns give way, to a common width
+        wanted = _level(wanted, room, {n: max(head[n], 60) for n in wanted})
     widths.update(wanted)
     extra = room - sum(wanted.values())
     short = {n: natural[n] - widths[n] for n in wrapping if natural[n] > widths[n]}
@@ -712,6 +718,20 @@ def _auto_widths(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]],
         columns[n]["width"] = int(widths[n])
 
 
+def _level(wanted: dict[str, int], room: int, least: dict[str, int]) -> dict[str, int]:
+    """Widths for columns that want ``wanted`` and cannot all have it in ``room``: a column
+    that wants less than a common width keeps what it wants, the others get that width (the
+    widest that fits; each at least ``least``), so one long column does not squeeze the short
+    ones."""
+    out: dict[str, int] = {}
+    left, todo = room, sorted(wanted, key=lambda n: wanted[n])
+    for i, n in enumerate(todo):
+        level = left // (len(todo) - i)
+        out[n] = max(least[n], min(wanted[n], level))
+        left -= out[n]
+    return out
+
+
 def grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]] | None = None,
          total: int = TABLE_WIDTH, most_lines: int = GRID_LINES, lines: int | None = None,
          most_height: int = GRID_MAX_HEIGHT, editable: Iterable[str] = (),
@@ -733,7 +753,7 @@ def grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]] | None =
         need = max((min(text_lines(_flat(r[n]), configs[n]["width"]), caps.get(n, most_lines))
                     for r in rows for n in wrapping if isinstance(r.get(n), str)), default=1)
         lines = max(1, min(most_lines, need))
-    shown, cut = [], set()
+    shown, cut, whole = [], set(), {}
     used = 1
     for row in rows:
         out = dict(row)
@@ -743,10 +763,39 @@ def grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]] | None =
                 used = max(used, text_lines(out[n], configs[n]["width"]))
                 if out[n] != _flat(row[n]):
                     cut.add(n)
+                    _add_whole(whole, out[n], row[n])
         shown.append(out)
     height = row_height(lines if fixed else min(lines, used))  # as tall as the cells drawn
     return Grid(shown, configs, height, table_height(len(rows), height, most_height),
-                [n for n in names if n in cut])
+                [n for n in names if n in cut], whole)
+
+
+#: the note under a grid with cells cut short
+CUT_NOTE = "A cell cut short (…) shows its whole text where the pointer rests on it."
+#: what separates the whole texts of cells cut to the same text
+WHOLE_SEPARATOR = "\n\n— or —\n\n"
+
+
+def _add_whole(whole: dict[str, str], shown: str, text: str) -> None:
+    """Record that a cell showing ``shown`` (cut with "…") holds ``text``; two cells cut to the
+    same text show both whole texts."""
+    text = text.strip()
+    have = whole.get(shown)
+    if have is None:
+        whole[shown] = text
+    elif text not in have.split(WHOLE_SEPARATOR):
+        whole[shown] = have + WHOLE_SEPARATOR + text
+
+
+def hover_data(drawn: Grid) -> str:
+    """The hidden HTML the page puts right after a grid with cells cut short, for its hover
+    script (``cell_hover.js``): the header's and the rows' heights and each cut cell's whole
+    text by the text it shows. Empty when no cell is cut."""
+    if not drawn.whole:
+        return ""
+    data = json.dumps({"header": ROW_HEIGHT, "row": drawn.row_height, "whole": drawn.whole},
+                      ensure_ascii=False, separators=(",", ":"))
+    return f'<span hidden data-ragstream-whole="{html.escape(data, quote=True)}"></span>'
 
 
 def chunk_cell(chunk_id: str, section: str) -> str:

@@ -27,7 +27,8 @@ WIDTH, HEIGHT = 1280, 900
 #: height, and each cell and header that does not show whole; a grid whose borders cannot be
 #: told apart says so (the test then fails: it measures nothing silently)
 GRID_JS = r"""(grid) => {
-  const out = {problems: [], columns: 0, rowHeight: 0, cells: 0, wide: null, label: ''};
+  const out = {problems: [], columns: 0, rowHeight: 0, cells: 0, wide: null, label: '',
+               cutCell: null};
   const canvas = grid.querySelector('canvas[data-testid=data-grid-canvas]');
   const scroller = grid.querySelector('.dvn-scroller');
   const table = grid.querySelector('table[role=grid]');
@@ -98,6 +99,10 @@ GRID_JS = r"""(grid) => {
     }
     return [lines.map((l, i) => i === 0 ? l.trimEnd() : l.trim()), broke];
   };
+  // the cut cells' whole texts the page gave the hover script (``views.hover_data``)
+  const span = grid.closest('.stElementContainer')?.nextElementSibling
+    ?.querySelector('[data-ragstream-whole]');
+  const whole = span ? JSON.parse(span.dataset.ragstreamWhole).whole : {};
   const number = /^[-+]?\d+(\.\d+)?(e[-+]?\d+)?$/i;
   const editable = new Set([...table.querySelectorAll('td[aria-readonly=false]')]
     .map(td => td.getAttribute('aria-colindex')));
@@ -115,6 +120,12 @@ GRID_JS = r"""(grid) => {
     if (!text || number.test(text) || text === 'true' || text === 'false') continue;
     const w = widths[first + col], name = heads[col] ? heads[col].textContent : col;
     out.cells++;
+    if (text.endsWith('…') && !(text in whole))
+      out.problems.push(`"${name}" cut with no whole text for the hover: "${text}"`);
+    const row = Number(td.parentElement.getAttribute('aria-rowindex')) - 2;
+    const mid = header + (row + 0.5) * out.rowHeight;
+    if (!out.cutCell && text.endsWith('…') && mid < H - out.rowHeight / 2)
+      out.cutCell = {x: edges[first + col] + w / 2, y: mid, text, name};
     const avail = room(w);
     if (!wraps) {
       if (measure(text) > avail)
@@ -134,6 +145,10 @@ GRID_JS = r"""(grid) => {
   }
   return out;
 }"""
+
+#: the tooltip the page shows over a cut cell (``ragstream/ui/cell_hover.js``), if shown
+TIP_JS = """() => { const t = document.querySelector('[data-testid=ragstreamCellTip]');
+  return t && t.style.display !== 'none' ? t.textContent : null; }"""
 
 #: every visible grid's frame and its toolbar (shown while the pointer is over the grid)
 GRIDS_JS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
@@ -190,6 +205,32 @@ def check_grids(page, where: str, found: list[str], measured: list[int]) -> None
             if covered:
                 found.append(f"{name}: its toolbar covers {covered}")
         page.mouse.move(5, 5)
+        if cut := result["cutCell"]:
+            hover_whole(page, grid, cut, name, found)
+
+
+def hover_whole(page, grid, cut: dict, name: str, found: list[str]) -> None:
+    """Rest the pointer on a cut cell (``cut``: where ``GRID_JS`` found it) and check that the
+    tooltip shows its whole text: longer than the cell's, starting with what the cell shows."""
+    box = grid.locator("canvas[data-testid=data-grid-canvas]").bounding_box()
+    page.mouse.move(box["x"] + cut["x"], box["y"] + cut["y"])
+    page.wait_for_timeout(300)
+    whole = page.evaluate(TIP_JS)
+    if whole and not hovered:
+        page.screenshot(path=str(SHOTS / "cells-hover.png"))
+    page.mouse.move(5, 5)
+    shown = " ".join(cut["text"].removesuffix("…").split())
+    if whole is None:
+        found.append(f"{name}: no whole text on hover over the cut \"{cut['name']}\" cell "
+                     f"\"{cut['text']}\"")
+    elif not (" ".join(whole.split()).startswith(shown) and len(whole) > len(shown) + 1):
+        found.append(f"{name}: the hover over \"{cut['text']}\" shows \"{whole[:200]}\"")
+    else:
+        hovered.append(name)
+
+
+#: the grids whose cut cell showed its whole text on hover (the test checks some did)
+hovered: list[str] = []
 
 
 def open_tab(page, name: str) -> None:
@@ -247,6 +288,7 @@ def test_every_table_cell_shows_whole_at_1280(app_url):  # noqa: F811
             shoot(page, panel, SHOTS / f"cells-{tab.lower()}.png")
         browser.close()
     assert len(measured) >= 10 and sum(measured) > 200, f"too little measured: {measured}"
+    assert hovered, "no grid had a cut cell to hover: the hover check measured nothing"
     assert not found, "cells that do not show whole:\n" + "\n".join(found)
 
 

@@ -361,3 +361,37 @@ def test_a_grid_never_grows_past_its_width_when_a_word_is_longer_than_its_column
     shown = views.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH)
     assert sum(c["width"] for c in shown.columns.values()) <= runs_tab.RUNS_TABLE_WIDTH
     assert all(c["width"] >= views.label_width(n) for n, c in shown.columns.items())
+
+
+def test_a_long_cell_does_not_squeeze_the_short_ones_and_is_whole_for_the_hover():
+    """A run whose answer runs to paragraphs: the prompt and the stage beside it keep their
+    width and show whole; the answer is cut with "…", and its whole text is in the hidden data
+    the page's hover script reads (``hover_data``), keyed by the text the cell shows."""
+    import html
+    import json
+    import re
+
+    from ragstream.ui import runs_tab
+
+    answer = " ".join(f"Sentence {i} of a long answer about chunking documents." for i in range(40))
+    rows = [{"run": "3", "time (UTC)": "11-26 02:04", "prompt": "How are documents chunked?",
+             "stage": "A5 Format enforcer", "answer": answer, "differs": "—", "from": "—",
+             "by": "page"}]
+    shown = views.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH,
+                       lines=views.TABLE_LINES)
+    assert shown.rows[0]["prompt"] == "How are documents chunked?"
+    assert shown.rows[0]["stage"] == "A5 Format enforcer"
+    assert shown.cut == ["answer"] and shown.rows[0]["answer"].endswith(views.CUT_MARK)
+    span = views.hover_data(shown)
+    data = json.loads(html.unescape(re.search(r'data-ragstream-whole="([^"]*)"', span)[1]))
+    assert data["whole"] == {shown.rows[0]["answer"]: answer}
+    assert data["row"] == shown.row_height and data["header"] == views.ROW_HEIGHT
+    assert views.hover_data(views.grid([{"a": "short"}])) == ""
+
+
+def test_two_cells_cut_to_the_same_text_show_both_whole_texts():
+    rows = [{"note": "alpha beta gamma " * 20 + "one"}, {"note": "alpha beta gamma " * 20 + "two"}]
+    shown = views.grid(rows, {"note": {"width": 200}}, lines=2)
+    assert shown.rows[0]["note"] == shown.rows[1]["note"]
+    assert shown.whole[shown.rows[0]["note"]].split(views.WHOLE_SEPARATOR) == [
+        r["note"].strip() for r in rows]
