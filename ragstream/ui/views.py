@@ -753,7 +753,9 @@ def grid(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]] | None =
         need = max((min(text_lines(_flat(r[n]), configs[n]["width"]), caps.get(n, most_lines))
                     for r in rows for n in wrapping if isinstance(r.get(n), str)), default=1)
         lines = max(1, min(most_lines, need))
-    shown, cut, whole = [], set(), {}
+    shown: list[dict[str, Any]] = []
+    cut: set[str] = set()
+    whole: dict[str, str] = {}
     used = 1
     for row in rows:
         out = dict(row)
