@@ -1,0 +1,384 @@
+"""The keyword engine and chunk store of one knowledge base: a tantivy index on disk.
+
+Tantivy (a Lucene-like search library, Rust) keeps, per chunk:
+
+* its terms, for BM25 search in the engine: the chunk's title, heading path and text,
+  stemmed and stop-word-free by the app's own tokenizer (``KeywordIndex.tokens``: Snowball
+  via PyStemmer), so a query's terms are the terms the index holds;
+* its words folded (case and accents aside), with positions, for phrase search;
+* the fields the search filters read (document type, source path and name, update day);
+* what the later stages read for a candidate, stored: the chunk, its window vectors and its
+  evidence sentences (spans and vectors).
+
+A document is written whole and alone: its chunks are deleted by document id and added again
+in one commit, so a change costs that document, and a reader opened before sees the
+document as it was or as it is, never half. Every process reloads the index when another
+one committed (``reload``: the new segments only, no rebuild), so all processes on one
+folder see one state at their next query. Tantivy allows one writer at a time per folder:
+a writer that finds the lock taken waits for it (``WRITE_WAIT_S``), then says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragstream.backends.keyword_index import KeywordIndex, index_text
+from ragstream.errors import VectorStoreError
+from ragstream.super_prompt import Chunk, Filters
+from ragstream.text import fold
+
+#: how long a writer waits for another process's write to finish
+WRITE_WAIT_S = 30.0
+#: the writer's memory budget (tantivy's minimum per thread is 15 MB)
+WRITER_HEAP = 50_000_000
+#: bump when the schema changes: an index of another version is rebuilt from the store
+SCHEMA_VERSION = 1
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as the engine keeps it: the chunk, its document, its vectors and sentences."""
+
+    chunk: Chunk
+    doc_id: str
+    doc_hash: str
+    window_vectors: np.ndarray  # float32 (windows × dim)
+    sentence_vectors: np.ndarray  # float32 (sentences × dim)
+    spans: list[tuple[int, int]]  # each evidence sentence's character span in the chunk text
+    written_ns: int  # when its document was written (ns since the epoch)
+
+
+def glob_regex(pattern: str) -> str:
+    """A shell pattern (``*``, ``?``, ``[...]``, as ``fnmatch.fnmatchcase``) as a regular
+    expression tantivy matches against a whole term."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[" and (end := pattern.find("]", i + 2 if pattern[i + 1:i + 2] in "!]" else i + 1)) > 0:
+            body = pattern[i + 1:end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(ch) if not ch.isalnum() else ch)
+        i += 1
+    return "".join(out)
+
+
+def _day(date: str) -> int | None:
+    """Days since 1970-01-01 of an ISO date (its first ten characters), or None."""
+    try:
+        return (dt.date.fromisoformat(date[:10]) - _EPOCH).days
+    except (TypeError, ValueError):
+        return None
+
+
+class KeywordEngine:
+    """BM25 search, phrase search, filters and the chunk store of one knowledge base, in a
+    tantivy index in ``folder``."""
+
+    def __init__(self, folder: Path, stemmer: str = "english", stopwords: str = "en"):
+        self.folder = Path(folder)
+        self.tokenizer = KeywordIndex(stemmer, stopwords)
+        self._index: Any = None  # tantivy.Index, opened on first use (tantivy loads lazily)
+        self._schema: Any = None
+        self._lock = threading.Lock()
+
+    # -- opening ------------------------------------------------------------------------
+
+    def _build_schema(self):
+        import tantivy
+
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("id", stored=True, tokenizer_name="raw")
+        sb.add_text_field("doc_id", stored=True, tokenizer_name="raw")
+        sb.add_text_field("doc_hash", stored=True, tokenizer_name="raw")
+        sb.add_text_field("terms", tokenizer_name="whitespace", index_option="freq")
+        sb.add_text_field("words", tokenizer_name="whitespace", index_option="position")
+        sb.add_text_field("doc_type", tokenizer_name="raw")
+        sb.add_text_field("source", tokenizer_name="raw")
+        sb.add_text_field("source_name", tokenizer_name="raw")
+        sb.add_integer_field("day", indexed=True, fast=True)
+        sb.add_integer_field("written", stored=True, indexed=True, fast=True)
+        sb.add_integer_field("n_windows", stored=True)
+        sb.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
+        sb.add_bytes_field("windows", stored=True)
+        sb.add_bytes_field("sentences", stored=True)
+        sb.add_text_field("spans", stored=True, tokenizer_name="raw", index_option="basic")
+        return sb.build()
+
+    @property
+    def index(self):
+        """The tantivy index, opened (or made) on first use."""
+        if self._index is None:
+            with self._lock:
+                if self._index is None:
+                    import tantivy
+
+                    self._schema = self._build_schema()
+                    self.folder.mkdir(parents=True, exist_ok=True)
+                    marker = self.folder / "ragstream-schema"
+                    if tantivy.Index.exists(str(self.folder)) and (
+                            not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION)):
+                        raise VectorStoreError(
+                            f"The keyword index in {self.folder} was made by another version of "
+                            "RAGstream: delete the folder and run `ragstream ingest` to rebuild it.")
+                    self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
+                    marker.write_text(str(SCHEMA_VERSION))
+        return self._index
+
+    def _searcher(self):
+        """A searcher over the latest commit of any process (``reload`` opens new segments only)."""
+        index = self.index
+        index.reload()
+        return index.searcher()
+
+    # -- writing ------------------------------------------------------------------------
+
+    def _writer(self):
+        """The index's writer, once another process's write has finished (tantivy's lock)."""
+        deadline = time.monotonic() + WRITE_WAIT_S
+        while True:
+            try:
+                return self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            except ValueError as err:
+                if "lock" not in str(err).lower() or time.monotonic() > deadline:
+                    raise VectorStoreError(
+                        f"The keyword index in {self.folder} cannot be written: {err}. Another "
+                        "process may be ingesting; try again when it has finished.") from err
+                time.sleep(0.05)
+
+    def replace_documents(self, documents: Iterable[tuple[str, Sequence[StoredChunk]]]) -> None:
+        """Write each ``(doc_id, chunks)``: its old chunks out, these in, all in one commit
+        (an empty ``chunks`` removes the document)."""
+        import tantivy
+
+        documents = [(doc_id, list(chunks)) for doc_id, chunks in documents]
+        every = [s for _, chunks in documents for s in chunks]
+        terms = iter(self.tokenizer.tokens([index_text(s.chunk) for s in every]))  # one call
+        writer = self._writer()
+        try:
+            for doc_id, chunks in documents:
+                writer.delete_documents_by_term("doc_id", doc_id)
+                for stored in chunks:
+                    writer.add_document(tantivy.Document(**self._fields(stored, next(terms))))
+            writer.commit()
+            writer.wait_merging_threads()
+        except Exception:
+            writer.rollback()
+            raise
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove every chunk of ``doc_id``."""
+        self.replace_documents([(doc_id, ())])
+
+    def _fields(self, s: StoredChunk, terms: list[str]) -> dict:
+        c = s.chunk
+        fields = {
+            "id": c.id, "doc_id": s.doc_id, "doc_hash": s.doc_hash,
+            "terms": " ".join(terms),
+            "words": " ".join(fold(index_text(c)).split()),
+            "doc_type": c.doc_type, "source": c.source, "source_name": c.source_name,
+            "written": s.written_ns,
+            "chunk": json.dumps(c.model_dump(mode="json"), ensure_ascii=False),
+            "n_windows": len(s.window_vectors),
+            "windows": np.ascontiguousarray(s.window_vectors, dtype=np.float32).tobytes(),
+            "sentences": np.ascontiguousarray(s.sentence_vectors, dtype=np.float16).tobytes(),
+            "spans": json.dumps([list(x) for x in s.spans]),
+        }
+        day = _day(c.last_update_date)
+        if day is not None:
+            fields["day"] = day
+        return fields
+
+    # -- queries ------------------------------------------------------------------------
+
+    def _filter_query(self, filters: Filters | None):
+        """The query ``filters`` make (None when they are empty), scoring nothing."""
+        import tantivy
+
+        if filters is None or filters.empty:
+            return None
+        Q, schema = tantivy.Query, self._schema
+        must = []
+        if filters.doc_type:
+            must.append(Q.term_set_query(schema, "doc_type", list(filters.doc_type)))
+        if filters.source:
+            must.append(Q.boolean_query(
+                [(tantivy.Occur.Should, Q.regex_query(schema, "source", glob_regex(s)))
+                 for s in filters.source]
+                + [(tantivy.Occur.Should, Q.term_set_query(schema, "source_name", list(filters.source)))]))
+        if filters.updated_from or filters.updated_to:
+            lo = (filters.updated_from - _EPOCH).days if filters.updated_from else None
+            hi = (filters.updated_to - _EPOCH).days if filters.updated_to else None
+            must.append(Q.range_query(schema, "day", tantivy.FieldType.Integer, lo, hi))
+        return Q.const_score_query(Q.boolean_query([(tantivy.Occur.Must, q) for q in must]), 0.0)
+
+    def _terms_query(self, terms: Sequence[str]):
+        import tantivy
+
+        Q = tantivy.Query
+        return Q.boolean_query([(tantivy.Occur.Should, Q.term_query(self._schema, "terms", t))
+                                for t in terms])
+
+    def _scored(self, query, filters: Filters | None, only: Sequence[str] | None):
+        import tantivy
+
+        Q = tantivy.Query
+        must = [(tantivy.Occur.Must, query)]
+        if (f := self._filter_query(filters)) is not None:
+            must.append((tantivy.Occur.Must, f))
+        if only is not None:
+            must.append((tantivy.Occur.Must, Q.const_score_query(
+                Q.term_set_query(self._schema, "id", list(only)), 0.0)))
+        return Q.boolean_query(must) if len(must) > 1 else query
+
+    def _ids(self, searcher, hits) -> list[tuple[str, float]]:
+        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+
+    def search(self, terms: Sequence[str], k: int, filters: Filters | None = None,
+               only: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """The ``k`` chunks with the best BM25 score for ``terms`` (stemmed, as
+        ``query_terms`` gives them), best first, among those passing ``filters`` (and, if
+        given, among ``only``): ``(chunk id, score)``. Nothing for no terms."""
+        terms = [t for t in terms if t]
+        if not terms or k <= 0 or (only is not None and not only):
+            return []
+        searcher = self._searcher()
+        hits = searcher.search(self._scored(self._terms_query(terms), filters, only), k,
+                               count=False).hits
+        return self._ids(searcher, hits)
+
+    def scores(self, terms: Sequence[str], chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score for ``terms`` of each of ``chunk_ids`` that holds one of them."""
+        return dict(self.search(terms, len(chunk_ids), only=chunk_ids))
+
+    def query_terms(self, query: str) -> list[str]:
+        """The stemmed, stop-word-free terms of ``query``, as the index holds them."""
+        return self.tokenizer.query_terms(query)
+
+    def count(self, filters: Filters | None = None) -> int:
+        """How many chunks the index holds (passing ``filters``, if given)."""
+
+        searcher = self._searcher()
+        f = self._filter_query(filters)
+        if f is None:
+            return int(searcher.num_docs)
+        return int(searcher.search(f, 1, count=True).count)
+
+    def doc_freq(self, term: str) -> int:
+        """How many chunks hold ``term`` (a stemmed term)."""
+        return int(self._searcher().doc_freq("terms", term))
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF of ``term`` (Lucene's: highest for a term no chunk holds)."""
+        searcher = self._searcher()
+        n, df = int(searcher.num_docs), int(searcher.doc_freq("terms", term))
+        return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))) if n else 0.0
+
+    def phrase(self, text: str, limit: int) -> list[str]:
+        """The chunks whose title, headings or text hold ``text``'s words in a row (folded:
+        case and accents aside), at most ``limit``, best BM25 first."""
+        import tantivy
+
+        words = fold(text).split()
+        if not words or limit <= 0:
+            return []
+        Q = tantivy.Query
+        query = (Q.term_query(self._schema, "words", words[0]) if len(words) == 1
+                 else Q.phrase_query(self._schema, "words", list[Any](words)))
+        searcher = self._searcher()
+        return [cid for cid, _ in self._ids(searcher, searcher.search(query, limit, count=False).hits)]
+
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The stored chunks of ``chunk_ids`` that the index holds."""
+        import tantivy
+
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return {}
+        searcher = self._searcher()
+        hits = searcher.search(tantivy.Query.term_set_query(self._schema, "id", ids), len(ids),
+                               count=False).hits
+        out = {}
+        for _, addr in hits:
+            s = self._stored(searcher.doc(addr))
+            out[s.chunk.id] = s
+        return out
+
+    def written_since(self, written_ns: int, limit: int = 100_000) -> list[StoredChunk]:
+        """The chunks of the documents written after ``written_ns`` (at most ``limit``)."""
+        import tantivy
+
+        searcher = self._searcher()
+        q = tantivy.Query.range_query(self._schema, "written", tantivy.FieldType.Integer,
+                                      written_ns, None, include_lower=False)
+        return [self._stored(searcher.doc(a)) for _, a in searcher.search(q, limit, count=False).hits]
+
+    def documents(self) -> dict[str, str]:
+        """Every document the index holds: id → hash."""
+        import tantivy
+
+        searcher = self._searcher()
+        n = int(searcher.num_docs)
+        if not n:
+            return {}
+        hits = searcher.search(tantivy.Query.all_query(), n, count=False).hits
+        out = {}
+        for _, addr in hits:
+            d = searcher.doc(addr)
+            out[d["doc_id"][0]] = d["doc_hash"][0]
+        return out
+
+    @staticmethod
+    def _stored(d) -> StoredChunk:
+        chunk = Chunk.model_validate(json.loads(d["chunk"][0]))
+        n_windows = int(d["n_windows"][0])
+        windows = np.frombuffer(d["windows"][0], dtype=np.float32)
+        dim = len(windows) // n_windows if n_windows else 0
+        spans = [(int(a), int(b)) for a, b in json.loads(d["spans"][0])]
+        sentences = np.frombuffer(d["sentences"][0], dtype=np.float16).astype(np.float32)
+        return StoredChunk(
+            chunk=chunk, doc_id=d["doc_id"][0], doc_hash=d["doc_hash"][0],
+            window_vectors=windows.reshape(n_windows, dim),
+            sentence_vectors=sentences.reshape(len(spans), dim),
+            spans=spans, written_ns=int(d["written"][0]))
+
+
+def stored_chunks(records: Sequence, doc_id: str, doc_hash: str, written_ns: int) -> list[StoredChunk]:
+    """A document's chunks as the engine stores them, from its encoded windows
+    (``doc_index.encode_chunks``: each chunk's windows, with the evidence sentences that
+    start in each)."""
+    by_chunk: dict[str, list] = {}
+    for rec in records:
+        by_chunk.setdefault(rec.chunk.id, []).append(rec)
+    out = []
+    for recs in by_chunk.values():
+        recs.sort(key=lambda r: r.window)
+        sentences = sorted(((span, vec) for r in recs if r.sentence_vectors is not None
+                            for span, vec in zip(r.sentence_spans, r.sentence_vectors)),
+                           key=lambda x: x[0])
+        dim = len(recs[0].vector)
+        out.append(StoredChunk(
+            chunk=recs[0].chunk, doc_id=doc_id, doc_hash=doc_hash,
+            window_vectors=np.vstack([r.vector for r in recs]).astype(np.float32),
+            sentence_vectors=(np.vstack([v for _, v in sentences]).astype(np.float32)
+                              if sentences else np.zeros((0, dim), np.float32)),
+            spans=[(int(a), int(b)) for (a, b), _ in sentences], written_ns=written_ns))
+    return out

@@ -1,0 +1,171 @@
+"""The keyword engine (a real tantivy index on disk): BM25 search, filters and phrases in the
+engine, the chunk store round trip, a change that costs one document, and another process's
+write seen at the next query without a rebuild."""
+
+import datetime as dt
+import subprocess
+import sys
+import textwrap
+import zlib
+
+import numpy as np
+import pytest
+
+from ragstream.backends.keyword_index import KeywordIndex, index_text
+from ragstream.backends.search.keyword import KeywordEngine, StoredChunk, glob_regex
+from ragstream.errors import VectorStoreError
+from ragstream.super_prompt import Chunk, Filters
+
+DIM = 8
+TEXTS = {
+    "faq/install.md": ("Installing", ["The package installs with pip in a virtual environment.",
+                                      "Offline installs read wheels from a local folder."]),
+    "faq/chunking.md": ("Chunking", ["Documents are split at their headings into chunks.",
+                                     "Each chunk keeps its heading path."]),
+    "guide/retrieval.md": ("Retrieval", ["Hybrid retrieval fuses dense and keyword rankings.",
+                                         "Reciprocal rank fusion combines both lists."]),
+    "notes/old.md": ("Old notes", ["A note without a date about chunking tables."]),
+}
+DATES = {"faq/install.md": "2025-03-01", "faq/chunking.md": "2025-06-15",
+         "guide/retrieval.md": "2024-12-31", "notes/old.md": ""}
+
+
+def stored(source: str, version: str = "1", written: int = 1) -> list[StoredChunk]:
+    title, paragraphs = TEXTS[source]
+    rng = np.random.default_rng(zlib.crc32(f"{source}@{version}".encode()))
+    out = []
+    for i, text in enumerate(paragraphs):
+        chunk = Chunk(id=f"{source}#{i}", doc_id=source, text=text, source=source, title=title,
+                      heading_path=(title,), doc_type=source.split("/")[0],
+                      last_update_date=DATES[source], source_name="manual" if "guide" in source else "")
+        spans = [(0, len(text))]
+        out.append(StoredChunk(chunk, source, f"hash-{version}",
+                               rng.normal(size=(1 + i, DIM)).astype(np.float32),
+                               rng.normal(size=(1, DIM)).astype(np.float32), spans, written))
+    return out
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = KeywordEngine(tmp_path / "keyword")
+    eng.replace_documents([(s, stored(s)) for s in TEXTS])
+    return eng
+
+
+def ids(found):
+    return [cid for cid, _ in found]
+
+
+def test_bm25_search_finds_the_chunk_that_holds_the_words(engine):
+    found = engine.search(engine.query_terms("How is reciprocal rank fusion done?"), 3)
+    assert ids(found)[0] == "guide/retrieval.md#1"
+    assert all(score > 0 for _, score in found)
+    assert engine.search([], 5) == [] and engine.search(engine.query_terms("zebra"), 5) == []
+
+
+def test_its_scores_follow_the_apps_bm25_order(engine):
+    """The engine's BM25 and the in-memory bm25s index rank a corpus alike (the same terms:
+    the app's tokenizer stems and drops stop words for both)."""
+    chunks = [s.chunk for src in TEXTS for s in stored(src)]
+    mem = KeywordIndex().build([c.id for c in chunks], [index_text(c) for c in chunks])
+    for query in ("chunks headings", "keyword rankings fusion", "pip virtual environment"):
+        s = mem.scores(query)
+        best_mem = mem.ids[int(np.argmax(s))]
+        assert ids(engine.search(engine.query_terms(query), 1)) == [best_mem]
+
+
+def test_scores_of_given_chunks_only(engine):
+    terms = engine.query_terms("chunks headings")
+    got = engine.scores(terms, ["faq/chunking.md#1", "faq/install.md#0"])
+    assert set(got) == {"faq/chunking.md#1"} and got["faq/chunking.md#1"] > 0
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    (Filters(doc_type=("faq",)), {"faq/install.md#0", "faq/install.md#1", "faq/chunking.md#0",
+                                  "faq/chunking.md#1"}),
+    (Filters(source=("faq/chunk*",)), {"faq/chunking.md#0", "faq/chunking.md#1"}),
+    (Filters(source=("manual",)), {"guide/retrieval.md#0", "guide/retrieval.md#1"}),
+    (Filters(updated_from=dt.date(2025, 1, 1)), {"faq/install.md#0", "faq/install.md#1",
+                                                 "faq/chunking.md#0", "faq/chunking.md#1"}),
+    (Filters(updated_to=dt.date(2025, 3, 1)), {"faq/install.md#0", "faq/install.md#1",
+                                               "guide/retrieval.md#0", "guide/retrieval.md#1"}),
+])
+def test_filters_are_applied_in_the_engine_as_filters_matches_says(engine, filters, expected):
+    every = [s.chunk for src in TEXTS for s in stored(src)]
+    assert {c.id for c in every if filters.matches(c)} == expected  # the rule itself
+    terms = engine.query_terms("chunks pip installs fusion rankings note headings wheels")
+    assert set(ids(engine.search(terms, 20, filters))) <= expected
+    assert engine.count(filters) == len(expected)
+
+
+def test_glob_patterns_match_as_fnmatch_does():
+    import fnmatch
+    import re
+
+    for pattern in ("faq/*", "*.md", "guide/re?rieval.md", "[fg]*", "[!f]*", "a+b(c).md"):
+        rx = re.compile(glob_regex(pattern))
+        for name in ("faq/install.md", "guide/retrieval.md", "a+b(c).md", "notes/old.md"):
+            assert bool(rx.fullmatch(name)) == fnmatch.fnmatchcase(name, pattern), (pattern, name)
+
+
+def test_the_stored_chunk_comes_back_whole(engine):
+    want = {s.chunk.id: s for s in stored("guide/retrieval.md")}
+    got = engine.fetch(list(want) + ["no/such.md#0"])
+    assert set(got) == set(want)
+    for cid, s in want.items():
+        assert got[cid].chunk == s.chunk and got[cid].doc_hash == "hash-1"
+        assert np.array_equal(got[cid].window_vectors, s.window_vectors)
+        assert np.allclose(got[cid].sentence_vectors, s.sentence_vectors, atol=1e-2)
+        assert got[cid].spans == s.spans
+
+
+def test_a_phrase_is_found_in_the_text_case_and_accents_aside(engine):
+    assert engine.phrase("Reciprocal RANK fusion", 5) == ["guide/retrieval.md#1"]
+    assert engine.phrase("fusion reciprocal", 5) == []
+
+
+def test_replacing_a_document_changes_that_document_only(engine):
+    before = engine.documents()
+    engine.replace_documents([("faq/install.md", stored("faq/install.md", "2", 5)[:1])])
+    after = engine.documents()
+    assert after["faq/install.md"] == "hash-2"
+    assert {k: v for k, v in after.items() if k != "faq/install.md"} == \
+        {k: v for k, v in before.items() if k != "faq/install.md"}
+    assert "faq/install.md#1" not in engine.fetch(["faq/install.md#1"])
+    assert [s.chunk.id for s in engine.written_since(1)] == ["faq/install.md#0"]
+    engine.delete_document("faq/install.md")
+    assert "faq/install.md" not in engine.documents() and engine.count() == 5
+
+
+def test_another_process_write_is_seen_at_the_next_query(engine, tmp_path):
+    """A second process adds a document; this process's next search finds it (a reload of
+    the new segment, no rebuild) while this process holds the index open."""
+    assert engine.search(engine.query_terms("quantum entanglement"), 5) == []
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from ragstream.backends.search.keyword import KeywordEngine, StoredChunk
+        from ragstream.super_prompt import Chunk
+        c = Chunk(id="new.md#0", doc_id="new.md", text="Quantum entanglement explained.",
+                  source="new.md")
+        KeywordEngine({str(engine.folder)!r}).replace_documents(
+            [("new.md", [StoredChunk(c, "new.md", "h", np.ones((1, {DIM}), np.float32),
+                                          np.zeros((0, {DIM}), np.float32), [], 9)])])
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert ids(engine.search(engine.query_terms("quantum entanglement"), 5)) == ["new.md#0"]
+    assert engine.count() == 8
+
+
+def test_a_writer_waits_for_another_and_then_says_so(engine, monkeypatch):
+    import ragstream.backends.search.keyword as kw
+
+    monkeypatch.setattr(kw, "WRITE_WAIT_S", 0.3)
+    held = engine.index.writer(heap_size=kw.WRITER_HEAP, num_threads=1)  # the lock is taken
+    try:
+        with pytest.raises(VectorStoreError, match="Another process may be ingesting"):
+            engine.delete_document("faq/install.md")
+    finally:
+        held.rollback()
+        del held
+    engine.delete_document("faq/install.md")  # free again
+    assert "faq/install.md" not in engine.documents()
