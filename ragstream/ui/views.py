@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import html
+import itertools
 import json
 import math
 import re
@@ -514,9 +516,9 @@ def _wrap(text: str, width: float) -> tuple[list[str], bool]:
                 lead = space
             while lead + px > room and len(word) > 1:  # the grid breaks the word
                 broken = True
-                cut = 1
-                while cut < len(word) and lead + text_px(word[:cut + 1]) <= room:
-                    cut += 1
+                # the longest start of the word that fits (at least one character)
+                widths = itertools.accumulate(FONT_PX.get(ch, UNKNOWN_CHAR_PX) for ch in word)
+                cut = max(1, bisect.bisect_right(list(widths), room - lead))
                 lines.append(word[:cut])
                 word, px, lead = word[cut:], text_px(word[cut:]), 0.0
             line, used, started = word, px, True
@@ -580,10 +582,14 @@ def fit_text(text: str, width: float, lines: int = 1) -> str:
     if lo and upto(lo) != CUT_MARK:
         return upto(lo)
     word = parts[0]
-    cut = len(word)
-    while cut > 0 and not fits(word[:cut] + CUT_MARK, width, lines):
-        cut -= 1
-    return word[:cut] + CUT_MARK
+    lo, hi = 0, len(word)
+    while lo < hi:  # the longest start of the first word that fits with the mark
+        mid = (lo + hi + 1) // 2
+        if fits(word[:mid] + CUT_MARK, width, lines):
+            lo = mid
+        else:
+            hi = mid - 1
+    return word[:lo] + CUT_MARK
 
 
 def fit_width(texts: Iterable[str], lines: int = TABLE_LINES, whole_words: bool = False) -> int:
