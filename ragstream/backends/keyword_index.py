@@ -27,6 +27,12 @@ def index_text(chunk: Chunk) -> str:
     return " ".join([chunk.title, *chunk.heading_path, chunk.text])
 
 
+def bm25_idf(n: int, df: int) -> float:
+    """BM25's (Lucene's) IDF of a term ``df`` of ``n`` chunks hold: never negative, highest
+    for a term no chunk holds."""
+    return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+
+
 @functools.lru_cache(maxsize=4)
 def _stemmer(name: str):
     import Stemmer
@@ -122,8 +128,7 @@ class KeywordIndex:
         t = self._retriever.vocab_dict.get(term)
         indptr = self._retriever.scores["indptr"]
         df = int(indptr[t + 1] - indptr[t]) if t is not None else 0
-        n = len(self._ids)
-        return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))), (t if df else None)
+        return bm25_idf(len(self._ids), df), (t if df else None)
 
     def idf(self, term: str) -> float:
         """BM25's IDF of ``term`` in this index (highest for a term no chunk holds; 0 when

@@ -18,7 +18,8 @@
   tip.dataset.testid = 'ragstreamCellTip';
   Object.assign(tip.style, {
     position: 'fixed', zIndex: 1000100, display: 'none', pointerEvents: 'none',
-    maxWidth: '560px', maxHeight: '70vh', overflow: 'hidden', padding: '0.5rem 0.75rem', whiteSpace: 'pre-wrap',
+    maxWidth: '560px', maxHeight: '70vh', overflow: 'hidden', padding: '0.5rem 0.75rem',
+    whiteSpace: 'pre-wrap',
     overflowWrap: 'break-word', fontSize: '14px', lineHeight: '1.45',
     fontFamily: '"Source Sans", sans-serif', color: 'rgb(49, 51, 63)', background: 'white',
     border: '1px solid rgba(49, 51, 63, 0.2)', borderRadius: '0.5rem',
@@ -27,12 +28,20 @@
   document.body.appendChild(tip);
   const hide = () => { tip.style.display = 'none'; };
 
-  // the grid's cut cells (the span in the caption right after it), or null
+  // the grid's cut cells (the span in the caption right after it), or null; parsed once
+  // per text of the span, not at every move of the pointer
+  const parsed = new WeakMap();
   const payload = grid => {
     const next = grid.closest('.stElementContainer')?.nextElementSibling;
     const span = next?.querySelector('[data-ragstream-whole]');
     if (!span) return null;
-    try { return JSON.parse(span.dataset.ragstreamWhole); } catch { return null; }
+    const raw = span.dataset.ragstreamWhole;
+    const seen = parsed.get(span);
+    if (seen && seen.raw === raw) return seen.data;
+    let data = null;
+    try { data = JSON.parse(raw); } catch { data = null; }
+    parsed.set(span, {raw, data});
+    return data;
   };
 
   // the x of each column border, in CSS pixels from the canvas' left, read one pixel row

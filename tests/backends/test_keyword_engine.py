@@ -169,3 +169,11 @@ def test_a_writer_waits_for_another_and_then_says_so(engine, monkeypatch):
         del held
     engine.delete_document("faq/install.md")  # free again
     assert "faq/install.md" not in engine.documents()
+
+
+def test_idf_is_the_apps_bm25_idf(engine):
+    chunks = [s.chunk for src in TEXTS for s in stored(src)]
+    mem = KeywordIndex().build([c.id for c in chunks], [index_text(c) for c in chunks])
+    for term in ("chunk", "fusion", "zebra"):
+        assert engine.idf(term) == pytest.approx(mem.idf(term))
+    assert engine.idf("zebra") > engine.idf("chunk")

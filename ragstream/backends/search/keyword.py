@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.backends.keyword_index import KeywordIndex, index_text
+from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, index_text
 from ragstream.errors import VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import fold
@@ -42,7 +42,7 @@ WRITE_WAIT_S = 30.0
 #: the writer's memory budget (tantivy's minimum per thread is 15 MB)
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is rebuilt from the store
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -109,6 +109,8 @@ class KeywordEngine:
         sb.add_text_field("id", stored=True, tokenizer_name="raw")
         sb.add_text_field("doc_id", stored=True, tokenizer_name="raw")
         sb.add_text_field("doc_hash", stored=True, tokenizer_name="raw")
+        # "doc_id NUL doc_hash", a column: the documents are listed without reading chunks
+        sb.add_text_field("version", fast=True, tokenizer_name="raw")
         sb.add_text_field("terms", tokenizer_name="whitespace", index_option="freq")
         sb.add_text_field("words", tokenizer_name="whitespace", index_option="position")
         sb.add_text_field("doc_type", tokenizer_name="raw")
@@ -192,6 +194,7 @@ class KeywordEngine:
         c = s.chunk
         fields = {
             "id": c.id, "doc_id": s.doc_id, "doc_hash": s.doc_hash,
+            "version": f"{s.doc_id}\0{s.doc_hash}",
             "terms": " ".join(terms),
             "words": " ".join(fold(index_text(c)).split()),
             "doc_type": c.doc_type, "source": c.source, "source_name": c.source_name,
@@ -287,10 +290,11 @@ class KeywordEngine:
         return int(self._searcher().doc_freq("terms", term))
 
     def idf(self, term: str) -> float:
-        """BM25's IDF of ``term`` (Lucene's: highest for a term no chunk holds)."""
+        """BM25's IDF of ``term`` (``bm25_idf``: highest for a term no chunk holds; 0 when
+        nothing is indexed)."""
         searcher = self._searcher()
-        n, df = int(searcher.num_docs), int(searcher.doc_freq("terms", term))
-        return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5))) if n else 0.0
+        n = int(searcher.num_docs)
+        return bm25_idf(n, int(searcher.doc_freq("terms", term))) if n else 0.0
 
     def phrase(self, text: str, limit: int) -> list[str]:
         """The chunks whose title, headings or text hold ``text``'s words in a row (folded:
@@ -332,19 +336,17 @@ class KeywordEngine:
         return [self._stored(searcher.doc(a)) for _, a in searcher.search(q, limit, count=False).hits]
 
     def documents(self) -> dict[str, str]:
-        """Every document the index holds: id → hash."""
+        """Every document the index holds: id → hash (from the ``version`` column, a terms
+        aggregation: no chunk is read)."""
         import tantivy
 
         searcher = self._searcher()
         n = int(searcher.num_docs)
         if not n:
             return {}
-        hits = searcher.search(tantivy.Query.all_query(), n, count=False).hits
-        out = {}
-        for _, addr in hits:
-            d = searcher.doc(addr)
-            out[d["doc_id"][0]] = d["doc_hash"][0]
-        return out
+        found = searcher.aggregate(tantivy.Query.all_query(),
+                                   {"docs": {"terms": {"field": "version", "size": n}}})
+        return dict(b["key"].split("\0", 1) for b in found["docs"]["buckets"])
 
     @staticmethod
     def _stored(d) -> StoredChunk:
