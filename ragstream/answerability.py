@@ -160,7 +160,7 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
     vectors = services.embedder.embed([query, *(s.text for s in statements), section])
     cosines = vectors[1:-1] @ vectors[0]
     dense = [r.scores["dense"] for r in sp.view(View.RETRIEVAL) if "dense" in r.scores]
-    keyword = services.index().keyword
+    keyword = services.index()
     asked = sorted(terms(query))
     weights = {t: keyword.idf(t) for t in asked}
     total = sum(weights.values())

@@ -9,16 +9,16 @@ run. Exits non-zero with a message naming the fix when something is missing.
 rebuilds what can be rebuilt, saying what it found and what it did:
 
 * the store (Chroma, ``<paths.index_dir>/chroma``) is read whole. When it cannot be read
-  (a damaged or garbled database), it is moved aside, with the index snapshot, to
+  (a damaged or garbled database), it is moved aside, with the keyword index, to
   ``<paths.index_dir>/backup-<timestamp>/``, and the configured knowledge-base folder
   (``paths.kb_dir``) and the page's uploads folder (``paths.uploads_dir``) are ingested again
   into a new store. Documents that came from other folders or through the API are named (from
-  the old snapshot, when it can still be read): ingest them again. Nothing is deleted, and the
-  source documents are only read;
-* the index snapshot (``<paths.index_dir>/docindex-<collection>/``: ``manifest.json``,
-  ``arrays.npz``, ``chunks.json``, ``bm25/``) is checked file by file, then rebuilt from the
-  store (a snapshot that does not load is rebuilt by the next query anyway; ``repair`` says
-  which file was damaged);
+  the old keyword index, when it can still be read): ingest them again. Nothing is deleted,
+  and the source documents are only read;
+* the keyword index (tantivy, ``<paths.index_dir>/keyword-<collection>/``) is opened and
+  compared with the store document by document; documents out of step are rewritten from the
+  store (the next query does that too), and an index that cannot be opened is moved aside
+  and made again from the store;
 * the copy of the store's generation stamp beside it is made current again.
 
 A Chroma server (``vector_store.mode`` "http") is not moved aside: ``repair`` reports it.
@@ -27,7 +27,6 @@ A Chroma server (``vector_store.mode`` "http") is not moved aside: ``repair`` re
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shutil
 import sys
 import time
@@ -98,8 +97,8 @@ class RepairReport(BaseModel):
     index_dir: str
     store: str = ""  # where the store lives
     store_state: str = ""  # "ok", "empty", "missing" or "unreadable: …"
-    snapshot: str = ""  # the snapshot folder
-    snapshot_state: str = ""  # "ok", "missing", "stale …" or "damaged: …"
+    keyword_index: str = ""  # the keyword index's folder
+    keyword_state: str = ""  # "ok", "missing …", "out of step …" or "damaged: …"
     actions: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)  # what is still wrong afterwards
     backup: str = ""  # the folder the damaged files were moved to
@@ -112,58 +111,28 @@ class RepairReport(BaseModel):
     def lines(self) -> list[str]:
         """The report as lines of text for the CLI."""
         out = [f"store     {self.store}: {self.store_state}",
-               f"snapshot  {self.snapshot}: {self.snapshot_state}"]
+               f"keywords  {self.keyword_index}: {self.keyword_state}"]
         out += [f"done      {a}" for a in self.actions]
         out += [f"PROBLEM   {p}" for p in self.problems]
         return out
 
 
-def snapshot_problem(folder: Path, fingerprint: str | None, stemmer: str = "english",
-                     stopwords: str = "en") -> str:
-    """Why the index snapshot in ``folder`` would not load, naming the file; "" when it loads.
-    ``fingerprint`` None skips the is-it-current check (the store could not be read)."""
-    import numpy as np
-
-    from ragstream.backends.doc_index import FORMAT_VERSION
-    from ragstream.backends.keyword_index import KeywordIndex
-    from ragstream.super_prompt import Chunk
-
+def keyword_problem(store, readable: bool) -> str:
+    """Why the keyword index of ``store`` (a ``LocalEngine``) is not in step with it, "" when
+    it is. ``readable`` False (the store could not be read) checks only that it opens."""
+    folder = store.keyword_engine.folder
     if not folder.exists():
         return "missing (the next query builds it from the store)"
     try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as err:
-        return f"damaged: manifest.json cannot be read ({type(err).__name__}: {err})"
-    if manifest.get("format") != FORMAT_VERSION:
-        return (f"stale: written in format {manifest.get('format')!r}, this version reads "
-                f"{FORMAT_VERSION}")
-    if fingerprint is not None and manifest.get("fingerprint") != fingerprint:
-        return "stale: made from an older state of the store"
-    try:
-        with np.load(folder / "arrays.npz") as arrays:
-            shapes = {k: arrays[k].shape for k in ("window_vectors", "window_offsets",
-                                                   "sentence_vectors", "sentence_offsets",
-                                                   "sentence_spans")}
+        held = store.keyword_engine.documents()
     except Exception as err:
-        return f"damaged: arrays.npz cannot be read ({type(err).__name__}: {err})"
-    if shapes["window_vectors"][0] != manifest.get("windows") \
-            or shapes["window_offsets"][0] != (manifest.get("chunks") or 0) + 1:
-        return "damaged: arrays.npz does not hold what manifest.json lists"
-    try:
-        chunks = [Chunk.model_validate(c) for c in
-                  json.loads((folder / "chunks.json").read_text(encoding="utf-8"))]
-    except Exception as err:
-        return f"damaged: chunks.json cannot be read ({type(err).__name__}: {err})"
-    if len(chunks) != manifest.get("chunks"):
-        return "damaged: chunks.json does not hold what manifest.json lists"
-    if chunks:
-        try:
-            KeywordIndex(stemmer, stopwords).load(folder / "bm25", [c.id for c in chunks])
-        except Exception as err:
-            return f"damaged: bm25/ cannot be read ({type(err).__name__}: {err})"
-    return ""
+        return f"damaged: it cannot be opened ({type(err).__name__}: {err})"
+    if not readable or store.in_step():
+        return ""
+    stored = {d: doc.doc_hash for d, doc in store.documents().items()}
+    differ = sum(held.get(d) != h for d, h in stored.items()) + len(set(held) - set(stored))
+    return (f"out of step with the store: {differ} document(s) differ (the next query or "
+            "`python -m ragstream repair` rewrites them)")
 
 
 def _store_problem(store) -> str:
@@ -172,7 +141,7 @@ def _store_problem(store) -> str:
 
     try:
         store.documents()
-        store.read_index_records()
+        store.chroma.read_index_records()
         store.fingerprint()
     except VectorDBUnavailableError:
         raise
@@ -182,10 +151,10 @@ def _store_problem(store) -> str:
     return ""
 
 
-def _old_doc_ids(snapshot: Path) -> set[str] | None:
-    """The document ids a (moved) snapshot lists, or None when it cannot be read."""
+def _old_doc_ids(store) -> set[str] | None:
+    """The document ids the (moved) keyword index lists, or None when it cannot be read."""
     try:
-        return {c["doc_id"] for c in json.loads((snapshot / "chunks.json").read_text(encoding="utf-8"))}
+        return set(store.keyword_engine.documents())
     except Exception:
         return None
 
@@ -202,12 +171,12 @@ def _backup_dir(index_dir: Path) -> Path:
 
 
 def check(cfg: AppConfig, services: Services | None = None) -> RepairReport:
-    """Find what is wrong with the store and the index snapshot; change nothing."""
+    """Find what is wrong with the store and the keyword index; change nothing."""
     return repair(cfg, services, check_only=True)
 
 
 def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = False) -> RepairReport:
-    """Check the store and the index snapshot and rebuild what can be rebuilt (see the module
+    """Check the store and the keyword index and rebuild what can be rebuilt (see the module
     docstring); with ``check_only``, only say what is wrong. Never deletes a file: damaged
     ones are moved to a backup folder, source documents are only read."""
     from ragstream.backends.vector_store import GENERATION_FILE_PREFIX
@@ -215,15 +184,16 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
     from ragstream.services import build_services
 
     services = services or build_services(cfg)
-    store, cache = services.store, services.index_cache
+    store = services.store
+    keywords = store.keyword_engine.folder
     s = cfg.settings
     report = RepairReport(index_dir=str(cfg.index_dir), store=store.location,
-                          snapshot=str(cache.folder))
+                          keyword_index=str(keywords))
     persistent = s.vector_store.mode == "persistent"
     chroma_dir = cfg.index_dir / "chroma"
     if persistent and not chroma_dir.exists():
         report.store_state = "missing (nothing has been ingested into this index yet)"
-        report.snapshot_state = snapshot_problem(cache.folder, None) or "ok"
+        report.keyword_state = keyword_problem(store, False) or "ok"
         if not check_only and cfg.kb_dir.is_dir():
             _reingest(cfg, services, report)
         elif cfg.kb_dir.is_dir():
@@ -237,35 +207,35 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
         fingerprint = None if problem else store.fingerprint()
         report.store_state = f"unreadable: {problem}" if problem else (
             "ok" if store.count_windows() else "empty")
-        state = snapshot_problem(cache.folder, fingerprint, cache.stemmer, cache.stopwords)
-        report.snapshot_state = state or "ok"
+        state = keyword_problem(store, not problem)
+        report.keyword_state = state or "ok"
         if check_only:
             if problem:
                 report.problems.append("the store cannot be read: `python -m ragstream repair` "
                                        "moves it aside and ingests the knowledge base again")
             if state.startswith("damaged"):
-                report.problems.append("the index snapshot is damaged: the next query rebuilds "
-                                       "it, or run `python -m ragstream repair`")
+                report.problems.append("the keyword index is damaged: `python -m ragstream "
+                                       "repair` makes it again from the store")
             return report
         if problem and not persistent:
             report.problems.append(f"the Chroma server at {store.location} cannot be read; "
                                    f"repair its data on the server (RAGstream does not move it)")
             return report
-        if problem:
-            old_ids = _old_doc_ids(cache.folder)
-            store.close()  # forget Chroma's shared system for this folder before it moves
+        if problem or state.startswith("damaged"):
+            old_ids = _old_doc_ids(store) if problem else None
+            store.close()  # forget Chroma's shared system and tantivy before they move
             backup = _backup_dir(cfg.index_dir)
             report.backup = str(backup)
-            for path in (chroma_dir, cache.folder):
+            for path in ((chroma_dir, keywords) if problem else (keywords,)):
                 if path.exists():
                     shutil.move(str(path), str(backup / path.name))
                     report.actions.append(f"moved {path} to {backup / path.name}")
-        else:
-            index = cache.build(store, str(fingerprint))
-            index.save(cache.folder)
+        if not problem:
+            redone = store.repair()
             was = "" if not state else f" (it was {state})"
-            report.actions.append(f"rebuilt the index snapshot from the store: {index.n_chunks} "
-                                  f"chunks, {len(index.window_vectors)} windows{was}")
+            report.actions.append(f"brought the keyword index in step with the store: "
+                                  f"{len(redone)} document(s) rewritten from the store, "
+                                  f"{store.keyword_engine.count()} chunks held{was}")
             stamp = chroma_dir / f"{GENERATION_FILE_PREFIX}{s.vector_store.collection}"
             if persistent and _read(stamp) != fingerprint:
                 tmp = stamp.with_name(f"{stamp.name}.repair.tmp")
@@ -282,7 +252,7 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
                     f"{len(lost)} document(s) of the old index came from other folders or the "
                     f"API and were not ingested again ({shown}): ingest them again")
         else:
-            report.actions.append("the old snapshot could not be read either, so documents that "
+            report.actions.append("the old keyword index could not be read either, so documents that "
                                   "came from other folders or the API cannot be listed: ingest "
                                   "those again")
     return report

@@ -56,7 +56,6 @@ them here"), and each carried edit says which prompt it was made for (``Edit.car
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -179,9 +178,9 @@ def field_choices(cfg: AppConfig) -> dict[str, list[str]]:
 def check_chunk(index: Any, chunk_id: str) -> str:
     """``chunk_id`` if the knowledge base holds it; ``EditError`` names the closest ids and how
     to find one."""
-    if index.row(chunk_id) is not None:
+    if index.chunk(chunk_id) is not None:
         return chunk_id
-    near = difflib.get_close_matches(chunk_id, index.ids, n=3, cutoff=0.6)
+    near = index.near_ids(chunk_id)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
     raise EditError(f"Unknown chunk id {chunk_id!r}: the knowledge base ({index.n_chunks} chunks) "
                     f"has no chunk of that id.{hint} Find chunks by their text with "

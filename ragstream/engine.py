@@ -104,7 +104,7 @@ class Engine:
         return kb
 
     def delete_kb(self, name: str) -> KnowledgeBase:
-        """Delete knowledge base ``name``: its collection, index snapshot and own folder
+        """Delete knowledge base ``name``: its collection, keyword index and own folder
         (``KnowledgeBases.delete``); never the default, never another one's files."""
         kbs = self.knowledge_bases()
         kb = kbs.get(name)

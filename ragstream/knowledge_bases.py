@@ -5,7 +5,7 @@
     kbs.names()            # ['default', 'support']
     cfg_support = kbs.get("support").config(cfg)     # the config an Engine for it runs with
     kbs.rename("support", "helpdesk")
-    kbs.delete("helpdesk")  # its collection, index snapshot and (own) folder; nothing else
+    kbs.delete("helpdesk")  # its collection, keyword index and (own) folder; nothing else
 
 The bundled documents are the ``default`` knowledge base: the configured ``paths.kb_dir`` and
 ``vector_store.collection``. It is never written to the registry and cannot be renamed or
@@ -15,7 +15,7 @@ a temporary file, then a rename): its name, the collection it was given when it 
 folder, whether RAGstream made that folder (then it is the knowledge base's own and goes with
 it; a folder the person named is never deleted) and when it was made.
 
-A knowledge base's index snapshot is ``<index_dir>/docindex-<collection>/``, as the default's;
+A knowledge base's keyword index is ``<index_dir>/keyword-<collection>/``, as the default's;
 the Q&A log, the run history and the conversations are shared (each run records the knowledge
 base it ran against).
 """
@@ -202,10 +202,9 @@ class KnowledgeBases:
 
     def delete(self, name: str, services=None) -> KnowledgeBase:
         """Delete knowledge base ``name``: its collection (through ``services.store`` when given,
-        else a store opened for it), its index snapshot, its folder when it is its own, and its
+        else a store opened for it), its keyword index, its folder when it is its own, and its
         line in the registry. No other knowledge base's files are touched."""
-        from ragstream.backends.vector_store import ChromaStore
-        from ragstream.services import snapshot_folder
+        from ragstream.services import open_store
 
         with _LOCK:
             kb = self.get(name)
@@ -213,10 +212,8 @@ class KnowledgeBases:
                 raise KnowledgeBaseError("The default knowledge base (the bundled documents) cannot "
                                          "be deleted.")
             cfg = kb.config(self.cfg)
-            store = services.store if services is not None else ChromaStore(
-                cfg.settings.vector_store, cfg.index_dir)
-            store.drop()
-            shutil.rmtree(snapshot_folder(cfg), ignore_errors=True)
+            store = services.store if services is not None else open_store(cfg)
+            store.drop()  # the collection and its keyword index
             folder = Path(kb.folder)
             if kb.own_folder and folder.resolve().is_relative_to(self.cfg.kbs_dir.resolve()):
                 shutil.rmtree(folder, ignore_errors=True)

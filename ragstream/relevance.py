@@ -54,15 +54,15 @@ def relevance_signals(query: str, chunks: Sequence[Chunk], services,
     if not chunks:
         return np.zeros((0, len(SIGNALS)))
     q = services.embedder.embed([query])[0]
-    index = services.index()
-    evidence = evidence_for(chunks, index, services.embedder)
-    terms = relevance_terms(query, index.keyword, model.stopwords)
-    found = [index.row(c.id) for c in chunks]
-    missing = [c.id for c, r in zip(chunks, found) if r is None]
+    corpus = services.index()
+    evidence = evidence_for(chunks, corpus, services.embedder)
+    terms = relevance_terms(query, services.keyword_index, model.stopwords)
+    held = corpus.fetch([c.id for c in chunks])
+    missing = [c.id for c in chunks if c.id not in held]
     if missing:
         raise ValueError(f"relevance is scored for indexed chunks only; not in the index: {missing}")
-    coverage = index.keyword.weighted_coverage(terms, np.asarray(found, dtype=np.int64))
-    unseen = index.keyword.unseen_share(terms)
+    coverage = corpus.weighted_coverage(terms, chunks)
+    unseen = corpus.unseen_share(terms)
     out = np.zeros((len(chunks), len(SIGNALS)))
     for i, ev in enumerate(evidence):
         window = float((ev.window_vectors @ q).max())

@@ -142,7 +142,7 @@ def tiny_engine(tiny, cfg, tmp_path_factory, embedder) -> tuple:
 
 def test_sections_are_matched_by_file_and_heading_path(tiny_engine):
     qs, engine = tiny_engine
-    chunks = engine.services.index().chunks
+    chunks = engine.services.index().all_chunks()
     check_sections(qs, chunks)  # every section holds a chunk
     sec = qs.sections["t2"][0]
     inside = [c for c in chunks if sec.holds(c, qs.docs.name)]

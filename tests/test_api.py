@@ -100,7 +100,7 @@ def test_contract_5_ingest_idempotency(tmp_path, embedder):
     text = (RULES_KB / "rules-1-phases.md").read_text(encoding="utf-8")
     first = rag.ingest([rule_document(uuid1, text)])
     assert (first.documents_processed, first.documents_failed) == (1, 0) and first.embedding_count > 0
-    old = {c.id for c in rag.engine.services.index().chunks}
+    old = {c.id for c in rag.engine.services.index().all_chunks()}
 
     morale = "## Morale Phase\n\nBroken operatives retreat.\n\n"
     updated = text.replace("## Fight Phase", morale + "## Fight Phase")
@@ -139,7 +139,7 @@ def test_ingest_refuses_bad_documents_and_goes_on(tmp_path, embedder):
     assert "good: the same document id appears twice" in joined
     assert "escape: the file name '../../etc/passwd.md' is a path" in joined
     assert "bad-date: last_update_date '15.09.2025' is not a date" in joined
-    assert {c.doc_id for c in rag.engine.services.index().chunks} == {"good"}
+    assert {c.doc_id for c in rag.engine.services.index().all_chunks()} == {"good"}
 
     # front matter counts as metadata; with require_metadata off a bare document is taken and
     # the derivation is said

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
+from ragstream.backends.search.base import Evidence
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import clean_sentence, evidence_units, fold
 
@@ -135,16 +136,6 @@ def unpack_vectors(packed: str, dim: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the snapshot
-
-
-@dataclass
-class Evidence:
-    """What the ReRanker and A4 read for one chunk."""
-
-    window_vectors: np.ndarray  # float32 (windows × dim)
-    sentence_vectors: np.ndarray  # float32 (sentences × dim)
-    sentences: list[str]  # clean sentence texts, in reading order
-    spans: list[tuple[int, int]]  # each sentence's character span in the chunk's text
 
 
 @dataclass

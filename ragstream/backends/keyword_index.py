@@ -10,7 +10,7 @@ coverage), so no chunk text is tokenised at query time.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,24 @@ def bm25_idf(n: int, df: int) -> float:
     """BM25's (Lucene's) IDF of a term ``df`` of ``n`` chunks hold: never negative, highest
     for a term no chunk holds."""
     return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+
+
+#: BM25's term-frequency saturation and length normalisation (tantivy's and Lucene's defaults)
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def bm25_score(tokens: Sequence[str], terms: Sequence[str], idf: Mapping[str, float],
+               avg_len: float) -> float:
+    """BM25 of one text (its ``tokens``) for the distinct ``terms``, with the corpus's
+    ``idf`` per term and mean length ``avg_len`` (what the engine scores a chunk with)."""
+    if not tokens:
+        return 0.0
+    counts: dict[str, int] = {}
+    for t in tokens:
+        counts[t] = counts.get(t, 0) + 1
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len(tokens) / (avg_len or len(tokens)))
+    return float(sum(idf[t] * counts[t] * (BM25_K1 + 1.0) / (counts[t] + norm)
+                     for t in dict.fromkeys(terms) if t in counts))
 
 
 @functools.lru_cache(maxsize=4)

@@ -32,7 +32,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ragstream.backends.doc_index import Evidence, encode_chunks
+from ragstream.backends.doc_index import encode_chunks
+from ragstream.backends.search.base import Evidence
 from ragstream.config import RerankerSettings
 from ragstream.errors import ModelLoadError
 from ragstream.super_prompt import Chunk
@@ -74,9 +75,10 @@ class PassageReranker:
         return self.model.score(query, [passage(c) for c in chunks])
 
 
-def evidence_for(chunks: Sequence[Chunk], index, embedder) -> list[Evidence]:
-    """Each chunk's stored vectors; chunks the index does not hold are encoded now."""
-    found = [index.evidence(c) if index is not None else None for c in chunks]
+def evidence_for(chunks: Sequence[Chunk], corpus, embedder) -> list[Evidence]:
+    """Each chunk's stored vectors (``corpus``: fetched from the engine); chunks it does not
+    hold as they are are encoded now."""
+    found = corpus.evidence(chunks) if corpus is not None else [None] * len(chunks)
     missing = [c for c, e in zip(chunks, found) if e is None]
     fresh: dict[str, Evidence] = {}
     if missing:
@@ -111,29 +113,23 @@ class OfflineReranker:
             return []
         services = self.services
         q = services.embedder.embed([query])[0]
-        index = services.index()
-        evidence = evidence_for(chunks, index, services.embedder)
-        terms = index.keyword.query_terms(query)
-        rows = [index.row(c.id) if index.holds(c) else None for c in chunks]
-        held = np.asarray([r for r in rows if r is not None], dtype=np.int64)
-        coverage_held = iter(index.keyword.coverage(terms, held).tolist())
-        bm25 = index.keyword.scores_for_terms(terms)
-        best_bm25 = float(bm25.max()) if len(bm25) else 0.0
-        q_set = set(terms)
+        corpus = services.index()
+        evidence = evidence_for(chunks, corpus, services.embedder)
+        terms = corpus.query_terms(query)
+        coverage = corpus.coverage(terms, chunks)
+        held = [c.id for c in chunks if corpus.holds(c)]
+        bm25 = corpus.keyword_scores(terms, held)
+        best_bm25 = corpus.best_keyword(terms) if held else 0.0
         out = []
-        for c, ev, r in zip(chunks, evidence, rows):
+        for c, ev, cov in zip(chunks, evidence, coverage):
             window_cos = float((ev.window_vectors @ q).max())
             sent_cos = (float((ev.sentence_vectors @ q).max()) if len(ev.sentence_vectors)
                         else window_cos)
-            if r is not None:
-                coverage = next(coverage_held)
-            else:
-                coverage = (len(q_set & index.keyword.terms(passage(c))) / len(q_set)) if q_set else 0.0
             out.append({
                 "query_cosine": max(0.0, window_cos),
                 "best_sentence_cosine": max(0.0, sent_cos),
-                "term_coverage": float(coverage),
-                "query_bm25": (float(bm25[r]) / best_bm25) if r is not None and best_bm25 > 0 else 0.0,
+                "term_coverage": float(cov),
+                "query_bm25": bm25.get(c.id, 0.0) / best_bm25 if best_bm25 > 0 else 0.0,
             })
         return out
 

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -321,6 +321,13 @@ class ChromaStore:
         """How many windows the collection holds."""
         return int(self.collection.count())
 
+    @_reaching_server(_READING)
+    def nearest(self, vectors: np.ndarray, n: int) -> dict[str, Any]:
+        """The HNSW's ``n`` nearest windows of each vector: ids, metadata (None for a window
+        removed since this process loaded the index) and cosine distances."""
+        return self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
+                                     n_results=n, include=["metadatas", "distances"])
+
     def _get_all(self, include: list[str], where: dict | None = None) -> dict[str, Any]:
         page, offset = 5000, 0
         out: dict[str, list] = {"ids": [], **{k: [] for k in include}}
@@ -389,11 +396,13 @@ class ChromaStore:
                 for cid, rows in grouped.items()}
 
     @_reaching_server(_READING)
-    def read_index_records(self):
-        """Everything the in-memory ``DocumentIndex`` is built from, in one pass over the
-        store: the chunks, each chunk's window vectors (in window order) and its evidence
-        sentences as ``((start, end), vector)``; and the vector dimension."""
-        res = self._get_all(["metadatas", "documents", "embeddings"])
+    def read_index_records(self, doc_ids: Sequence[str] | None = None):
+        """Every chunk's records (of ``doc_ids`` only, if given), in one pass over the store:
+        the chunks, each chunk's window vectors (in window order) and its evidence sentences
+        as ``((start, end), vector)``; and the vector dimension."""
+        where = (None if doc_ids is None else
+                 {"doc_id": {"$in": list(doc_ids)}} if len(doc_ids) != 1 else {"doc_id": doc_ids[0]})
+        res = self._get_all(["metadatas", "documents", "embeddings"], where)
         grouped: dict[str, list] = defaultdict(list)
         dim = 0
         for meta, doc, vec in zip(res["metadatas"], res["documents"], res["embeddings"]):

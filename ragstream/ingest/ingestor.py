@@ -59,7 +59,6 @@ from ragstream.errors import (
     BinaryFileError,
     FileTooLargeError,
     IngestError,
-    IngestLockedError,
     NotUTF8Error,
     RagstreamError,
     StoreUnreadableError,
@@ -70,6 +69,7 @@ from ragstream.errors import (
 from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
 from ragstream.formats.markdown_out import signature_of
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
+from ragstream.ingest.lock import LOCK_FILE, IngestLock  # noqa: F401 (imported from here)
 from ragstream.super_prompt import Chunk
 
 #: what is derived from a document's text at ingestion (evidence sentences and their spans):
@@ -77,85 +77,6 @@ from ragstream.super_prompt import Chunk
 ENCODING = "evidence-spans-2\0"
 
 Progress = Callable[[int, int, str], None]
-
-#: the lock file's name in ``paths.index_dir``
-LOCK_FILE = "ingest.lock"
-#: seconds between two tries of a held lock
-LOCK_POLL_S = 0.2
-
-
-class IngestLock:
-    """An exclusive lock on one index folder for the length of an ingestion (``with`` block).
-
-    ``fcntl.flock`` on ``<index_dir>/ingest.lock``; the holder writes its PID into the file so
-    that a waiter can name it. Each ``IngestLock`` opens the file itself, so two threads of one
-    process exclude each other as two processes do. The file stays after release (removing it
-    would let a waiter lock a file that is no longer the lock's)."""
-
-    def __init__(self, index_dir: str | Path, wait_s: float):
-        self.index_dir = Path(index_dir)
-        self.path = self.index_dir / LOCK_FILE
-        self.wait_s = max(0.0, float(wait_s))
-        self.waited_s = 0.0
-        self.waited_for: int | None = None  # the holder's PID, when this lock had to wait
-        self.contended = False
-        self._fd: int | None = None
-
-    def holder(self) -> int | None:
-        """The PID written by the process that holds (or last held) the lock, if readable."""
-        try:
-            text = self.path.read_text(encoding="utf-8").strip()
-        except OSError:
-            return None
-        return int(text) if text.isdigit() else None
-
-    def acquire(self) -> None:
-        """Take the lock, waiting up to ``wait_s``; then ``IngestLockedError`` names its holder."""
-        import fcntl
-
-        self.index_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        started = time.monotonic()
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    self.contended = True
-                    self.waited_for = self.holder() or self.waited_for
-                    waited = time.monotonic() - started
-                    if waited >= self.wait_s:
-                        raise IngestLockedError(self.index_dir, self.waited_for, waited) from None
-                    time.sleep(min(LOCK_POLL_S, self.wait_s - waited))
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.waited_s = time.monotonic() - started
-        self._fd = fd
-
-    def release(self) -> None:
-        """Give the lock up (its file keeps no PID)."""
-        import fcntl
-
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    def __enter__(self) -> IngestLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
 
 class IngestReport(BaseModel):
     """What one ingest did: file counts by outcome, chunks and windows written, errors, warnings, time."""

@@ -478,7 +478,7 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
             services = (services_for or build_services)(acfg)
             ingested = ingest_path(qs.docs, acfg, services, prune=True).summary()
         index_s = time.perf_counter() - t
-        chunks = services.index().chunks
+        chunks = services.index().all_chunks()
         check_sections(qs, chunks)
         services.embedder.embed(["warm up"])
         for mode in modes:

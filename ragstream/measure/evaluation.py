@@ -216,46 +216,27 @@ def sync_index(docs: Sequence[Doc], cfg: AppConfig, services,
 # --------------------------------------------------------------------------- systems
 
 
-def _top(scores: np.ndarray, ids: list[str], k: int, positive: bool = False) -> list[str]:
-    from ragstream.stages.retrieval import top_rows
-
-    return [ids[r] for r in top_rows(scores, k, positive)]
-
-
 def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Sequence[str],
                 progress: Progress | None = None) -> tuple[dict[str, dict[str, list[str]]],
                                                            dict[str, list[float]]]:
     """Rankings (system -> query id -> doc ids) and latencies (system -> ms per query)."""
     from ragstream.engine import Engine
     from ragstream.render import build_query
-    from ragstream.stages.retrieval import (
-        aggregate_dense,
-        aggregate_keyword,
-        dense_by_piece,
-        keyword_by_piece,
-        split_query,
-    )
+    from ragstream.stages.retrieval import single_ranking, split_query
 
     rankings: dict[str, dict[str, list[str]]] = defaultdict(dict)
     latency: dict[str, list[float]] = defaultdict(list)
     rs, limits = cfg.settings.retrieval, cfg.limits
-    index = services.index()
-    all_rows = np.arange(index.n_chunks)
     engine = Engine(cfg, services)
     rerankers = {b: Engine(cfg, _reranker_services(services, cfg, b)) for b in backends}
     for n, q in enumerate(queries, start=1):
         sp = engine.run(q.text, until="A2_PromptShaper")
         pieces = split_query(build_query(sp.body), limits.N0_QUERY_PIECES, rs.min_piece_tokens)
-
-        services.embedder.clear_cache()
-        t = time.perf_counter()
-        dense = aggregate_dense(dense_by_piece(index, services.embedder, pieces), all_rows, rs.tau)
-        rankings["dense"][q.id] = _top(dense, index.ids, TOP_K)
-        latency["dense"].append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        keyword = aggregate_keyword(keyword_by_piece(index, pieces), all_rows, rs.tau)
-        rankings["bm25"][q.id] = _top(keyword, index.ids, TOP_K, positive=True)
-        latency["bm25"].append((time.perf_counter() - t) * 1000)
+        for system in ("dense", "bm25"):
+            services.embedder.clear_cache()
+            t = time.perf_counter()
+            rankings[system][q.id] = single_ranking(services, pieces, system, TOP_K, rs.tau)
+            latency[system].append((time.perf_counter() - t) * 1000)
 
         services.embedder.clear_cache()
         t = time.perf_counter()

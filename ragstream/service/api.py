@@ -174,7 +174,7 @@ class RAGPipeline:
 
         if index.n_chunks == 0:
             return empty("The knowledge base is empty: ingest documents first.")
-        if not filters.empty and not index.passing(filters).any():
+        if not filters.empty and not index.count(filters):
             return empty(f"No chunk matches the filters ({filters.describe()}).")
         sp = engine.new(query)
         sp.filters = filters

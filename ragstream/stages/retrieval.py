@@ -3,21 +3,21 @@
 1. Query: task, context and purpose from ``sp.body``, whitespace-normalised.
 2. Pieces: the query's sentences, short ones joined to a neighbour, then adjacent pieces
    merged (smallest pair first) until at most N0 remain.
-3. Dense: the pieces are embedded (the only model call); every chunk's exact cosine to every
-   piece (its best window) comes from one matrix product over the in-memory window vectors
-   (``DocumentIndex``), so nothing is read from Chroma at query time and no candidate is
-   scored from a partial list.
-4. Keyword: BM25 (bm25s) scores of every chunk per piece, each piece's scores divided by that
-   piece's best score so pieces weigh alike. Candidates are each piece's N1 nearest chunks
-   and its N1 best keyword matches.
+3. Candidates, from the engine's own indexes (``services.index()``, a ``Corpus``): per piece,
+   its N1 nearest chunks (the engine's ANN index over the windows) and its N1 best BM25
+   matches (the engine's keyword index), filters applied in the engine.
+4. The candidates are fetched (chunk, window vectors) and scored exactly: each one's cosine
+   to every piece (its best window) from its stored vectors, and its BM25 for every piece
+   from the engine, each piece's BM25 divided by that piece's best score anywhere so pieces
+   weigh alike. An approximate index can change which chunks are candidates, never a score.
 5. Per chunk, the piece scores are aggregated with LogAvgExp (τ from config), separately for
    dense and keyword; two rankings result (ties by chunk id).
 6. Reciprocal rank fusion of the two rankings (k and weights from config); the top N1 by
    fused score (ties by id) become the view and ``base_context_chunks``.
 
-With a named conversation (``sp.conversation_name``) the engine hands in services whose index
-holds the knowledge base and the conversation's remembered turns as one
-(``DocumentIndex.with_memory``): both are searched, scored and fused alike, each chunk once by
+With a named conversation (``sp.conversation_name``) the engine hands in services whose corpus
+searches the conversation's remembered turns beside the knowledge base
+(``backends.search.memory``): both are searched, scored and fused alike, each chunk once by
 its id (a turn's id is ``conversation:<name>#<turn>``), and the record says which knowledge
 base and conversation were searched. A turn whose sentences the documents among the top N1
 hold is ranked after them (``conversations.after_documents``): it never outranks a current
@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragstream import edits, staleness
+from ragstream.backends.search.base import best_cosines
 from ragstream.config import AppConfig
 from ragstream.conversations import after_documents
 from ragstream.errors import EmptyIndexError, StageError
@@ -48,7 +49,7 @@ from ragstream.records import RetrievalRecord
 from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.super_prompt import Filters, SuperPrompt, View, ViewRow
 from ragstream.text import sentences
 
 NAME = "Retrieval"
@@ -86,27 +87,39 @@ def top_rows(scores: np.ndarray, n: int, positive: bool = False) -> np.ndarray:
     """Row numbers of the ``n`` best scores (ties: lower row, i.e. smaller chunk id)."""
     rows = np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
     if len(rows) > n:
-        # a partition first (fast at 100k chunks), then an exact, tie-stable sort of the few
+        # a partition first (fast on long lists), then an exact, tie-stable sort of the few
         cut = np.partition(scores[rows], len(rows) - n)[len(rows) - n]
         rows = rows[scores[rows] >= cut]
     order = np.lexsort((rows, -scores[rows]))
     return rows[order][:n]
 
 
-def dense_by_piece(index, embedder, pieces: list[str]) -> np.ndarray:
-    """(chunks × pieces) best-window cosine: one encoder call, one matrix product."""
-    return index.piece_cosines(embedder.embed(pieces))
+def candidates(corpus, vectors: np.ndarray, terms: list[list[str]], n: int,
+               filters: Filters | None, dense: bool = True, keyword: bool = True) -> set[str]:
+    """Each piece's ``n`` nearest chunks and ``n`` best keyword matches, from the engines."""
+    found: set[str] = set()
+    if dense:
+        for near in corpus.dense(vectors, n, filters):
+            found.update(c for c, _ in near)
+    if keyword:
+        for piece in terms:
+            found.update(c for c, _ in corpus.keyword(piece, n, filters))
+    return found
 
 
-def keyword_by_piece(index, pieces: list[str]) -> np.ndarray:
-    """(chunks × pieces) BM25, each piece's scores divided by its best so pieces weigh alike."""
-    kw = np.zeros((index.n_chunks, len(pieces)), dtype=np.float64)
-    for i, piece in enumerate(pieces):
-        s = index.keyword.scores(piece).astype(np.float64)
-        top = s.max() if len(s) else 0.0
-        if top > 0:
-            kw[:, i] = s / top
-    return kw
+def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
+                 terms: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """(candidates × pieces) best-window cosine, from the fetched window vectors, and BM25
+    divided by the piece's best score anywhere (so pieces weigh alike)."""
+    dense = (np.vstack([best_cosines(held[c], vectors) for c in ordered]) if ordered
+             else np.zeros((0, len(vectors)), dtype=np.float32))
+    kw = np.zeros((len(ordered), len(terms)), dtype=np.float64)
+    for i, piece in enumerate(terms):
+        best = corpus.best_keyword(piece) if ordered else 0.0
+        if best > 0:
+            got = corpus.keyword_scores(piece, ordered)
+            kw[:, i] = [got.get(c, 0.0) / best for c in ordered]
+    return dense, kw
 
 
 def aggregate_dense(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.ndarray:
@@ -121,6 +134,23 @@ def aggregate_keyword(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.
     return np.where(kw.max(axis=1) > 0, out, 0.0) if len(rows) else out
 
 
+def single_ranking(services, pieces: list[str], system: str, k: int, tau: float) -> list[str]:
+    """One signal's ranking alone, as the evaluation reports it: ``"dense"`` (LogAvgExp of
+    the best-window cosines) or ``"bm25"`` (of the normalised BM25), the best ``k`` of each
+    piece's ``k`` candidates of that signal (ties by id)."""
+    corpus = services.index()
+    vectors = services.embedder.embed(pieces)
+    terms = [corpus.query_terms(p) for p in pieces]
+    dense = system == "dense"
+    held = corpus.fetch(sorted(candidates(corpus, vectors, terms, k, None, dense, not dense)))
+    ordered = sorted(held)
+    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms)
+    rows = np.arange(len(ordered))
+    scores = (aggregate_dense(dense_pp, rows, tau) if dense
+              else aggregate_keyword(keyword_pp, rows, tau))
+    return [ordered[r] for r in top_rows(scores, k, positive=not dense)]
+
+
 def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     """Hybrid search for the body's query; the top N1 by fused score become the view and base context."""
     limits, rs = cfg.limits, cfg.settings.retrieval
@@ -128,39 +158,25 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     if not query:
         raise StageError(NAME, "the prompt has no task, context or purpose to search for; "
                                "run A0_PreProcessing on a non-empty prompt first.")
-    index = services.index()  # with a conversation's memory: both as one index
-    memory = getattr(services, "memory", None)
-    if index.n_chunks == 0:
+    corpus = services.index()  # the knowledge base's engine, a conversation's turns beside it
+    total = corpus.n_chunks
+    if total == 0:
         raise EmptyIndexError(cfg.settings.vector_store.collection)
+    filters = None if sp.filters.empty else sp.filters
+    if filters is not None and not corpus.count(filters):
+        raise StageError(NAME, f"no chunk matches the filters ({sp.filters.describe()}); "
+                               "widen or clear them.")
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
     n1 = limits.N1_RETR_MAX_CANDIDATES
     chunk_edits = edits.chunk_edits(sp.edits)
-    added = {c: index.row(c) for c in chunk_edits.added}
-    forced = [r for r in added.values() if r is not None]
-    dense_pp = dense_by_piece(index, services.embedder, pieces)
-    keyword_pp = keyword_by_piece(index, pieces)
-    passing = None
-    if not sp.filters.empty:
-        passing = index.passing(sp.filters)
-        if not passing.any():
-            raise StageError(NAME, f"no chunk matches the filters ({sp.filters.describe()}); "
-                                   "widen or clear them.")
-        if forced:  # a chunk the person added is searched whatever the filters say
-            passing = passing.copy()
-            passing[forced] = True
-        dense_pp[~passing] = -np.inf
-        keyword_pp[~passing] = 0.0
-
-    # candidates: each piece's n1 nearest chunks and its n1 best keyword matches
-    rows_set: set[int] = set(forced)
-    for i in range(len(pieces)):
-        rows_set.update(top_rows(dense_pp[:, i], n1).tolist())
-        rows_set.update(top_rows(keyword_pp[:, i], n1, positive=True).tolist())
-    if passing is not None:
-        rows_set = {r for r in rows_set if passing[r]}
-    rows = np.asarray(sorted(rows_set), dtype=np.int64)  # row order is chunk id order
-    ids = index.ids
-    ordered = [ids[r] for r in rows]
+    vectors = services.embedder.embed(pieces)
+    terms = [corpus.query_terms(p) for p in pieces]
+    # a chunk the person added is a candidate whatever the filters say
+    found = candidates(corpus, vectors, terms, n1, filters) | set(chunk_edits.added)
+    held = corpus.fetch(sorted(found))
+    ordered = sorted(held)  # chunk id order
+    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms)
+    rows = np.arange(len(ordered))
     dense = dict(zip(ordered, aggregate_dense(dense_pp, rows, rs.tau).tolist()))
     keyword = dict(zip(ordered, aggregate_keyword(keyword_pp, rows, rs.tau).tolist()))
 
@@ -172,7 +188,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     fused_order = sorted(ordered, key=lambda c: (-fused[c], c))
     top = _top(fused_order, n1, chunk_edits)
     # a remembered turn never outranks the documents that say what it says
-    top, after = after_documents(top, {c: index.chunks[index.row(c)] for c in top},
+    top, after = after_documents(top, {c: held[c].chunk for c in top},
                                  cfg.settings.conversations.covered_share)
     d_pos, k_pos = rank_positions(dense_rank), rank_positions(kw_rank)
 
@@ -189,16 +205,16 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
                                 status="dropped" if why == edits.EXCLUDED else "kept",
                                 reason="; ".join(r for r in (why, moved) if r),
                                 decided_by="you" if why else "rule"))
-    _note_chunk_edits(sp, chunk_edits, top, fused_order, index, passing)
+    _note_chunk_edits(sp, chunk_edits, top, fused_order, corpus, held, filters)
 
-    sp.base_context_chunks = [index.chunks[index.row(c)] for c in top]
+    sp.base_context_chunks = [held[c].chunk for c in top]
     sp.views_by_stage[View.RETRIEVAL] = out_rows
     sp.extras.retrieval = RetrievalRecord(
         query=query, pieces=pieces, candidates_considered=len(ordered), returned=len(out_rows),
-        tau=rs.tau, rrf_k=rs.rrf_k, index_chunks=index.n_chunks,
+        tau=rs.tau, rrf_k=rs.rrf_k, index_chunks=total,
         kb=getattr(services, "kb_name", "default"),
         conversation=sp.conversation_name,
-        conversation_chunks=len(memory.chunks) if memory is not None else 0,
+        conversation_chunks=corpus.memory_chunks,
     )
     return sp
 
@@ -221,24 +237,25 @@ def _top(fused_order: list[str], n1: int, chunk_edits: edits.ChunkEdits) -> list
 
 
 def _note_chunk_edits(sp: SuperPrompt, chunk_edits: edits.ChunkEdits, top: list[str],
-                      fused_order: list[str], index, passing) -> None:
+                      fused_order: list[str], corpus, held: dict, filters: Filters | None) -> None:
     """Say, for each chunk edit, what Retrieval did with it or why it could not apply it."""
     place = {c: i for i, c in enumerate(top, start=1)}
     among = {c: i for i, c in enumerate(fused_order, start=1)}
     for cid, edit in chunk_edits.by_id.items():
-        row = index.row(cid)
+        chunk = held[cid].chunk if cid in held else corpus.chunk(cid)
         if cid in place:
             said = {"pin": "kept", "add": "brought in", "exclude": "dropped"}[edit.kind]
             where = f"at Retrieval rank {place[cid]}"
             if edit.kind == "add" and place[cid] != among[cid]:
                 where += f" (rank {among[cid]} of the {len(fused_order)} scored)"
-            if edit.kind == "add" and passing is not None and not sp.filters.matches(index.chunks[row]):
+            if edit.kind == "add" and filters is not None and chunk is not None \
+                    and not filters.matches(chunk):
                 where += ", outside the filters"
             edits.note(sp, NAME, edit, True, f"{said} {where}")
-        elif row is None:
+        elif chunk is None:
             edits.note(sp, NAME, edit, False, f"not applied: {cid} is not in the knowledge base "
                                               "any more (re-ingested or removed)")
-        elif passing is not None and not passing[row]:
+        elif filters is not None and not filters.matches(chunk):
             edits.note(sp, NAME, edit, False, f"not applied: {cid} is left out by the filters "
                                               f"({sp.filters.describe()})")
         else:

@@ -279,9 +279,9 @@ def filter_choices(engine: Engine) -> dict[str, list[str]]:
     Retrieval searches with the knowledge base: a type filter without it leaves them out)."""
     from ragstream.conversations import DOC_TYPE
 
-    chunks = engine.services.index().chunks
-    return {"doc_type": sorted({c.doc_type for c in chunks} | {DOC_TYPE}),
-            "source": sorted({c.source_name for c in chunks if c.source_name})}
+    corpus = engine.services.index()
+    return {"doc_type": sorted(set(corpus.values("doc_type")) | {DOC_TYPE}),
+            "source": corpus.values("source_name")}
 
 
 #: (agent, model, seconds waited so far), shown while an agent waits for the model

@@ -42,7 +42,7 @@ WRITE_WAIT_S = 30.0
 #: the writer's memory budget (tantivy's minimum per thread is 15 MB)
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is rebuilt from the store
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -118,6 +118,7 @@ class KeywordEngine:
         sb.add_text_field("source_name", tokenizer_name="raw")
         sb.add_integer_field("day", indexed=True, fast=True)
         sb.add_integer_field("written", stored=True, indexed=True, fast=True)
+        sb.add_integer_field("n_terms", fast=True)  # BM25's document length
         sb.add_integer_field("n_windows", stored=True)
         sb.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
         sb.add_bytes_field("windows", stored=True)
@@ -144,6 +145,11 @@ class KeywordEngine:
                     self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
                     marker.write_text(str(SCHEMA_VERSION))
         return self._index
+
+    def close(self) -> None:
+        """Forget the open index (its folder can then be deleted)."""
+        with self._lock:
+            self._index = None
 
     def _searcher(self):
         """A searcher over the latest commit of any process (``reload`` opens new segments only)."""
@@ -195,7 +201,7 @@ class KeywordEngine:
         fields = {
             "id": c.id, "doc_id": s.doc_id, "doc_hash": s.doc_hash,
             "version": f"{s.doc_id}\0{s.doc_hash}",
-            "terms": " ".join(terms),
+            "terms": " ".join(terms), "n_terms": len(terms),
             "words": " ".join(fold(index_text(c)).split()),
             "doc_type": c.doc_type, "source": c.source, "source_name": c.source_name,
             "written": s.written_ns,
@@ -296,6 +302,42 @@ class KeywordEngine:
         n = int(searcher.num_docs)
         return bm25_idf(n, int(searcher.doc_freq("terms", term))) if n else 0.0
 
+    def stats(self) -> tuple[int, float]:
+        """BM25's corpus statistics: how many chunks, and their mean length in terms."""
+        searcher = self._searcher()
+        n = int(searcher.num_docs)
+        if not n:
+            return 0, 0.0
+        found = searcher.aggregate(tantivy_all(), {"len": {"avg": {"field": "n_terms"}}})
+        return n, float(found["len"]["value"] or 0.0)
+
+    def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each of ``terms``, from one searcher."""
+        searcher = self._searcher()
+        return {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+
+    def values(self, field: str) -> list[str]:
+        """The distinct values of a filter field (``doc_type``, ``source_name``) the index
+        holds, from its term dictionary: no chunk is read."""
+        return sorted(t for t, _ in self._searcher().terms_with_prefix(field, "") if t)
+
+    def document_chunks(self, doc_id: str, limit: int = 10_000) -> list[str]:
+        """The ids of ``doc_id``'s chunks."""
+        import tantivy
+
+        searcher = self._searcher()
+        q = tantivy.Query.term_query(self._schema, "doc_id", doc_id)
+        return sorted(cid for cid, _ in self._ids(searcher, searcher.search(q, limit, count=False).hits))
+
+    def every_chunk(self, page: int = 1000) -> Iterable[StoredChunk]:
+        """Every stored chunk, a page at a time: this reads the whole index (evaluation and
+        tools; never on a query's path)."""
+        searcher = self._searcher()
+        n = int(searcher.num_docs)
+        for offset in range(0, n, page):
+            for _, addr in searcher.search(tantivy_all(), page, count=False, offset=offset).hits:
+                yield self._stored(searcher.doc(addr))
+
     def phrase(self, text: str, limit: int) -> list[str]:
         """The chunks whose title, headings or text hold ``text``'s words in a row (folded:
         case and accents aside), at most ``limit``, best BM25 first."""
@@ -326,13 +368,20 @@ class KeywordEngine:
             out[s.chunk.id] = s
         return out
 
-    def written_since(self, written_ns: int, limit: int = 100_000) -> list[StoredChunk]:
-        """The chunks of the documents written after ``written_ns`` (at most ``limit``)."""
+    def written_since(self, written_ns: int, limit: int = 100_000,
+                      besides: Iterable[int] = ()) -> list[StoredChunk]:
+        """The chunks of the documents written after ``written_ns`` (at most ``limit``), but
+        for those written at the times ``besides``."""
         import tantivy
 
         searcher = self._searcher()
-        q = tantivy.Query.range_query(self._schema, "written", tantivy.FieldType.Integer,
-                                      written_ns, None, include_lower=False)
+        Q = tantivy.Query
+        q = Q.range_query(self._schema, "written", tantivy.FieldType.Integer,
+                          written_ns, None, include_lower=False)
+        if besides:
+            q = Q.boolean_query([(tantivy.Occur.Must, q)] + [
+                (tantivy.Occur.MustNot, Q.term_query(self._schema, "written", int(ns)))
+                for ns in besides])
         return [self._stored(searcher.doc(a)) for _, a in searcher.search(q, limit, count=False).hits]
 
     def documents(self) -> dict[str, str]:
@@ -361,6 +410,13 @@ class KeywordEngine:
             window_vectors=windows.reshape(n_windows, dim),
             sentence_vectors=sentences.reshape(len(spans), dim),
             spans=spans, written_ns=int(d["written"][0]))
+
+
+def tantivy_all():
+    """The query every chunk matches."""
+    import tantivy
+
+    return tantivy.Query.all_query()
 
 
 def stored_chunks(records: Sequence, doc_id: str, doc_hash: str, written_ns: int) -> list[StoredChunk]:
