@@ -559,28 +559,40 @@ def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance
 @click.option("--token-env", default="RAGSTREAM_API_TOKEN", show_default=True,
               help="The environment variable holding the bearer token; when it is set, every "
                    "endpoint but /health needs 'Authorization: Bearer <token>'.")
-def serve(host: str, port: int, token_env: str) -> None:
-    """Build the pipeline, warm its models up and serve it until interrupted."""
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes over one listening socket, each with its own engine over the "
+                   "knowledge base's folder (no corpus copy; each loads the models). 1 serves in "
+                   "this process; on a machine with C cores, C workers serve the most requests/s.")
+def serve(host: str, port: int, token_env: str, workers: int) -> None:
+    """Build the pipeline, warm its models up and serve it until interrupted (with
+    ``--workers N`` > 1, every worker process builds its own: ``http.serve_workers``)."""
     import os
 
     from ragstream.service.api import RAGPipeline
     from ragstream.service.http import serve as run_service
+    from ragstream.service.http import serve_workers
 
     token = os.environ.get(token_env)
     if token is not None and not token.strip():
         raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
                                f"send, or unset it to serve without one.")
     try:
-        engine = _engine()
+        engine = _engine()  # a bad configuration fails here, before any worker starts
     except RagstreamError as err:
         _fail(err)
-    try:
-        engine.warm_up()
-    except RagstreamError as err:  # e.g. the Chroma server is down: /health says so
-        click.echo(f"Warning ({err.kind}): {err}", err=True)
-    click.echo(f"RAGstream service on http://{host}:{port} (schema: /openapi.json); "
+    if workers == 1:
+        try:
+            engine.warm_up()
+        except RagstreamError as err:  # e.g. the Chroma server is down: /health says so
+            click.echo(f"Warning ({err.kind}): {err}", err=True)
+    click.echo(f"RAGstream service on http://{host}:{port} (schema: /openapi.json)"
+               + (f", {workers} worker processes" if workers > 1 else "") + "; "
                + (f"bearer token required (from ${token_env})." if token else
                   f"no token required (set ${token_env} to require one)."), err=True)
+    if workers > 1:
+        del engine  # each worker builds and warms up its own
+        serve_workers(host, port, workers, token_env if token else None)
+        return
     run_service(RAGPipeline(engine), host, port, token.strip() if token else None)
 
 
@@ -785,9 +797,9 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
 
 
 @main.command(help="Measure speed and size on this machine: ingestion against raw encoding, "
-                   "retrieval at 10k and 100k chunks, rerank, the whole pipeline, a fresh CLI "
-                   "run, peak memory; each figure next to its target. --page: the page's click "
-                   "to redraw in Chromium instead.")
+                   "retrieval at 10k chunks on the real store (--scale: 10k, 100k, 1M), rerank, "
+                   "the whole pipeline, a fresh CLI run, peak memory; each figure next to its "
+                   "target. --page: the page's click to redraw in Chromium instead.")
 @click.option("--quick", is_flag=True, help="Everything small: a smoke run of well under a minute.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
@@ -805,9 +817,30 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
 @click.option("--formats", "formats", is_flag=True,
               help="Instead: words/s converting PDF, DOCX, PPTX, HTML and EPUB (the bundled "
                    "knowledge base made in each, benchmarks/formats/) against ingesting it.")
+@click.option("--scale", "scale", is_flag=True,
+              help="Instead: retrieval p50/p95, serving memory, update-to-queryable, the first "
+                   "query after another process's change, ingestion throughput and one-file "
+                   "ingests on the real store at --sizes chunks (synthetic vectors; each size "
+                   "built once and cached in ~/.cache/ragstream/bench-scale).")
+@click.option("--sizes", default="10k,100k", show_default=True,
+              help="With --scale: the sizes, comma-separated (10k, 100k, 1M or a number of "
+                   "chunks); 1M is opt-in (building it takes hours).")
 def bench(quick: bool, as_json: bool, out: str | None, page: bool, rounds: int,
-          app: str | None, tab: str | None, formats: bool) -> None:
+          app: str | None, tab: str | None, formats: bool, scale: bool, sizes: str) -> None:
     """Run the benchmark and print the report or JSON (optionally also to a file)."""
+    if scale:
+        from ragstream.measure.scale import format_scale_report, parse_sizes, run_scale
+
+        try:
+            chosen = parse_sizes(sizes)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--sizes") from err
+        try:
+            result = run_scale(chosen, quick=quick, progress=_stderr_progress())
+        except RagstreamError as err:
+            _fail(err)
+        _emit(result, as_json, out, format_scale_report)
+        return
     if formats:
         from ragstream.measure.format_bench import format_formats_report, run_format_bench
 

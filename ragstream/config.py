@@ -72,10 +72,13 @@ class PathsSettings(_Strict):
 
 
 class VectorStoreSettings(_Strict):
-    """The Chroma store: embedded or over HTTP, its collection name and write batch size."""
+    """The store and search engine: Chroma embedded (with tantivy beside it) or over HTTP, or
+    Milvus (a server or cluster; Milvus Lite embedded); its collection name and write batch size."""
 
-    mode: Literal["persistent", "http"] = "persistent"
-    url: str = Field("", description="http://host:port of a `chroma run` server, for mode=http")
+    mode: Literal["persistent", "http", "milvus"] = "persistent"
+    url: str = Field("", description=(
+        "mode=http: http://host:port of a `chroma run` server; mode=milvus: http://host:19530 of "
+        "a Milvus server or cluster (empty: Milvus Lite in <index_dir>/milvus.db, one process)"))
     collection: str = Field("ragstream_kb", min_length=3, max_length=60)
     write_batch_size: int = Field(256, ge=1, le=5000)
     connect_timeout_s: float = Field(2.0, gt=0, le=120, description=(

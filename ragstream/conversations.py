@@ -19,7 +19,7 @@ citations, the knowledge base, when). A turn whose answer asserted something wit
 *remembered*: it becomes a chunk of the conversation (``Turn.chunk``: source "conversation",
 doc type "conversation", the turn and its time as the heading), encoded once when the turn is
 added (its window and sentence vectors are kept in the row) and searched by Retrieval together
-with the knowledge base (``DocumentIndex.with_memory``).
+with the knowledge base (``backends.search.memory``).
 
 The chunk holds what the answer asserted (``memory_text``): one line per answer sentence that
 cites a valid source, without its ``[n]`` and followed by that source, ``Chunks are split at
@@ -206,7 +206,7 @@ class ConversationInfo:
 @dataclass(frozen=True)
 class Memory:
     """The chunks of a conversation's remembered turns, with their stored vectors, ready to
-    be searched beside a knowledge base (``DocumentIndex.with_memory``)."""
+    be searched beside a knowledge base (``backends.search.memory.MemoryEngine``)."""
 
     name: str
     chunks: tuple[Chunk, ...]

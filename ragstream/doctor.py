@@ -127,10 +127,12 @@ def keyword_problem(store, readable: bool) -> str:
         held = store.keyword_engine.documents()
     except Exception as err:
         return f"damaged: it cannot be opened ({type(err).__name__}: {err})"
-    if not readable or store.in_step():
+    if not readable:
         return ""
-    stored = {d: doc.doc_hash for d, doc in store.documents().items()}
+    stored = {d: doc.doc_hash for d, doc in store.chroma.documents().items()}
     differ = sum(held.get(d) != h for d, h in stored.items()) + len(set(held) - set(stored))
+    if not differ:
+        return ""
     return (f"out of step with the store: {differ} document(s) differ (the next query or "
             "`python -m ragstream repair` rewrites them)")
 
@@ -140,7 +142,7 @@ def _store_problem(store) -> str:
     from ragstream.errors import VectorDBUnavailableError, root_cause
 
     try:
-        store.documents()
+        store.chroma.documents()
         store.chroma.read_index_records()
         store.fingerprint()
     except VectorDBUnavailableError:
@@ -185,12 +187,17 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
 
     services = services or build_services(cfg)
     store = services.store
-    keywords = store.keyword_engine.folder
+    keywords = Path(getattr(getattr(store, "keyword_engine", None), "folder", "") or cfg.index_dir)
     s = cfg.settings
     report = RepairReport(index_dir=str(cfg.index_dir), store=store.location,
                           keyword_index=str(keywords))
     persistent = s.vector_store.mode == "persistent"
     chroma_dir = cfg.index_dir / "chroma"
+    if s.vector_store.mode == "milvus":
+        report.store_state = report.keyword_state = "not checked (Milvus keeps both in one engine)"
+        report.problems.append(f"`repair` checks the default engine (Chroma + tantivy); check the "
+                               f"Milvus store at {store.location} with Milvus's own tools")
+        return report
     if persistent and not chroma_dir.exists():
         report.store_state = "missing (nothing has been ingested into this index yet)"
         report.keyword_state = keyword_problem(store, False) or "ok"

@@ -384,6 +384,21 @@ class ConversationKnowledgeBaseError(ConversationError):
     kind = "conversation of another knowledge base"
 
 
+class KeywordIndexUnreadableError(VectorStoreError):
+    """The keyword index beside the store (tantivy) cannot be opened: damaged or unreadable."""
+
+    kind = "keyword index unreadable"
+
+    def __init__(self, location: str | Path, detail: str):
+        self.location = str(location)
+        self.detail = detail
+        super().__init__(
+            f"The keyword index at {location} cannot be read ({detail}). Run `python -m "
+            f"ragstream repair`: it moves it aside to a timestamped backup and makes it again "
+            f"from the store (nothing is encoded again; your documents are not touched)."
+        )
+
+
 class StoreUnreadableError(VectorStoreError):
     """The vector store's files cannot be read: damaged, or not readable by this user."""
 

@@ -122,6 +122,11 @@ def open_store(cfg: AppConfig):
     from ragstream.backends.vector_store import ChromaStore
 
     s = cfg.settings
+    if s.vector_store.mode == "milvus":
+        from ragstream.backends.search.milvus import MilvusEngine
+
+        return MilvusEngine.from_settings(s.vector_store, cfg.index_dir, s.retrieval.stemmer,
+                                          s.retrieval.stopwords)
     return LocalEngine.open(ChromaStore(s.vector_store, cfg.index_dir), s.retrieval.stemmer,
                             s.retrieval.stopwords)
 

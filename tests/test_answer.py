@@ -38,7 +38,7 @@ from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import answer_only, llm_config, with_llm
 
-ON_TOPIC = "How do I start a Chroma server?"
+ON_TOPIC = "Which command starts the Chroma server?"  # source 1 clearly the "chroma run" section
 OFF_TOPIC = "How do I cook pasta?"
 
 

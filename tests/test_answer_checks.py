@@ -19,7 +19,7 @@ from ragstream.text import sentences
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import answer_only, llm_config, with_llm
 
-ON_TOPIC = "How do I start a Chroma server?"
+ON_TOPIC = "Which command starts the Chroma server?"  # source 1 clearly the "chroma run" section
 #: every sentence cites source 1, whose text says each of these things
 GOOD = ("Start it with the chroma run command [1]. It listens on the loopback interface [1]. "
         "RAGstream can talk to a Chroma server over HTTP [2].")

@@ -107,11 +107,11 @@ def test_contract_5_ingest_idempotency(tmp_path, embedder):
     second = rag.ingest([rule_document(uuid1, updated)])
     assert second.documents_processed == 1
     assert second.documents_failed == 0
-    index = rag.engine.services.index()
+    chunks = rag.engine.services.index().all_chunks()
     # old embeddings removed, new ones created: the store holds exactly the new version
-    assert {c.doc_id for c in index.chunks} == {str(uuid1)}
-    assert any("Broken operatives retreat" in c.text for c in index.chunks)
-    assert len(index.chunks) == len(old) + 1 and len({c.id for c in index.chunks}) == len(index.chunks)
+    assert {c.doc_id for c in chunks} == {str(uuid1)}
+    assert any("Broken operatives retreat" in c.text for c in chunks)
+    assert len(chunks) == len(old) + 1 and len({c.id for c in chunks}) == len(chunks)
     ctx = rag.retrieve("What happens in the morale phase?", "test:user1", min_relevance=0.0)
     assert ctx.document_chunks[0].document_id == uuid1
     assert ctx.document_chunks[0].metadata["source"] == "Core Rules v3.1"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -28,11 +27,11 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from ragstream import cli, doctor
-from ragstream.backends.doc_index import DocumentIndex
 from ragstream.config import DEFAULT_CONFIG_DIR, load_config
 from ragstream.engine import Engine
-from ragstream.errors import ConfigError, StoreUnreadableError
+from ragstream.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.ingest.ingestor import TextDocument, ingest_documents
+from ragstream.super_prompt import View
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.conftest import ROOT, make_config
@@ -425,53 +424,58 @@ def garble(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("name, damage", [
-    ("manifest.json", lambda p: p.write_text('{"format": 2, "fingerp')),
-    ("arrays.npz", lambda p: p.write_bytes(p.read_bytes()[:200])),
-    ("chunks.json", lambda p: p.write_bytes(p.read_bytes()[:-50])),
-    ("bm25/", lambda p: next(p.glob("*.npy")).write_bytes(b"\x93NUMPY garbage")),
-])
-def test_a_damaged_snapshot_is_named_and_rebuilt_from_the_store(fresh_engine, tmp_path, name, damage,
-                                                                 caplog):
+@pytest.mark.parametrize("damage", ["meta.json", "out of step"])
+def test_a_damaged_or_out_of_step_keyword_index_is_named_and_repaired(fresh_engine, tmp_path, damage,
+                                                                      monkeypatch):
+    """A keyword index that cannot be opened stops a query with a typed error naming the
+    repair; one out of step with the store (a document missing) is found by ``repair
+    --check`` and mended by the next query. ``repair`` makes either again from the store."""
     write(tmp_path / "kb", "good.md", GOOD)
     write(tmp_path / "kb", "more.md", "# Hedgehogs\n\nHedgehogs sleep through the winter.\n")
     fresh_engine.ingest(tmp_path / "kb")
-    expected = fields(fresh_engine.run("When do owls hunt?"))
-    folder = fresh_engine.services.index_cache.folder
-    fingerprint = fresh_engine.services.store.fingerprint()
-    assert doctor.snapshot_problem(folder, fingerprint) == ""
-    damage(folder / name)
+    first = fresh_engine.run("When do owls hunt?")
+    expected, kept = fields(first), set(first.kept_ids(View.RETRIEVAL))
+    store = fresh_engine.services.store
+    folder = store.keyword_engine.folder
+    assert doctor.keyword_problem(store, True) == ""
+    store.close()
+    if damage == "meta.json":
+        (folder / "meta.json").write_text('{"index_settings": {', encoding="utf-8")
+    else:
+        store.chroma.delete_document("kb/more.md")  # removed from the store, not from tantivy
     found = doctor.check(fresh_engine.cfg, fresh_engine.services)
-    assert found.snapshot_state.startswith(f"damaged: {name} cannot be read"), found.snapshot_state
-    assert found.store_state == "ok" and not found.healthy
-    # a new process finds the snapshot unreadable, says so, rebuilds it from the store and saves it
+    assert found.store_state == "ok" and found.keyword_state != "ok", found.keyword_state
+    if damage == "meta.json":
+        assert found.keyword_state.startswith("damaged: it cannot be opened") and not found.healthy
+        again = Engine(fresh_engine.cfg)
+        again.services.embedder = fresh_engine.services.embedder
+        with pytest.raises(KeywordIndexUnreadableError, match="ragstream repair"):
+            again.run("When do owls hunt?")
+        for var, path in (("RAGSTREAM_INDEX_DIR", fresh_engine.cfg.index_dir),
+                          ("RAGSTREAM_KB_DIR", tmp_path / "kb"),
+                          ("RAGSTREAM_UPLOADS_DIR", fresh_engine.cfg.uploads_dir)):
+            monkeypatch.setenv(var, str(path))
+        result = CliRunner().invoke(cli.main, ["repair"])
+        assert result.exit_code == 0, result.output
+        assert "brought the keyword index in step with the store: 2 document(s) rewritten" in result.stdout
+        assert CliRunner().invoke(cli.main, ["repair", "--check"]).stdout.splitlines() == [
+            f"store     {store.location}: ok", f"keywords  {folder}: ok"]
+    else:
+        assert found.keyword_state.startswith("out of step with the store: 1 document(s) differ")
     again = Engine(fresh_engine.cfg)
     again.services.embedder = fresh_engine.services.embedder
-    with caplog.at_level(logging.WARNING, logger="ragstream.backends.doc_index"):
-        assert fields(again.run("When do owls hunt?")) == expected
-    assert any("rebuilding the index from the store" in r.getMessage() for r in caplog.records)
-    assert doctor.snapshot_problem(folder, fingerprint) == ""
-    assert DocumentIndex.load(folder, fingerprint, again.services.index_cache.new_keyword_index())
-
-
-def test_repair_rebuilds_a_damaged_snapshot_and_says_so(fresh_engine, tmp_path, monkeypatch):
-    write(tmp_path / "kb", "good.md", GOOD)
-    fresh_engine.ingest(tmp_path / "kb")
-    folder = fresh_engine.services.index_cache.folder
-    (folder / "arrays.npz").write_bytes(b"PK\x03\x04 truncated")
-    for var, path in (("RAGSTREAM_INDEX_DIR", fresh_engine.cfg.index_dir),
-                      ("RAGSTREAM_KB_DIR", tmp_path / "kb"),
-                      ("RAGSTREAM_UPLOADS_DIR", fresh_engine.cfg.uploads_dir)):
-        monkeypatch.setenv(var, str(path))
-    result = CliRunner().invoke(cli.main, ["repair", "--check"])
-    assert result.exit_code == 1
-    assert f"snapshot  {folder}: damaged: arrays.npz cannot be read (BadZipFile" in result.stdout
-    result = CliRunner().invoke(cli.main, ["repair"])
-    assert result.exit_code == 0, result.output
-    assert ("done      rebuilt the index snapshot from the store: 1 chunks, 1 windows (it was "
-            "damaged: arrays.npz cannot be read") in result.stdout
-    assert CliRunner().invoke(cli.main, ["repair", "--check"]).stdout.splitlines() == [
-        f"store     {fresh_engine.services.store.location}: ok", f"snapshot  {folder}: ok"]
+    if damage != "meta.json":  # the next ingest mends it
+        report = again.ingest(tmp_path / "kb", prune=False)
+        assert any("out of step" in w for w in report.warnings), report.warnings
+    sp = again.run("When do owls hunt?")
+    assert again.services.store.in_step()
+    held = set(again.services.store.keyword_engine.documents())
+    assert held == set(again.services.store.documents())
+    assert held == {"kb/good.md", "kb/more.md"}
+    if damage == "meta.json":  # nothing re-encoded: the same pass, byte for byte
+        assert fields(sp) == expected
+    else:  # more.md encoded again (in another batch: int8 moves its vectors slightly)
+        assert set(sp.kept_ids(View.RETRIEVAL)) == kept
 
 
 def tree_digest(folder: Path) -> dict[str, str]:

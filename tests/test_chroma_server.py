@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
 from ragstream.engine import Engine
 from ragstream.errors import VectorDBUnavailableError, VectorStoreError
@@ -253,7 +254,8 @@ def test_server_lost_during_an_ingest_stops_it_typed_and_the_next_ingest_complet
     cfg = make_config(tmp_path / "idx", RAGSTREAM_CHROMA_URL=own_server.url)
     engine = Engine(cfg)
     engine.services.embedder = embedder
-    engine.services.store = DyingStore(cfg.settings.vector_store, cfg.index_dir)
+    engine.services.store = LocalEngine(DyingStore(cfg.settings.vector_store, cfg.index_dir),
+                                        engine.services.store.keyword_engine)
     kb = tiny_kb(tmp_path)
     with pytest.raises(VectorDBUnavailableError, match="while writing") as caught:
         engine.ingest(kb)  # not a report with every file "failed": the run stops

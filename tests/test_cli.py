@@ -48,18 +48,21 @@ def test_ingest_run_json_and_until(tmp_path, small_kb):
     assert json.loads(out.stdout)["documents"] == 2
 
 
-def test_a_query_on_an_unchanged_kb_does_not_load_chroma(tmp_path, small_kb):
-    """The snapshot of the index is current, so a fresh process answers from it alone: no
-    chromadb import (about a second of a fresh CLI run)."""
+def test_a_query_on_an_unchanged_kb_rewrites_nothing(tmp_path, small_kb):
+    """The engines answer a fresh process's query as they are: nothing is rebuilt or
+    rewritten (no file of the knowledge base's folder changes)."""
     idx = tmp_path / "idx"
     cli("ingest", str(small_kb), index_dir=idx)
-    cli("run", "What does RRF fuse?", "--no-sync", index_dir=idx)  # writes the snapshot
+    before = {p: p.stat().st_mtime_ns for p in idx.rglob("*") if p.is_file()}
     code = ("import sys; from ragstream.engine import Engine; sp = Engine().run('What does RRF "
-            "fuse?'); print(sp.stage, 'chromadb' in sys.modules)")
+            "fuse?'); print(sp.stage, len(sp.final_selection_ids) > 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "RAGSTREAM_INDEX_DIR": str(idx)}, timeout=600,
                          check=True)
-    assert out.stdout.split() == ["a5", "False"]
+    assert out.stdout.split() == ["a5", "True"]
+    changed = sorted(str(p.relative_to(idx)) for p, t in before.items()
+                     if p.exists() and p.stat().st_mtime_ns != t and "keyword-" in str(p))
+    assert changed == []
 
 
 def test_errors_are_clear_and_exit_non_zero(tmp_path, small_kb):

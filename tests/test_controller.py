@@ -68,7 +68,7 @@ def test_a_failing_stage_leaves_the_state_unchanged(kb_engine):
     before = sp.model_dump_json()
 
     class BrokenStore:
-        def fingerprint(self):
+        def version(self):
             raise ConnectionError("store went away")
 
     services = kb_engine.services

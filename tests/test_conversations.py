@@ -1,4 +1,4 @@
-"""The conversation as a retrieval source (ragstream/conversations.py, DocumentIndex.with_memory,
+"""The conversation as a retrieval source (ragstream/conversations.py, backends/search/memory.py,
 Engine.answer recording turns, run --conversation, the HTTP /answer's conversation): a real
 Chroma in a temp dir, the real embedding model, the extractive answer (no LLM)."""
 
@@ -278,48 +278,42 @@ def test_asked_again_the_documents_lead_not_the_earlier_turn(engine):
     assert question not in ans.text and again.extras.turn.uses is None
 
 
-def test_the_combined_index_is_the_two_as_one(engine, tmp_path, embedder):
-    """with_memory gives each chunk its own vectors and the BM25 of the union, as an index
-    built from scratch over both would; a store with no documents yet still searches a turn."""
+def test_the_turns_are_searched_beside_the_knowledge_base(engine, tmp_path, embedder):
+    """A conversation's turns are a small engine beside the knowledge base's: each turn keeps
+    its own stored vectors (exact cosines), its BM25 is the knowledge base's formula with the
+    knowledge base's statistics (a chunk holding the same words scores alike), and a store
+    with no documents yet still searches a turn."""
     import numpy as np
 
-    from ragstream.backends.keyword_index import KeywordIndex
+    from ragstream.backends.keyword_index import bm25_idf, bm25_score, index_text
 
     name = "combined"
     _turn(engine, "How does the ReRanker choose its backend?", name)
     memory = engine.conversations().memory(name, engine.services.embedder)
     kb = engine.services.index()
-    both = kb.with_memory(memory, KeywordIndex())
-    assert both.n_chunks == kb.n_chunks + 1 and both.ids[-1] == chunk_id(name, 1)
-    def windows(c):
-        i = both.row(c.id)
-        return list(both.window_vectors[both.window_offsets[i]:both.window_offsets[i + 1]])
-
-    def sentences(c):
-        i = both.row(c.id)
-        a, b = both.sentence_offsets[i], both.sentence_offsets[i + 1]
-        return [((int(x), int(y)), v) for (x, y), v in zip(both.sentence_spans[a:b],
-                                                            both.sentence_vectors[a:b])]
-
-    scratch = type(kb).from_records(
-        "x", kb.chunks + list(memory.chunks),
-        {**{c.id: windows(c) for c in kb.chunks}, **memory.windows},
-        {**{c.id: sentences(c) for c in kb.chunks}, **memory.sentences}, kb.dim, KeywordIndex())
-    query = "offline backend cross-encoder model on disk"
-    mine = dict(zip(both.ids, both.keyword.scores(query)))
-    theirs = dict(zip(scratch.ids, scratch.keyword.scores(query)))
-    assert mine.keys() == theirs.keys() and all(abs(mine[k] - theirs[k]) < 1e-5 for k in mine)
-    q = engine.services.embedder.embed([query])
-    a, b = both.piece_cosines(q), scratch.piece_cosines(q)
-    assert all(abs(a[both.row(c)][0] - b[scratch.row(c)][0]) < 1e-5 for c in both.ids)
-    turn = both.chunks[-1]
-    assert both.evidence(turn) is not None and len(both.evidence(turn).sentences) >= 1
+    both = engine.services.with_memory(memory).index()
+    turn = memory.chunks[0]
+    assert both.n_chunks == kb.n_chunks + 1 and both.memory_chunks == 1
+    assert both.chunk(turn.id) == turn and kb.chunk(turn.id) is None
+    q = engine.services.embedder.embed(["offline backend cross-encoder model on disk"])
+    near = dict(both.dense(q, kb.n_chunks + 1)[0])
+    want = float((np.vstack(memory.windows[turn.id]) @ q[0]).max())
+    assert abs(near[turn.id] - want) < 1e-5
+    terms = both.query_terms("offline backend cross-encoder model on disk")
+    n, avg = both._stats()
+    df = both.doc_freqs(terms)
+    expected = bm25_score(both.tokenizer.query_terms(index_text(turn)), terms,
+                          {t: bm25_idf(n, df[t]) for t in terms}, avg)
+    assert expected > 0 and abs(both.keyword_scores(terms, [turn.id])[turn.id] - expected) < 1e-6
+    assert turn.id in {c for c, _ in both.keyword(terms, kb.n_chunks + 1)}
+    ev = both.evidence([turn])[0]
+    assert ev is not None and len(ev.sentences) >= 1
 
     empty = Engine(make_config(tmp_path / "index", RAGSTREAM_KB_DIR=str(tmp_path / "none")))
     empty.services.embedder = embedder
-    alone = empty.services.index().with_memory(memory, KeywordIndex())
-    assert alone.ids == [chunk_id(name, 1)] and alone.piece_cosines(q).shape == (1, 1)
-    assert np.isfinite(alone.piece_cosines(q)).all()
+    alone = empty.services.with_memory(memory).index()
+    assert [c.id for c in alone.all_chunks()] == [chunk_id(name, 1)]
+    assert [c for c, _ in alone.dense(q, 5)[0]] == [chunk_id(name, 1)]
 
 
 def test_an_answered_pass_stays_current_and_never_finds_its_own_answer(engine):

@@ -129,7 +129,7 @@ def test_deleting_one_removes_its_index_and_own_folder_and_nothing_else(clean, t
     named = _zoo(clean, tmp_path, "named")
     before = _retrieved(clean, ZEBRA_Q)
     own_kb, named_kb = own.knowledge_bases().get("own"), named.knowledge_bases().get("named")
-    snapshot = clean.cfg.index_dir / f"docindex-{own_kb.collection}"
+    snapshot = clean.cfg.index_dir / f"keyword-{own_kb.collection}"
     assert snapshot.is_dir() and Path(own_kb.folder).is_dir()
     assert Path(own_kb.folder).is_relative_to(clean.cfg.kbs_dir)
 

@@ -1,26 +1,34 @@
-"""``ragstream.measure.load`` / ``python -m ragstream load``: a tiny real run (the encoder, an embedded
-Chroma store in a temp folder, a synthetic index of a few hundred chunks, 2 client threads for
-about a second per phase) and an error inside a client, counted rather than raised. No timing
-limits: the figures depend on the machine."""
+"""``ragstream.measure.load``: a tiny real run (a two-article knowledge base ingested by
+``ragstream ingest``, ``ragstream serve --workers 2`` on a free loopback port, the load
+generator in its own process, 2 clients for about a second per phase); the generator counting
+HTTP errors and refused connections rather than raising; a synthetic store written through the
+real store. No timing limits: the figures depend on the machine."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+import uvicorn
 from click.testing import CliRunner
 
 from ragstream.cli import main
 from ragstream.measure import load
-from ragstream.service.api import RAGPipeline
+from tests.conftest import KB
 
 TOPICS = ["insulin", "microglia", "telomerase", "malaria", "statins", "cortisol", "dopamine",
           "vitamin D", "influenza", "collagen", "leptin", "p53", "autophagy", "hypoxia"]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(tmp_path_factory) -> Path:
     """A tiny BEIR folder: one abstract and two claims per topic."""
     folder = tmp_path_factory.mktemp("tiny-scifact")
     with (folder / "corpus.jsonl").open("w", encoding="utf-8") as f:
@@ -40,83 +48,122 @@ def positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
 
 
-def test_smoke_run_through_the_cli(data, tmp_path):
-    out = tmp_path / "load.json"
-    res = CliRunner().invoke(main, ["load", "--chunks", "300", "--clients", "2", "--seconds", "1",
-                                    "--data", str(data), "--json", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    result = json.loads(out.read_text(encoding="utf-8"))
+def test_a_real_run_against_serve_with_two_workers(data, tmp_path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name in ("reranking.md", "faq.md"):
+        shutil.copy(KB / name, kb / name)
+    result = load.run_load((), clients=2, seconds=1.5, data=data, workers=(2,), kb=kb)
     json.dumps(result, allow_nan=False)  # strict JSON
-    assert result["clients"] == 2 and result["seconds"] == 1 and result["store_mode"] == "persistent"
-    assert set(result["sizes"]) == {"300"}
-    e = result["sizes"]["300"]
-    for key in ("chunks", "single", "many", "single_p95_ms", "p95_ms", "ratio", "pass", "store",
-                "load_avg"):
-        assert key in e, key
-    assert e["chunks"] == 300 and e["windows"] >= 300
+    assert result["clients"] == 2 and result["workers"] == [2] and result["store_mode"] == "persistent"
+    assert set(result["knowledge_bases"]) == {"kb"}
+    e = result["knowledge_bases"]["kb"]
+    assert e["store"]["documents"] == 2 and e["store"]["failed"] == 0 and e["store"]["chunks"] > 0
+    c = e["by_workers"]["2"]
+    assert c["exit_code"] == 0  # SIGTERM stopped the service gracefully
+    assert len(c["worker_pids"]) == 2
+    for pid in map(str, c["worker_pids"]):
+        assert positive(c["memory_kib"][pid]["VmRSS"]) and positive(c["memory_kib"][pid]["VmHWM"])
+    assert positive(c["rss_per_worker_mib"])
+    assert c["warm"]["errors"] == 0 and c["warm"]["requests"] > 0
     for phase, clients in (("single", 1), ("many", 2)):
-        p = e[phase]
+        p = c[phase]
         assert p["clients"] == clients and len(p["per_client"]) == clients
-        assert p["queries"] == sum(p["per_client"]) == p["ok"] + p["errors"]
+        assert p["requests"] == sum(p["per_client"]) == p["ok"] + p["errors"]
         assert all(n > 0 for n in p["per_client"]), p["per_client"]  # every client ran
-        assert p["errors"] == 0 and p["error_kinds"] == {} and p["cached"] == 0
-        assert positive(p["qps"]) and positive(p["wall_s"]) and p["wall_s"] >= 1
-        assert positive(p["cpu_cores"])
-        assert 0 < p["p50_ms"] <= p["p95_ms"] <= p["max_ms"]
-    # the ratio comes from this run's two phases
-    assert e["single_p95_ms"] == e["single"]["p95_ms"] and e["p95_ms"] == e["many"]["p95_ms"]
-    assert e["ratio"] == round(e["many"]["p95_ms"] / e["single"]["p95_ms"], 2)
-    assert e["pass"] == (e["ratio"] <= load.TARGET_RATIO)
-    assert e["store"]["fingerprint_reads_per_query"] >= 1
-    assert positive(e["store"]["fingerprint_ms"]["p50_ms"])
-    assert result["pass"] == e["pass"]
-    report = load.format_report(result)  # the --json run also wrote the text figures' source
-    assert "2 clients" in report and "1 client:" in report and "p95 ratio" in report
-
-
-def test_an_error_inside_a_client_is_counted_and_reported(data, monkeypatch):
-    original = RAGPipeline._retrieve_cached
-
-    def flaky(self, engine, query, context_key, *args):
-        seq = int(context_key.rsplit(":", 1)[-1])
-        if not context_key.startswith("warm") and seq % 2 == 0:
-            raise RuntimeError(f"injected failure {seq}")
-        return original(self, engine, query, context_key, *args)
-
-    monkeypatch.setattr(RAGPipeline, "_retrieve_cached", flaky)
-    result = load.run_load(chunks=(200,), clients=2, seconds=1.0, data=data)  # no exception
-    e = result["sizes"]["200"]
-    for phase in ("single", "many"):
-        p = e[phase]
-        assert p["errors"] > 0 and p["error_kinds"] == {"RuntimeError": p["errors"]}
-        assert p["queries"] == sum(p["per_client"]) == p["ok"] + p["errors"]
-        assert p["ok"] > 0 and abs(p["ok"] - p["errors"]) <= p["clients"]  # every other call failed
-        assert p["error_samples"] and "injected failure" in p["error_samples"][0]
-    assert e["pass"] is False and result["pass"] is False
+        assert p["errors"] == 0 and p["error_kinds"] == {} and p["cached"] == 0, p["error_samples"]
+        assert positive(p["rps"]) and p["wall_s"] >= 1.5
+        assert 0 < p["p50_ms"] <= p["p95_ms"] <= p["p99_ms"] <= p["max_ms"]
+        assert set(p["by_worker"]) <= set(map(str, c["worker_pids"]))
+        assert sum(p["by_worker"].values()) == p["requests"]
+        assert p["service_cores"] is not None and p["generator_cores"] is not None
+    assert c["speedup"] == round(c["many"]["rps"] / c["single"]["rps"], 2)
+    assert c["pass"] == (c["speedup"] >= load.TARGET_SPEEDUP) and result["pass"] == c["pass"]
     report = load.format_report(result)
-    assert "RuntimeError ×" in report and "error: RuntimeError: injected failure" in report
-    assert "[MISS]" in report
+    assert "--workers 2" in report and "1 client:" in report and "2 clients:" in report
+    assert "2 clients / 1 client = " in report and "requests/s" in report
 
 
-def test_run_phase_counts_every_call_and_keeps_errors():
-    seen: list[str] = []
-    lock = threading.Lock()
+# --------------------------------------------------------------------------- the generator alone
 
-    def call(query: str, key: str) -> str:
-        with lock:
-            seen.append(key)
-        if query == "bad":
-            raise ValueError("no good")
-        return query
 
-    wraps: list[int] = []
-    feed = load.QueryFeed(["a", "bad", "c"], on_wrap=lambda: wraps.append(1))
-    p = load.run_phase(call, feed, clients=3, seconds=0.2)
-    assert p["queries"] == sum(p["per_client"]) == len(seen) == feed.handed == p["ok"] + p["errors"]
-    assert len(set(seen)) == len(seen)  # every call had its own context key
-    assert p["error_kinds"] == {"ValueError": p["errors"]} and p["errors"] >= 1
-    assert p["error_samples"][0] == "ValueError: no good"
-    assert len(wraps) == feed.rounds == (feed.handed - 1) // 3
+async def _flaky_app(scope, receive, send) -> None:
+    """Every other request (by its context key's sequence number) is a 503."""
+    assert scope["type"] == "http"
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    seq = int(json.loads(body)["context_key"].rsplit(":", 1)[-1])
+    status, answer = (503, b'{"error":"down"}') if seq % 2 else (200, b'{"cached":false}')
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(answer)).encode()),
+                            (b"x-ragstream-worker", b"4242")]})
+    await send({"type": "http.response.body", "body": answer})
+
+
+@contextmanager
+def serving(app) -> Iterator[int]:
+    """``app`` on a real uvicorn on a free loopback port, in a thread; the port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_the_generator_counts_http_errors_and_refused_connections():
+    spec = {"host": "127.0.0.1", "queries": ["a", "b", "c"], "timeout_s": 5, "seconds": 0.3,
+            "clients": 3, "name": "t", "token": "x"}
+    with serving(_flaky_app) as port:
+        p = load.generate({**spec, "port": port})
+    assert p["requests"] == sum(p["per_client"]) == p["ok"] + p["errors"] > 0
+    assert p["error_kinds"] == {"HTTP 503": p["errors"]} and abs(p["ok"] - p["errors"]) <= 1
+    assert p["error_samples"][0] == 'HTTP 503: {"error":"down"}'
+    assert p["by_worker"] == {"4242": p["requests"]} and p["cached"] == 0
+
+    p = load.generate({**spec, "port": load.free_port(), "clients": 1, "seconds": 0.1})
+    assert p["ok"] == 0 and p["errors"] > 0 and set(p["error_kinds"]) == {"ConnectionRefusedError"}
+    assert p["rps"] == 0 and p["p50_ms"] is None
+
+
+def test_a_synthetic_store_is_built_through_the_real_store_and_reused(data, tmp_path):
+    from ragstream.config import load_config
+    from ragstream.services import open_store
+
+    index_dir, built = load.synthetic_store(25, data, cache=tmp_path / "cache")
+    assert built["chunks"] == 25 and not built["reused"]
+    store = open_store(load_config(env={"RAGSTREAM_INDEX_DIR": str(index_dir)}))
+    try:
+        assert store.count() == 25
+        assert store.keyword(["insulin"], 5)  # found by the keyword engine
+    finally:
+        store.close()
+    again_dir, again = load.synthetic_store(25, data, cache=tmp_path / "cache")
+    assert again_dir == index_dir and again["reused"]
+
+
+def test_latency_summary_matches_numpy():
+    import numpy as np
+
+    values = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0, 7.5]
+    s = load.latency_summary(values)
+    for q in (50, 95, 99):
+        assert s[f"p{q}_ms"] == round(float(np.percentile(values, q)), 2)
+    assert s["max_ms"] == 10.0 and load.latency_summary([])["p50_ms"] is None
 
 
 def test_missing_data_is_a_clear_error(tmp_path):

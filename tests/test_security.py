@@ -16,6 +16,7 @@ import logging
 import socket
 import threading
 import uuid
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -24,7 +25,6 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from ragstream import cli
-from ragstream.backends.doc_index import IndexCache
 from ragstream.backends.llm import build_llm
 from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
@@ -230,9 +230,7 @@ def test_concurrent_retrieve_and_run_on_one_engine_match_sequential_calls(kb_eng
         services = kb_engine.services
         services.embedder.clear_cache()
         engine.services = dataclasses.replace(
-            services, _reranker=None, _lock=threading.Lock(),
-            index_cache=IndexCache(services.index_cache.folder, services.index_cache.stemmer,
-                                   services.index_cache.stopwords))
+            services, _reranker=None, _lock=threading.Lock(), _views={}, _memories=OrderedDict())
         start = threading.Barrier(len(PROMPTS))
 
         def both(i: int) -> tuple[str, str]:

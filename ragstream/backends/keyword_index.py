@@ -1,10 +1,9 @@
 """BM25 keyword search with bm25s (Snowball stemming via PyStemmer).
 
-The index covers the knowledge base's chunks in one fixed order (the ``DocumentIndex``'s,
-which builds, saves and loads it beside the vectors). A chunk is indexed with its title and
-heading path, so words in headings count. Besides BM25 scores it answers, from the same
-sparse term matrix, which of a query's terms each chunk contains (the ReRanker's term
-coverage), so no chunk text is tokenised at query time.
+The app's tokenizer (``query_terms``, ``tokens``, ``terms``): the engines index these terms
+(``backends.search``), so a query's terms are the index's. Its in-memory BM25 over a list of
+chunks is the reference the engines' scores are tested against. A chunk is indexed with its
+title and heading path, so words in headings count.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   + text) with the query: real model work per candidate.
 * ``offline`` — used when no cross-encoder can be loaded (no package on this machine ships
   one). It re-scores each chunk against the *whole* query with three signals the first
-  stage did not use, all read from vectors computed at ingestion (``DocumentIndex``), so a
+  stage did not use, all read from vectors computed at ingestion (fetched from the engine), so a
   query costs one encoder call plus matrix products:
   - ``query_cosine``: cosine of the full query and the chunk's best embedding window;
   - ``best_sentence_cosine``: cosine of the full query and the chunk's best evidence

@@ -136,6 +136,8 @@ def _reaching_server(during: str, retry: bool = True) -> Callable[
     return decorate
 
 
+#: held while a client or collection is opened (chromadb's first open is not thread-safe)
+_OPENING = threading.RLock()
 _READING = "reading the knowledge base"
 _WRITING = ("writing to it (documents being written may be incomplete there until the next "
             "ingest, which completes them)")
@@ -214,34 +216,40 @@ class ChromaStore:
         """The Chroma client, opened on first use; raise VectorStoreError when it cannot be
         opened (VectorDBUnavailableError when the server cannot be reached)."""
         if self._client is None:
-            import chromadb
-            from chromadb.config import Settings
-
-            chroma_settings = Settings(anonymized_telemetry=False)
-            try:
-                if self.settings.mode == "http":
-                    self._client = self._open_http_client(chroma_settings)
-                else:
-                    path = self.index_dir / "chroma"
-                    path.mkdir(parents=True, exist_ok=True)
-                    self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-            except Exception as err:
-                self._client = None
-                cause = _transport_error(err) if self.settings.mode == "http" else None
-                if cause is not None:
-                    raise VectorDBUnavailableError(self.location, _describe(cause), "connecting") from err
-                if self.settings.mode == "persistent":
-                    self.close()  # Chroma keeps the half-opened system per folder: drop it
-                    if (self.index_dir / "chroma").is_dir() and any((self.index_dir / "chroma").iterdir()):
-                        raise StoreUnreadableError(self.location, f"{type(err).__name__}: {err}") from err
-                raise VectorStoreError(
-                    f"Cannot open the Chroma vector store at {self.location}: {err}. "
-                    + ("Start the server (chroma run --path DIR --host 127.0.0.1 --port PORT) or "
-                       "unset RAGSTREAM_CHROMA_URL to use the embedded store."
-                       if self.settings.mode == "http" else
-                       "Check that the folder is writable (paths.index_dir in config/settings.json).")
-                ) from err
+            with _OPENING:  # two threads' first queries open one client, not two
+                if self._client is None:
+                    self._open_client()
+        assert self._client is not None  # _open_client raises when it cannot open one
         return self._client
+
+    def _open_client(self) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        chroma_settings = Settings(anonymized_telemetry=False)
+        try:
+            if self.settings.mode == "http":
+                self._client = self._open_http_client(chroma_settings)
+            else:
+                path = self.index_dir / "chroma"
+                path.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        except Exception as err:
+            self._client = None
+            cause = _transport_error(err) if self.settings.mode == "http" else None
+            if cause is not None:
+                raise VectorDBUnavailableError(self.location, _describe(cause), "connecting") from err
+            if self.settings.mode == "persistent":
+                self.close()  # Chroma keeps the half-opened system per folder: drop it
+                if (self.index_dir / "chroma").is_dir() and any((self.index_dir / "chroma").iterdir()):
+                    raise StoreUnreadableError(self.location, f"{type(err).__name__}: {err}") from err
+            raise VectorStoreError(
+                f"Cannot open the Chroma vector store at {self.location}: {err}. "
+                + ("Start the server (chroma run --path DIR --host 127.0.0.1 --port PORT) or "
+                   "unset RAGSTREAM_CHROMA_URL to use the embedded store."
+                   if self.settings.mode == "http" else
+                   "Check that the folder is writable (paths.index_dir in config/settings.json).")
+            ) from err
 
     def _open_http_client(self, chroma_settings) -> ClientAPI:
         """An ``HttpClient`` whose requests time out: the server is probed with the store's
@@ -275,17 +283,22 @@ class ChromaStore:
     def collection(self):
         """The cosine-space collection, created if missing; raise VectorStoreError if it cannot be opened."""
         if self._collection is None:
-            try:
-                self._collection = self.client.get_or_create_collection(
-                    name=self.settings.collection,
-                    configuration={"hnsw": {"space": "cosine"}},
-                    embedding_function=None,
-                )
-            except Exception as err:
-                raise VectorStoreError(
-                    f"Cannot open collection {self.settings.collection!r} at {self.location}: {err}"
-                ) from err
+            with _OPENING:
+                if self._collection is None:
+                    self._open_collection()
         return self._collection
+
+    def _open_collection(self) -> None:
+        try:
+            self._collection = self.client.get_or_create_collection(
+                name=self.settings.collection,
+                configuration={"hnsw": {"space": "cosine"}},
+                embedding_function=None,
+            )
+        except Exception as err:
+            raise VectorStoreError(
+                f"Cannot open collection {self.settings.collection!r} at {self.location}: {err}"
+            ) from err
 
     def close(self) -> None:
         """Forget the client (a persistent folder can then be deleted and reopened). Chroma
@@ -322,11 +335,12 @@ class ChromaStore:
         return int(self.collection.count())
 
     @_reaching_server(_READING)
-    def nearest(self, vectors: np.ndarray, n: int) -> dict[str, Any]:
-        """The HNSW's ``n`` nearest windows of each vector: ids, metadata (None for a window
-        removed since this process loaded the index) and cosine distances."""
+    def nearest(self, vectors: np.ndarray, n: int, metadata: bool = True) -> dict[str, Any]:
+        """The HNSW's ``n`` nearest windows of each vector: ids, cosine distances and (with
+        ``metadata``) metadata, None for a window removed since this process loaded the index."""
+        include = ["metadatas", "distances"] if metadata else ["distances"]
         return self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
-                                     n_results=n, include=["metadatas", "distances"])
+                                     n_results=n, include=include)
 
     def _get_all(self, include: list[str], where: dict | None = None) -> dict[str, Any]:
         page, offset = 5000, 0
@@ -547,13 +561,11 @@ class ChromaStore:
         its documents' hashes, and that fingerprint becomes its stamp.
 
         In persistent mode every write also leaves a copy of the stamp in a file beside
-        Chroma's own. A process that has not opened the store yet reads that copy instead, so a
-        query against an unchanged knowledge base (its ``DocumentIndex`` snapshot still
-        current) never imports chromadb or opens the store: a fresh CLI run saves ~1 s."""
-        if self._client is None:
-            copy = self._generation_copy()
-            if copy:
-                return copy
+        Chroma's own (written after the collection's, before and after each write), and the
+        copy is what is read: no Chroma call per query (each stage of a pass asks)."""
+        copy = self._generation_copy()  # renewed by every write, read without a Chroma call
+        if copy:
+            return copy
         try:
             _ = self.collection  # made if it does not exist yet
             fresh = self.client.get_collection(self.settings.collection)

@@ -297,6 +297,18 @@ def stored_documents(store) -> dict:
         raise StoreUnreadableError(store.location, f"{type(cause).__name__}: {detail}") from err
 
 
+def in_step(store, report: IngestReport) -> None:
+    """Before writing: a search index found out of step with the store (a write cut short
+    between the two) is repaired first, and the report says so."""
+    repair = getattr(store, "repair", None)
+    if repair is None or store.in_step():
+        return
+    redone = repair()
+    if redone:
+        report.warnings.append(f"the search index was out of step with the store (a write cut "
+                               f"short): {len(redone)} document(s) rewritten in it from the store")
+
+
 class _BatchWriter:
     """Embeds pending documents in batches of about ``batch_chunks`` chunks (the encoder is
     fastest on big, length-sorted batches) and writes each batch in one all-or-nothing store
@@ -371,6 +383,7 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
     wait = cfg.settings.chunking.ingest_lock_wait_s if lock_wait_s is None else lock_wait_s
     with IngestLock(cfg.index_dir, wait):
         report = IngestReport(root=API_ROOT, files_seen=len(documents))
+        in_step(services.store, report)
         stored = stored_documents(services.store)
         writer = _BatchWriter(services, report, API_ROOT, cfg.settings.chunking.ingest_batch_chunks)
         today = dt.date.today().isoformat()
@@ -503,6 +516,7 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             prune = False
     report = IngestReport(root=str(root), files_seen=len(files))
     store = services.store
+    in_step(store, report)
     stored = stored_documents(store)
     seen: set[str] = set()
     writer = _BatchWriter(services, report, str(root), cfg.settings.chunking.ingest_batch_chunks)

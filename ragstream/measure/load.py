@@ -1,69 +1,95 @@
-"""``python -m ragstream load``: many clients calling ``RAGPipeline.retrieve`` at once.
+"""``python -m ragstream load``: the real HTTP service under load, one client then many.
 
     from ragstream.measure.load import run_load, format_report
-    result = run_load(chunks=(10_000, 100_000), clients=8, seconds=60)   # a JSON-ready dict
+    result = run_load(chunks=(), clients=8, seconds=20, workers=(1, 2))   # a JSON-ready dict
     print(format_report(result))
 
-For each index size:
+    python -m ragstream.measure.load --workers 1,2 --clients 8 --seconds 20   # every option
 
-1. **The index.** The store (embedded Chroma in a temp folder, or a ``chroma run`` server given
-   by ``chroma_url``, in its own collection ``ragstream_load``) is opened and its generation
-   stamp read. ``bench.build_synthetic_index`` builds that many chunks (SciFact abstracts
-   replicated, synthetic vectors: encoding 100k chunks would take hours on this machine) and
-   the snapshot is saved where the app's ``IndexCache`` looks for it, keyed by that stamp. The
-   store itself holds no records: retrieval reads only the in-memory snapshot, and asks the
-   store for its stamp (``ChromaStore.fingerprint``) to know the snapshot is current. An
-   embedded store is closed again, so that, as in a serving process over an unchanged
-   knowledge base, the stamp is read from its copy on disk; a server is asked over HTTP.
-2. **The service.** One ``Engine`` and one ``RAGPipeline`` (its own pool of ``api.WORKERS``
-   threads, its result cache, its timeout), warmed up: what ``python -m ragstream serve`` holds.
-3. **One client, then N clients**, each for ``seconds``: every client is a thread that calls
-   ``retrieve`` back to back until the time is up (a call under way then finishes and counts).
-   Queries are SciFact claims taken in turn from one shared list, each with its own
-   ``context_key``, so the result cache never serves a call; the query-vector cache is emptied
-   each time the list starts over, so no claim's vectors are reused either. An exception
-   inside a client is counted (by kind, with the first messages), never raised.
-4. **Figures**: queries, queries/s, p50 / p95 / max latency, errors, for both phases; the
-   ratio p95(N clients) / p95(1 client); pass when there were no errors and the ratio is at
-   most ``TARGET_RATIO``.
+Everything measured is what a deployment runs; nothing is called in process:
 
-Clients are threads in this one process, as the service runs retrievals in a thread pool, so
-Python's GIL and the machine's cores bound what N clients can get: with N clients always
-waiting, each call's latency is about N / throughput (Little's law), so N clients stay within
-3× of one client's latency only if they get more than N/3 times its throughput.
+1. **The knowledge bases.** The bundled one (``data/kb``, or ``kb``: any documents folder) is
+   ingested by ``python -m ragstream ingest`` into a store of its own in a temp folder; each
+   size in ``chunks`` is the synthetic store of ``bench --scale`` (``scale.build_store``:
+   SciFact abstracts as texts, synthetic vectors, since encoding 100k chunks would take
+   hours here) written through the real store (``services.open_store`` →
+   ``LocalEngine.replace_documents``: Chroma and tantivy), so retrieval over it runs as over
+   an ingested one; it is built once and reused from ``scale.cache_root()``.
+2. **The service**, for each count in ``workers``: ``python -m ragstream serve --workers N`` on a
+   free loopback port, with a bearer token (the guard runs as in production) and the shipped
+   configuration except ``embedding.cache_size = 0``: with a few hundred distinct claims a
+   run would otherwise ask some again and get their query vectors from the cache. Every
+   request has its own ``context_key``, so the result cache never serves one either (each
+   response's ``cached`` is checked and counted). The run waits until every worker has said
+   "Application startup complete", then warms the workers up (their first calls pay for
+   lazy loads): ``WARM_SECONDS`` of load with as many clients as the second phase.
+3. **The load generator** is another process (``--generate SPEC``): asyncio over raw HTTP/1.1
+   keep-alive connections, one per client, written to cost the machine as little as possible
+   (a few tens of microseconds a request; its own CPU time is reported, since on a 2-core
+   machine it competes with the service). One client, then ``clients`` clients, each for
+   ``seconds``; every client sends the next request as soon as the previous answer is read.
+   A refused or broken connection, a timeout (``REQUEST_TIMEOUT_S``) or any status but 200 is
+   an error: counted by kind, with the first messages, never raised.
+4. **Figures** per worker count: requests/s, p50 / p95 / p99 / max latency, errors, which
+   worker answered how many (the ``X-RAGstream-Worker`` header), the cores the workers and the
+   generator kept busy, and each worker's memory (``VmRSS`` and its peak ``VmHWM`` from
+   ``/proc/<pid>/status``). The speed-up is ``clients``' requests/s over one client's, both in
+   this run; the target (issue 33) is ≥ ``TARGET_SPEEDUP`` with zero errors. ``pass`` at the
+   top is that of the largest worker count measured (the configuration built to meet it).
+
+Why workers: one process runs a retrieval mostly in Python (tokenising, scoring, building the
+response), under the GIL, so more clients only queue behind one core's worth of Python and
+add thread switching; N processes share no memory and no GIL, so on C cores up to C requests
+run at once. ``by_worker`` shows whether they did: the kernel hands each *connection* to the
+worker that wakes first, and a client keeps its connection, so 8 clients connecting at once
+may all be served by one worker.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import datetime as dt
-import gc
+import json
 import math
-import resource
+import os
+import re
+import secrets
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ragstream.measure import bench
-from ragstream.measure.bench import Abstract, Progress
-
-SCHEMA = 1
+SCHEMA = 2
 DEFAULT_CLIENTS = 8
-DEFAULT_SECONDS = 60.0
-DEFAULT_CHUNKS = (10_000, 100_000)
-#: the issue's target: p95 with N clients at most this many times the single-client p95
-TARGET_RATIO = 3.0
-#: the collection used on a Chroma server (never the app's own)
-LOAD_COLLECTION = "ragstream_load"
-#: how many times the store's stamp is read on its own, to time it
-FINGERPRINT_SAMPLES = 200
+DEFAULT_SECONDS = 20.0
+#: synthetic store sizes measured besides the bundled knowledge base (none by default)
+DEFAULT_CHUNKS: tuple[int, ...] = ()
+DEFAULT_WORKERS = (1, 2)
+#: the issue's target: N clients get at least this many times one client's requests/s
+TARGET_SPEEDUP = 1.5
+#: a request without an answer by then is an error
+REQUEST_TIMEOUT_S = 30.0
+#: how long a service may take to start every worker
+START_TIMEOUT_S = 240.0
+#: how long the warm-up load runs before the phases (seconds)
+WARM_SECONDS = 2.0
 #: error messages kept per phase
 ERROR_SAMPLES = 5
+#: the dimension of the synthetic vectors (all-MiniLM-L6-v2's, the shipped model)
+SYNTHETIC_DIM = 384
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_KB = ROOT / "data" / "kb"
+
+Progress = Callable[[str, int, int], None]
 
 
 def size_label(n: int) -> str:
@@ -71,347 +97,625 @@ def size_label(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
-def read_data(folder: Path = bench.SCIFACT_DIR) -> tuple[list[Abstract], list[str]]:
-    """SciFact's abstracts (the chunk texts) and the text of every query in ``queries.jsonl``;
-    ``EvalDataError`` when the folder does not hold them."""
+def read_queries(folder: Path) -> list[str]:
+    """The distinct texts of ``queries.jsonl`` in ``folder`` (SciFact's claims); ``EvalDataError``
+    when the folder does not hold them."""
     from ragstream.errors import EvalDataError
 
-    scifact = bench.load_scifact(0, Path(folder))
-    queries = [str(q.get("text", "")).strip() for q in bench.read_jsonl(Path(folder) / "queries.jsonl")]
-    queries = list(dict.fromkeys(q for q in queries if q))
-    if not queries or not any(d.text.strip() for d in scifact.docs):
-        raise EvalDataError(f"{folder}: corpus.jsonl or queries.jsonl holds no text.")
-    return scifact.docs, queries
+    path = Path(folder) / "queries.jsonl"
+    if not path.is_file() or not (Path(folder) / "corpus.jsonl").is_file():
+        raise EvalDataError(f"{folder}: corpus.jsonl and queries.jsonl are needed (a BEIR folder, "
+                            f"e.g. SciFact); give --data.")
+    texts = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            texts.append(str(json.loads(line).get("text", "")).strip())
+    queries = list(dict.fromkeys(t for t in texts if t))
+    if not queries:
+        raise EvalDataError(f"{path} holds no query text.")
+    return queries
 
 
-class QueryFeed:
-    """The queries, handed out in turn to every client; ``on_wrap`` runs when the list starts over."""
-
-    def __init__(self, queries: list[str], on_wrap: Callable[[], None] | None = None):
-        if not queries:
-            raise ValueError("QueryFeed needs at least one query")
-        self.queries = queries
-        self.on_wrap = on_wrap
-        self.handed = 0
-        self.rounds = 0
-        self._lock = threading.Lock()
-
-    def next(self) -> tuple[str, int]:
-        """The next query and its sequence number (unique across all clients)."""
-        with self._lock:
-            seq = self.handed
-            self.handed += 1
-            i = seq % len(self.queries)
-            if i == 0 and seq > 0:
-                self.rounds += 1
-                if self.on_wrap is not None:
-                    self.on_wrap()
-            return self.queries[i], seq
-
-
-def latency_summary(values_ms: list[float]) -> dict[str, float | None]:
-    """p50, p95, max and mean of millisecond timings, rounded to 0.01 ms (None when empty)."""
+def latency_summary(values_ms: Sequence[float]) -> dict[str, float | None]:
+    """p50, p95, p99, max and mean of millisecond timings, rounded to 0.01 ms (None when empty)."""
     if not values_ms:
-        return {"p50_ms": None, "p95_ms": None, "max_ms": None, "mean_ms": None}
-    a = np.asarray(values_ms, dtype=np.float64)
-    return {"p50_ms": round(float(np.percentile(a, 50)), 2),
-            "p95_ms": round(float(np.percentile(a, 95)), 2),
-            "max_ms": round(float(a.max()), 2), "mean_ms": round(float(a.mean()), 2)}
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None}
+    s = sorted(values_ms)
+
+    def pct(p: float) -> float:  # linear interpolation, as numpy.percentile
+        x = (len(s) - 1) * p / 100.0
+        lo = math.floor(x)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (x - lo)
+
+    return {"p50_ms": round(pct(50), 2), "p95_ms": round(pct(95), 2), "p99_ms": round(pct(99), 2),
+            "max_ms": round(s[-1], 2), "mean_ms": round(sum(s) / len(s), 2)}
 
 
-def run_phase(call: Callable[[str, str], Any], feed: QueryFeed, clients: int, seconds: float,
-              name: str = "load", tick: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """``clients`` threads calling ``call(query, context_key)`` back to back for ``seconds``;
-    an exception is counted and kept (kind, first messages), never raised. Returns queries
-    (calls finished, = the sum of ``per_client``), ok, errors, wall seconds, queries/s and
-    the latencies of the calls that succeeded, and ``cpu_cores``: this process's CPU time over
-    the wall time (how many cores the phase kept busy). ``tick(elapsed_s)`` about once a second."""
+# --------------------------------------------------------------------------- the load generator
+
+
+class _HttpError(Exception):
+    """A response that is not HTTP/1.1 as expected (no Content-Length, a bad status line)."""
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response: its status, headers (lower-case names) and body (Content-Length)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise _HttpError(f"bad status line {lines[0][:80]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    if "content-length" not in headers:
+        raise _HttpError("a response without Content-Length")
+    body = await reader.readexactly(int(headers["content-length"]))
+    return int(parts[1]), headers, body
+
+
+async def _generate(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the phase ``spec`` describes (see ``generate``) and return its figures."""
+    host, port, clients = spec["host"], int(spec["port"]), int(spec["clients"])
+    queries: list[str] = spec["queries"]
+    offset, name, timeout = int(spec.get("offset", 0)), spec["name"], float(spec["timeout_s"])
+    auth = f"Authorization: Bearer {spec['token']}\r\n" if spec.get("token") else ""
+    head = (f"POST /retrieve HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"{auth}Content-Length: %d\r\n\r\n").encode("latin-1")
     latencies: list[list[float]] = [[] for _ in range(clients)]
-    failures: list[list[tuple[str, str, float]]] = [[] for _ in range(clients)]
+    failures: list[list[str]] = [[] for _ in range(clients)]
+    workers: dict[str, int] = {}
     cached = [0] * clients
-    start = threading.Barrier(clients + 1)
+    counter = [0]
+    started = asyncio.Event()
     deadline = [math.inf]
 
-    def client(k: int) -> None:
-        start.wait()
+    async def client(k: int) -> None:
+        reader: asyncio.StreamReader | None = None
+        writer: asyncio.StreamWriter | None = None
+        await started.wait()
         while time.perf_counter() < deadline[0]:
-            query, seq = feed.next()
+            seq = counter[0]
+            counter[0] += 1
+            query = queries[(offset + seq) % len(queries)]
+            body = json.dumps({"query": query, "context_key": f"{name}:{k}:{seq}"}).encode("utf-8")
             t0 = time.perf_counter()
             try:
-                out = call(query, f"{name}:{k}:{seq}")
-            except Exception as err:  # counted, not raised: the run goes on
-                failures[k].append((type(err).__name__, str(err).splitlines()[0][:200] if str(err)
-                                    else "", (time.perf_counter() - t0) * 1000.0))
+                if writer is None:
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                assert reader is not None and writer is not None
+                writer.write(head % len(body) + body)
+                status, headers, answer = await asyncio.wait_for(_read_response(reader), timeout)
+            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    _HttpError, TimeoutError) as err:
+                kind = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
+                failures[k].append(f"{kind}: {str(err).splitlines()[0][:200] if str(err) else ''}")
+                if writer is not None:
+                    writer.close()
+                reader = writer = None
                 continue
-            latencies[k].append((time.perf_counter() - t0) * 1000.0)
-            if getattr(out, "cached", False):
-                cached[k] += 1
+            ms = (time.perf_counter() - t0) * 1000.0
+            pid = headers.get("x-ragstream-worker", "?")
+            workers[pid] = workers.get(pid, 0) + 1
+            if status != 200:
+                failures[k].append(f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}")
+            else:
+                latencies[k].append(ms)
+                if b'"cached":true' in answer:
+                    cached[k] += 1
+            if headers.get("connection", "").lower() == "close" and writer is not None:
+                writer.close()
+                reader = writer = None
+        if writer is not None:
+            writer.close()
 
-    threads = [threading.Thread(target=client, args=(k,), name=f"ragstream-load-{k}", daemon=True)
-               for k in range(clients)]
-    for t in threads:
-        t.start()
-    cpu0 = _process_cpu_s()
+    tasks = [asyncio.create_task(client(k)) for k in range(clients)]
+    cpu0 = _own_cpu_s()
     t0 = time.perf_counter()
-    deadline[0] = t0 + seconds
-    start.wait()
-    for t in threads:
-        while t.is_alive():
-            t.join(timeout=1.0)
-            if tick:
-                tick(min(time.perf_counter() - t0, seconds))
+    deadline[0] = t0 + float(spec["seconds"])
+    started.set()
+    await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
-    cpu = _process_cpu_s() - cpu0
+    cpu = _own_cpu_s() - cpu0
     per_client = [len(latencies[k]) + len(failures[k]) for k in range(clients)]
     ok = sum(len(x) for x in latencies)
     errors = [f for fs in failures for f in fs]
     kinds: dict[str, int] = {}
-    for kind, _msg, _ms in errors:
+    for e in errors:
+        kind = e.split(":", 1)[0]
         kinds[kind] = kinds.get(kind, 0) + 1
     return {
-        "clients": clients, "seconds": seconds, "wall_s": round(wall, 2),
-        "queries": sum(per_client), "per_client": per_client, "ok": ok, "errors": len(errors),
-        "error_kinds": kinds, "error_samples": [f"{k}: {m}" for k, m, _ms in errors[:ERROR_SAMPLES]],
-        "cached": sum(cached),
-        "qps": round(ok / wall, 2) if wall > 0 else None,
-        "cpu_cores": round(cpu / wall, 2) if wall > 0 else None,
+        "clients": clients, "seconds": spec["seconds"], "wall_s": round(wall, 2),
+        "requests": sum(per_client), "per_client": per_client, "ok": ok, "errors": len(errors),
+        "error_kinds": kinds, "error_samples": errors[:ERROR_SAMPLES], "cached": sum(cached),
+        "rps": round(ok / wall, 2) if wall > 0 else None,
+        "generator_cores": round(cpu / wall, 3) if wall > 0 else None,
+        "by_worker": dict(sorted(workers.items())),
         **latency_summary([x for xs in latencies for x in xs]),
     }
 
 
-def _process_cpu_s() -> float:
-    """CPU seconds used so far by this process, all threads (user + system)."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+def _own_cpu_s() -> float:
+    """CPU seconds used so far by this process (user + system)."""
+    t = os.times()
+    return t.user + t.system
 
 
-def time_fingerprint(store, samples: int = FINGERPRINT_SAMPLES) -> dict[str, float | None]:
-    """p50 / p95 / max of ``store.fingerprint()`` alone: what the store adds to each of its reads."""
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        store.fingerprint()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    out = latency_summary(times)
-    return {k: (round(v, 3) if v is not None else None) for k, v in out.items()}
+def generate(spec: dict[str, Any]) -> dict[str, Any]:
+    """One phase of load, in this process: ``clients`` keep-alive connections to
+    ``host:port`` sending ``POST /retrieve`` back to back for ``seconds``; queries are
+    ``queries`` in turn from ``offset``, each with its own context key ``name:client:seq``;
+    ``token``: the bearer token; ``timeout_s``: per request. Uses uvloop when installed."""
+    try:
+        import uvloop
+
+        return uvloop.run(_generate(spec))
+    except ImportError:
+        return asyncio.run(_generate(spec))
 
 
-class _Counter:
-    """A thread-safe count of calls made through ``wrap``."""
-
-    def __init__(self):
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def wrap(self, fn: Callable[[], str]) -> Callable[[], str]:
-        """``fn``, counting each call."""
-        def counted() -> str:
-            with self._lock:
-                self.count += 1
-            return fn()
-        return counted
+def run_generator(spec: dict[str, Any], work_dir: Path) -> dict[str, Any]:
+    """``generate(spec)`` in a separate process (``python -m ragstream.measure.load --generate``)."""
+    path = work_dir / f"generate-{spec['name']}.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "ragstream.measure.load", "--generate", str(path)],
+                         capture_output=True, text=True, cwd=ROOT,
+                         timeout=float(spec["seconds"]) + float(spec["timeout_s"]) + 120)
+    if out.returncode != 0:
+        raise RuntimeError(f"the load generator failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(out.stdout)
 
 
-def load_config_for(index_dir: Path, chroma_url: str | None):
-    """The shipped config (no LLM, no environment overrides) with its paths in ``index_dir``;
-    with ``chroma_url``, the Chroma server there (mode http) and the collection ``LOAD_COLLECTION``."""
-    from ragstream.config import load_config
+# --------------------------------------------------------------------------- knowledge bases
 
-    env = {"RAGSTREAM_INDEX_DIR": str(index_dir), "RAGSTREAM_UPLOADS_DIR": str(index_dir / "uploads")}
+
+def service_env(index_dir: Path, config_dir: Path | None = None, chroma_url: str | None = None,
+                collection: str | None = None) -> dict[str, str]:
+    """The environment of a service (and an ingest) over the store in ``index_dir``: this
+    process's without its ``RAGSTREAM_*`` variables, every writable path in ``index_dir``,
+    the configuration in ``config_dir`` (None: the shipped one), the Chroma server
+    ``chroma_url`` (its collection ``collection``) if given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTREAM_")}
+    env.update(RAGSTREAM_INDEX_DIR=str(index_dir), RAGSTREAM_UPLOADS_DIR=str(index_dir / "uploads"),
+               RAGSTREAM_KBS_DIR=str(index_dir / "kbs"), PYTHONUNBUFFERED="1")
+    if config_dir is not None:
+        env["RAGSTREAM_CONFIG_DIR"] = str(config_dir)
     if chroma_url:
-        env.update(RAGSTREAM_CHROMA_URL=chroma_url, RAGSTREAM_COLLECTION=LOAD_COLLECTION)
-    return load_config(env=env)
+        env.update(RAGSTREAM_CHROMA_URL=chroma_url, RAGSTREAM_COLLECTION=collection or "ragstream_load")
+    return env
 
 
-def measure_size(n_chunks: int, docs: list[Abstract], feed: QueryFeed, embedder, clients: int,
-                 seconds: float, work_dir: Path, chroma_url: str | None = None,
-                 progress: Progress | None = None) -> dict[str, Any]:
-    """Build the index of ``n_chunks`` behind a real store, then one client and ``clients``
-    clients for ``seconds`` each against one ``RAGPipeline`` (see the module docstring)."""
-    from ragstream.engine import Engine
-    from ragstream.service.api import WORKERS, RAGPipeline
-    from ragstream.services import build_services
+def load_config_dir(work_dir: Path) -> Path:
+    """A copy of the shipped configuration with the query-vector cache off (see the module
+    docstring), in ``work_dir``."""
+    from ragstream.config import DEFAULT_CONFIG_DIR
 
-    label = size_label(n_chunks)
-    cfg = load_config_for(work_dir / f"index-{label}", chroma_url)
-    services = build_services(cfg)
-    services.embedder = embedder  # loaded once for every size
-    store = services.store
-    if progress:
-        progress(f"{label}: build the index", 0, 1)
+    target = work_dir / "config"
+    shutil.copytree(DEFAULT_CONFIG_DIR, target)
+    settings = target / "settings.json"
+    raw = json.loads(settings.read_text(encoding="utf-8"))
+    raw.setdefault("embedding", {})["cache_size"] = 0
+    settings.write_text(json.dumps(raw, indent=2), encoding="utf-8")
+    return target
+
+
+def ingest_folder(folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``python -m ragstream ingest FOLDER --json`` with ``env``: its report."""
     t0 = time.perf_counter()
-    index = bench.build_synthetic_index(n_chunks, docs, embedder.dimension, cfg)
-    index.fingerprint = store.fingerprint()
-    index.save(services.index_cache.folder)
-    build_s = time.perf_counter() - t0
-    if progress:
-        progress(f"{label}: build the index", 1, 1)
-    windows, sentences = len(index.window_vectors), len(index.sentence_vectors)
-    del index
-    gc.collect()
-    if cfg.settings.vector_store.mode == "persistent":
-        store.close()  # as a serving process over an unchanged KB: the stamp comes from its file
-    counter = _Counter()
-    store.fingerprint = counter.wrap(store.fingerprint)  # an instance attribute: counts the reads
+    out = subprocess.run([sys.executable, "-m", "ragstream", "ingest", str(folder), "--json"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"ragstream ingest {folder} failed: {out.stderr[-2000:]}")
+    report = json.loads(out.stdout)
+    return {"documents": report.get("processed"), "failed": report.get("failed"),
+            "chunks": report.get("chunks_written", report.get("chunks")),
+            "seconds": round(time.perf_counter() - t0, 1)}
 
-    engine = Engine(cfg, services)
-    rag = RAGPipeline(engine)
-    feed.on_wrap = embedder.clear_cache  # a claim asked again is encoded again
-    try:
+
+def synthetic_store(n_chunks: int, data: Path, progress: Progress | None = None,
+                    cache: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """The ``n_chunks`` synthetic knowledge base of ``bench --scale`` (``scale.build_store``:
+    SciFact abstracts, synthetic vectors, written through ``open_store`` →
+    ``LocalEngine.replace_documents``), built once and reused from ``cache`` (default
+    ``scale.cache_root()``): its index folder and its manifest."""
+    from ragstream.measure import bench, scale
+
+    folder = scale.size_folder(Path(cache) if cache else scale.cache_root(), n_chunks)
+    docs = bench.load_scifact(0, Path(data)).docs
+    manifest = scale.build_store(n_chunks, folder, docs, SYNTHETIC_DIM, progress, size_label(n_chunks))
+    return folder / "index", manifest
+
+
+# --------------------------------------------------------------------------- the service
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """``python -m ragstream serve --workers N`` on a free loopback port, its output read in a
+    thread (``lines``), its worker pids from uvicorn's "Started server process [pid]"."""
+
+    def __init__(self, env: dict[str, str], workers: int, token: str | None = None,
+                 port: int | None = None):
+        self.workers = workers
+        self.token = token
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.lines: list[str] = []
+        env = dict(env)
+        if token:
+            env["RAGSTREAM_LOAD_TOKEN"] = token
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ragstream", "serve", "--port", str(self.port), "--workers",
+             str(workers), "--token-env", "RAGSTREAM_LOAD_TOKEN"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes started so far (the supervisor itself with one worker)."""
+        return [int(m.group(1)) for line in list(self.lines)
+                if (m := re.search(r"Started server process \[(\d+)\]", line))]
+
+    def output(self, last: int = 40) -> str:
+        """The service's last ``last`` lines of output."""
+        return "\n".join(self.lines[-last:])
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> float:
+        """Wait until every worker has finished its startup (the app built and warmed up) and
+        /health answers; the seconds it took. ``RuntimeError`` when the service exits first."""
+        import httpx
+
         t0 = time.perf_counter()
-        engine.warm_up()  # the encoder, the snapshot from disk, the reranker
-        held = services.index().n_chunks
-        if held != n_chunks:
-            raise RuntimeError(f"the service holds {held} chunks, not {n_chunks}")
-        for _ in range(3):  # the first calls pay for lazy loads
-            query, seq = feed.next()
-            rag.retrieve(query, f"warm:{seq}")
-        warm_s = time.perf_counter() - t0
-        fingerprint = time_fingerprint(store)
+        while True:
+            if self.proc.poll() is not None:
+                time.sleep(0.2)
+                raise RuntimeError(f"the service exited ({self.proc.returncode}):\n{self.output()}")
+            done = sum("Application startup complete" in line for line in list(self.lines))
+            if done >= self.workers:
+                try:
+                    if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                        return round(time.perf_counter() - t0, 2)
+                except httpx.TransportError:
+                    pass
+            if time.perf_counter() - t0 > timeout:
+                raise RuntimeError(f"the service did not start in {timeout:.0f} s:\n{self.output()}")
+            time.sleep(0.2)
 
-        def call(query: str, key: str):
-            return rag.retrieve(query, key)
-
-        def ticker(phase: str) -> Callable[[float], None]:
-            return lambda s: progress(phase, int(s), int(math.ceil(seconds))) if progress else None
-
-        reads_before = counter.count
-        single = run_phase(call, feed, 1, seconds, "single", ticker(f"{label}: 1 client"))
-        reads_single = counter.count - reads_before
-        many = run_phase(call, feed, clients, seconds, "many", ticker(f"{label}: {clients} clients"))
-    finally:
-        rag.close()
-    p1, pn = single["p95_ms"], many["p95_ms"]
-    ratio = round(pn / p1, 2) if p1 and pn else None
-    passed = bool(single["errors"] == 0 and many["errors"] == 0 and ratio is not None
-                  and ratio <= TARGET_RATIO)
-    result = {
-        "chunks": n_chunks, "windows": windows, "evidence_sentences": sentences,
-        "build_s": round(build_s, 2), "warm_s": round(warm_s, 2),
-        "store": {"mode": cfg.settings.vector_store.mode, "location": store.location,
-                  "fingerprint_ms": fingerprint,
-                  "fingerprint_reads_per_query": (round(reads_single / single["queries"], 2)
-                                                  if single["queries"] else None)},
-        "api_workers": WORKERS,
-        "single": single, "many": many,
-        "single_p95_ms": p1, "p95_ms": pn, "ratio": ratio, "target_ratio": TARGET_RATIO,
-        "pass": passed,
-        "data": (f"texts: SciFact abstracts replicated to {n_chunks:,} chunks; vectors synthetic "
-                 f"(bench.build_synthetic_index); the store holds no records"),
-    }
-    shutil.rmtree(services.index_cache.folder, ignore_errors=True)
-    return result
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM (graceful: requests under way finish), then SIGKILL after ``timeout``; the
+        exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+        return self.proc.returncode
 
 
-def _drop_load_collection(chroma_url: str, work_dir: Path) -> None:
-    """Delete ``LOAD_COLLECTION`` from the server (it holds only this run's stamp)."""
-    from ragstream.services import build_services
-
-    store = build_services(load_config_for(work_dir / "cleanup", chroma_url)).store
+def proc_status(pid: int) -> dict[str, int] | None:
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of ``pid`` in KiB, from ``/proc/<pid>/status``."""
     try:
-        store.client.delete_collection(LOAD_COLLECTION)
-    except Exception:  # already gone, or the server went away: nothing to clean
-        pass
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    out = {}
+    for key in ("VmRSS", "VmHWM"):
+        m = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
+        if m:
+            out[key] = int(m.group(1))
+    return out
 
 
-def run_load(chunks: tuple[int, ...] | list[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIENTS,
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) used so far by the processes ``pids`` (those still there)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / tick
+
+
+@contextmanager
+def running_service(env: dict[str, str], workers: int) -> Iterator[Service]:
+    """A started, ready ``Service`` with a fresh bearer token, stopped on the way out."""
+    service = Service(env, workers, token=secrets.token_urlsafe(16))
+    try:
+        service.wait_ready()
+        yield service
+    finally:
+        service.stop()
+
+
+# --------------------------------------------------------------------------- one configuration
+
+
+def measure_service(env: dict[str, str], workers: int, queries: list[str], clients: int,
+                    seconds: float, work_dir: Path, label: str, offset: int = 0,
+                    progress: Progress | None = None) -> dict[str, Any]:
+    """``serve --workers workers`` over the store ``env`` names: warm up, then one client and
+    ``clients`` clients for ``seconds`` each (separate generator processes); figures, memory
+    and the speed-up (see the module docstring)."""
+    name = f"{label}-w{workers}"
+    if progress:
+        progress(f"{name}: start the service", 0, 1)
+    t0 = time.perf_counter()
+    with running_service(env, workers) as service:
+        start_s = round(time.perf_counter() - t0, 2)
+        pids = service.worker_pids
+        base = {"host": "127.0.0.1", "port": service.port, "token": service.token,
+                "queries": queries, "timeout_s": REQUEST_TIMEOUT_S}
+        # a few requests per worker (their first calls pay for lazy loads), on as many
+        # connections as the many-client phase opens, so that each worker gets some
+        warm = run_generator({**base, "name": f"{name}-warm", "clients": max(clients, workers),
+                              "seconds": WARM_SECONDS, "offset": offset}, work_dir)
+        offset += warm["requests"]
+        if progress:
+            progress(f"{name}: start the service", 1, 1)
+        phases = {}
+        for phase, n in (("single", 1), ("many", clients)):
+            if progress:
+                progress(f"{name}: {n} client{'s' if n > 1 else ''}", 0, 1)
+            cpu0 = cpu_seconds(pids)
+            p = run_generator({**base, "name": f"{name}-{phase}", "clients": n, "seconds": seconds,
+                               "offset": offset}, work_dir)
+            p["service_cores"] = (round((cpu_seconds(pids) - cpu0) / p["wall_s"], 2)
+                                  if p["wall_s"] else None)
+            offset += p["requests"]
+            phases[phase] = p
+            if progress:
+                progress(f"{name}: {n} client{'s' if n > 1 else ''}", 1, 1)
+        memory = {str(pid): proc_status(pid) for pid in pids}
+        supervisor = proc_status(service.proc.pid) if workers > 1 else None
+    single, many = phases["single"], phases["many"]
+    speedup = (round(many["rps"] / single["rps"], 2) if single["rps"] and many["rps"] else None)
+    errors = single["errors"] + many["errors"]
+    rss = [m["VmRSS"] for m in memory.values() if m and "VmRSS" in m]
+    return {
+        "workers": workers, "worker_pids": pids, "start_s": start_s, "warm": warm,
+        "single": single, "many": many, "speedup": speedup, "target_speedup": TARGET_SPEEDUP,
+        "errors": errors, "pass": bool(errors == 0 and speedup is not None
+                                       and speedup >= TARGET_SPEEDUP),
+        "memory_kib": memory, "supervisor_memory_kib": supervisor,
+        "rss_per_worker_mib": round(sum(rss) / len(rss) / 1024, 1) if rss else None,
+        "exit_code": service.proc.returncode,
+        "queries_used_to": offset,
+    }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run_load(chunks: Sequence[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIENTS,
              seconds: float = DEFAULT_SECONDS, chroma_url: str | None = None,
-             data: Path = bench.SCIFACT_DIR, progress: Progress | None = None) -> dict[str, Any]:
-    """Measure every size in ``chunks`` (see the module docstring); a JSON-ready dict."""
-    from ragstream.services import build_services
+             data: Path | None = None, progress: Progress | None = None, *,
+             workers: Sequence[int] = DEFAULT_WORKERS, kb: Path | None = BUNDLED_KB) -> dict[str, Any]:
+    """Measure the service (see the module docstring) over the knowledge base ``kb`` (a folder
+    ingested; None: none) and a synthetic store per size in ``chunks``, with each count of
+    ``workers``; ``data``: the SciFact folder (its claims are the queries; its abstracts the
+    synthetic texts); ``chroma_url``: a Chroma server to keep the vectors in instead of the
+    embedded store. A JSON-ready dict."""
+    from ragstream.measure import bench
 
-    if clients < 1 or seconds <= 0 or not chunks or min(chunks) < 1:
-        raise ValueError("clients ≥ 1, seconds > 0 and at least one size ≥ 1 are needed")
-    docs, queries = read_data(Path(data))  # first: a missing data set fails before any work
+    data = Path(data) if data is not None else bench.SCIFACT_DIR
+    chunks = tuple(chunks)
+    workers = tuple(workers)
+    if clients < 1 or seconds <= 0 or not workers or min(workers) < 1 or (chunks and min(chunks) < 1):
+        raise ValueError("clients ≥ 1, seconds > 0, worker counts ≥ 1 and sizes ≥ 1 are needed")
+    if kb is None and not chunks:
+        raise ValueError("nothing to measure: give a knowledge base folder or a synthetic size")
+    if chunks and chroma_url:
+        raise ValueError("the synthetic stores are embedded (bench --scale's); measure them "
+                         "without chroma_url")
+    queries = read_queries(data)  # first: a missing data set fails before any work
     started = time.perf_counter()
     meter = bench._CpuMeter()
-    loads = [bench.load_average()]
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
-        "machine": {**bench.machine_info(), "load_avg_start": loads[0]},
-        "clients": clients, "seconds": seconds,
-        "store_mode": "http" if chroma_url else "persistent",
-        "chroma_url": chroma_url,
+        "machine": {**bench.machine_info(), "load_avg_start": bench.load_average()},
+        "clients": clients, "seconds": seconds, "workers": list(workers),
+        "store_mode": "http" if chroma_url else "persistent", "chroma_url": chroma_url,
         "queries_available": len(queries),
-        "query_policy": ("SciFact claims in turn, shared by all clients; each call has its own "
-                         "context_key (the result cache never serves one); the query-vector cache "
-                         "is emptied whenever the claims start over"),
-        "clients_are": "threads of one process, calling one RAGPipeline (its own worker pool)",
-        "sizes": {},
+        "query_policy": ("SciFact claims in turn (one list for the whole run, each service "
+                         "continues where the last stopped), each request with its own "
+                         "context_key (the result cache never serves one); the service's "
+                         "query-vector cache is off (embedding.cache_size = 0)"),
+        "service": ("python -m ragstream serve --workers N on 127.0.0.1, bearer token on; the "
+                    "load generator a separate process (asyncio, raw HTTP/1.1 keep-alive, one "
+                    "connection per client)"),
+        "target": f"{clients} clients ≥ {TARGET_SPEEDUP:g}× one client's requests/s, zero errors",
+        "knowledge_bases": {},
     }
     work = Path(tempfile.mkdtemp(prefix="ragstream-load-"))
+    offset = 0
     try:
-        cfg = load_config_for(work / "embedder", None)
-        embedder = build_services(cfg).embedder
-        embedder.embed(["warm up"])
-        result["embedder"] = f"{cfg.settings.embedding.model} ({getattr(embedder, 'backend', '?')})"
-        feed = QueryFeed(queries)
+        config_dir = load_config_dir(work)
+        stores: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        if kb is not None:
+            env = service_env(work / "kb", config_dir, chroma_url, "ragstream_load_kb")
+            if progress:
+                progress("ingest the knowledge base", 0, 1)
+            built = {"source": str(kb), **ingest_folder(Path(kb), env)}
+            if progress:
+                progress("ingest the knowledge base", 1, 1)
+            stores.append(("kb", env, built))
         for n in chunks:
-            entry = measure_size(n, docs, feed, embedder, clients, seconds, work, chroma_url, progress)
-            entry["load_avg"] = bench.load_average()
-            loads.append(entry["load_avg"])
-            result["sizes"][size_label(n)] = entry
-            gc.collect()  # the size's index goes before the next one is built
-        result["query_rounds"] = feed.rounds
+            index_dir, manifest = synthetic_store(n, data, progress)
+            built = {"source": f"synthetic ({manifest['data']}; {manifest['folder']}"
+                               + (", reused" if manifest.get("reused") else "") + ")",
+                     "documents": manifest["documents"], "chunks": manifest["chunks"],
+                     "seconds": manifest["build_s"]}
+            stores.append((size_label(n), service_env(index_dir, config_dir), built))
+        for label, env, built in stores:
+            entry: dict[str, Any] = {"store": built, "by_workers": {}}
+            for w in workers:
+                m = measure_service(env, w, queries, clients, seconds, work, label, offset, progress)
+                offset = m["queries_used_to"]
+                entry["by_workers"][str(w)] = m
+            entry["pass"] = entry["by_workers"][str(max(workers))]["pass"]
+            result["knowledge_bases"][label] = entry
+        result["query_rounds"] = offset // len(queries)
     finally:
         if chroma_url:
-            _drop_load_collection(chroma_url, work)
+            _drop_collections(chroma_url, ["ragstream_load_kb"])
         shutil.rmtree(work, ignore_errors=True)
     busy = meter.others_cores()
-    result["machine"].update(load_avg_end=bench.load_average(),
-                             load_1min_max_seen=max(x[0] for x in loads),
-                             other_processes_cpu_cores=busy)
-    # the load average counts this run's own threads (and lags a minute behind): the CPU time
-    # of other processes, measured over the run, says whether anything else ran
-    result["machine"]["contended"] = bool(not math.isnan(busy) and busy > 0.3)
-    result["pass"] = all(e["pass"] for e in result["sizes"].values())
+    result["machine"].update(load_avg_end=bench.load_average(), other_processes_cpu_cores=busy)
+    result["pass"] = all(e["pass"] for e in result["knowledge_bases"].values())
     result["wall_s"] = round(time.perf_counter() - started, 1)
     return result
+
+
+def _drop_collections(chroma_url: str, names: list[str]) -> None:
+    """Delete this run's collections from the Chroma server (best effort)."""
+    try:
+        import chromadb
+
+        host, _, port = chroma_url.split("://", 1)[-1].rstrip("/").partition(":")
+        client = chromadb.HttpClient(host=host, port=int(port or 8000))
+        for name in names:
+            try:
+                client.delete_collection(name)
+            except Exception:  # already gone
+                pass
+    except Exception:  # the server went away: nothing to clean
+        pass
+
+
+# --------------------------------------------------------------------------- the report
 
 
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.1f}"
 
 
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else f"{value:,.{digits}f}"
+
+
 def format_report(result: dict[str, Any]) -> str:
-    """The result as text: per size, both phases, the ratio and pass / MISS."""
+    """The result as text: per knowledge base and worker count, both phases, the speed-up,
+    memory per worker and pass / MISS."""
     m = result["machine"]
     lines = [
         f"RAGstream load — {result['started_at']}, {result['wall_s']:,.1f} s",
-        f"machine: {m.get('cpu_model', '?')}, {m['cpus']} CPUs, Python {m['python']}; load "
-        f"average (1/5/15 min) start {m['load_avg_start']}, end {m['load_avg_end']}; other "
-        f"processes kept {bench.fmt(m['other_processes_cpu_cores'], 2)} cores busy on average",
-        f"store: {result['store_mode']}" + (f" ({result['chroma_url']})" if result["chroma_url"] else
-                                            " (embedded Chroma)")
-        + f"; clients: {result['clients_are']}",
+        f"machine: {m.get('cpu_model', '?')}, {m.get('cpus', '?')} CPUs, Python "
+        f"{m.get('python', '?')}; load average start {m.get('load_avg_start')}, end "
+        f"{m.get('load_avg_end')}; other processes kept "
+        f"{_fmt(m.get('other_processes_cpu_cores'), 2)} cores busy on average",
+        f"service: {result['service']}",
+        f"store: {result['store_mode']}" + (f" ({result['chroma_url']})" if result["chroma_url"]
+                                            else " (embedded Chroma + tantivy)"),
         f"queries: {result['query_policy']} ({result['queries_available']:,} claims, "
-        f"{result.get('query_rounds', 0)} restart(s))",
-        f"target: {result['clients']} clients for {bench.fmt(result['seconds'])} s, zero errors, "
-        f"p95 ≤ {TARGET_RATIO:g}× the single-client p95",
+        f"{result.get('query_rounds', 0)} full round(s))",
+        f"target: {result['target']}",
     ]
-    if m.get("contended"):
-        lines.append("WARNING: another process was using the CPU during the run; the figures are "
-                     "pessimistic.")
-    for label, e in result["sizes"].items():
+    for label, e in result["knowledge_bases"].items():
         st = e["store"]
-        fp = st["fingerprint_ms"]
-        lines += ["", f"{label}: {e['chunks']:,} chunks, {e['windows']:,} windows (SYNTHETIC vectors; "
-                      f"built and saved in {e['build_s']:.1f} s); RAGPipeline with "
-                      f"{e['api_workers']} workers; load average after {e['load_avg']}",
-                  f"  store stamp read: p50 {fp['p50_ms']} ms, p95 {fp['p95_ms']} ms "
-                  f"({st['fingerprint_reads_per_query']} reads per query)"]
-        for phase in ("single", "many"):
-            p = e[phase]
-            lines.append(
-                f"  {p['clients']} client{'s' if p['clients'] != 1 else ''}: {p['queries']:,} "
-                f"queries in {p['wall_s']:.1f} s = {bench.fmt(p['qps'], 2)} q/s, "
-                f"{bench.fmt(p['cpu_cores'], 2)} cores busy; p50 {_ms(p['p50_ms'])} "
-                f"ms, p95 {_ms(p['p95_ms'])} ms, max {_ms(p['max_ms'])} ms; errors {p['errors']}"
-                + (f" ({', '.join(f'{k} × {v}' for k, v in p['error_kinds'].items())})"
-                   if p["errors"] else "") + (f"; {p['cached']} served from cache" if p["cached"] else ""))
-            for sample in p["error_samples"]:
-                lines.append(f"    error: {sample}")
-        lines.append(f"  [{'pass' if e['pass'] else 'MISS'}] p95 ratio {bench.fmt(e['ratio'], 2)}× "
-                     f"(target ≤ {TARGET_RATIO:g}×), errors {e['single']['errors'] + e['many']['errors']}")
+        lines += ["", f"{label}: {st['source']}: {st.get('documents')} documents, "
+                      f"{st.get('chunks')} chunks, built in {_fmt(st.get('seconds'))} s"]
+        for w, c in e["by_workers"].items():
+            rss = ", ".join(f"{pid}: {v['VmRSS'] / 1024:,.0f} MiB (peak {v['VmHWM'] / 1024:,.0f})"
+                            for pid, v in c["memory_kib"].items() if v)
+            lines.append(f"  --workers {w} (started in {_fmt(c['start_s'])} s; RSS {rss}"
+                         + (f"; supervisor {c['supervisor_memory_kib']['VmRSS'] / 1024:,.0f} MiB"
+                            if c.get("supervisor_memory_kib") else "") + ")")
+            for phase in ("single", "many"):
+                p = c[phase]
+                lines.append(
+                    f"    {p['clients']} client{'s' if p['clients'] != 1 else ''}: "
+                    f"{p['requests']:,} requests in {p['wall_s']:.1f} s = {_fmt(p['rps'], 1)} "
+                    f"requests/s; p50 {_ms(p['p50_ms'])} ms, p95 {_ms(p['p95_ms'])} ms, p99 "
+                    f"{_ms(p['p99_ms'])} ms, max {_ms(p['max_ms'])} ms; errors {p['errors']}"
+                    + (f" ({', '.join(f'{k} × {v}' for k, v in p['error_kinds'].items())})"
+                       if p["errors"] else "")
+                    + f"; cores busy: service {_fmt(p.get('service_cores'), 2)}, generator "
+                      f"{_fmt(p['generator_cores'], 2)}; by worker "
+                    + ", ".join(f"{pid} {n}" for pid, n in p["by_worker"].items())
+                    + (f"; {p['cached']} served from cache" if p["cached"] else ""))
+                for sample in p["error_samples"]:
+                    lines.append(f"      error: {sample}")
+            lines.append(f"    [{'pass' if c['pass'] else 'MISS'}] {result['clients']} clients / 1 "
+                         f"client = {_fmt(c['speedup'], 2)}× (target ≥ {TARGET_SPEEDUP:g}×), "
+                         f"errors {c['errors']}")
+    lines += ["", f"[{'pass' if result['pass'] else 'MISS'}] with --workers "
+                  f"{max(result['workers'])}" + "".join(
+                      f"; {label}: {e['by_workers'][str(max(result['workers']))]['speedup']}×"
+                      for label, e in result["knowledge_bases"].items())]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part:
+            out.append(int(float(part[:-1]) * 1000) if part.endswith("k") else int(part))
+    return tuple(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ragstream.measure.load``: every option of ``run_load``; ``--generate SPEC``
+    is one phase of the load generator (used by ``run_generator``)."""
+    parser = argparse.ArgumentParser(prog="python -m ragstream.measure.load", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--generate", metavar="SPEC", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=_ints, default=DEFAULT_WORKERS,
+                        help="worker counts to compare, e.g. 1,2 (default 1,2)")
+    parser.add_argument("--clients", type=int, default=DEFAULT_CLIENTS)
+    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
+    parser.add_argument("--chunks", type=_ints, default=DEFAULT_CHUNKS,
+                        help="synthetic store sizes, e.g. 10k,100k (default: none)")
+    parser.add_argument("--kb", default=str(BUNDLED_KB),
+                        help="the documents folder to ingest and serve; 'none' for none")
+    parser.add_argument("--data", default=None, help="the SciFact folder (queries, texts)")
+    parser.add_argument("--chroma-url", default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", default=None, help="also write the JSON result here")
+    args = parser.parse_args(argv)
+    if args.generate:
+        print(json.dumps(generate(json.loads(Path(args.generate).read_text(encoding="utf-8")))))
+        return 0
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if done >= total:
+            print(f"  {phase}: done", file=sys.stderr, flush=True)
+
+    result = run_load(args.chunks, args.clients, args.seconds, args.chroma_url,
+                      Path(args.data) if args.data else None, progress, workers=args.workers,
+                      kb=None if args.kb.lower() == "none" else Path(args.kb))
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text if args.json else format_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,22 @@ choice of the page ("apply them here"), the CLI (``run --edits-from RUN_ID``) an
 When the client of ``/answer`` goes away mid-stream, the answer is stopped at its next piece
 (the model's HTTP stream is closed with it) and the interaction is logged with
 ``incomplete = 1`` and the text streamed until then.
+
+**Several worker processes** (``ragstream serve --workers N``, ``serve_workers``). The parent
+spawns N processes; each binds its own socket on the port with ``SO_REUSEPORT`` (the kernel
+spreads new connections over them; one shared socket let the first worker to wake accept
+every pending connection: 8 of 8 keep-alive connections on one worker, measured) and calls
+``app_factory``, which builds its own ``Engine`` and ``RAGPipeline`` and warms them up. The
+workers share nothing in memory: the knowledge base is its engine's folder on disk
+(``LocalEngine``: Chroma + tantivy), and each process sees another's writes at its next query,
+so an ingest through one worker (or ``ragstream ingest``) is answered by all of them without a
+restart. What a worker holds is its models and bounded caches, not a copy of the corpus.
+Processes, not threads, because a retrieval is CPU work that holds the GIL for most of its
+time. Settings reach the workers through the environment (spawned processes inherit it): the
+configuration's ``RAGSTREAM_*`` variables, and ``WORKER_TOKEN_ENV``, the *name* of the
+variable that holds the bearer token (never the token itself). SIGINT/SIGTERM to the parent
+stop every worker gracefully (requests under way finish); a worker that dies is replaced.
+Every response names the process that made it in ``X-RAGstream-Worker`` (its pid).
 """
 
 from __future__ import annotations
@@ -37,6 +53,8 @@ import asyncio
 import hmac
 import json
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -94,6 +112,10 @@ STATUS_BY_ERROR: tuple[tuple[type[RagstreamError], int], ...] = (
     (ConversationError, 409),
 )
 SSE_MEDIA_TYPE = "text/event-stream"
+#: the response header naming the worker process (its pid) that answered
+WORKER_HEADER = "X-RAGstream-Worker"
+#: set by ``serve_workers`` for its workers: the name of the variable holding the bearer token
+WORKER_TOKEN_ENV = "RAGSTREAM_SERVE_TOKEN_ENV"
 
 _Scope = MutableMapping[str, Any]
 _Message = MutableMapping[str, Any]
@@ -329,6 +351,26 @@ class _Guard:
         return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
 
 
+class _WorkerHeader:
+    """ASGI middleware: every HTTP response names the process that made it (``WORKER_HEADER``)."""
+
+    def __init__(self, app: Callable[[_Scope, _Receive, _Send], Awaitable[None]]):
+        self.app = app
+        self._header = (WORKER_HEADER.lower().encode("latin-1"), str(os.getpid()).encode("latin-1"))
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def named(message: _Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), self._header]
+            await send(message)
+
+        await self.app(scope, receive, named)
+
+
 # --------------------------------------------------------------------------- the answer stream
 
 
@@ -471,6 +513,7 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
                               "of RAGstream over HTTP.")
     app.add_middleware(_Guard, token=token, limits={"/ingest": max_ingest_body_bytes},
                        default_limit=max_body_bytes)
+    app.add_middleware(_WorkerHeader)  # outermost: a 401 or 413 names its worker too
     # documents the bearer scheme in the schema; _Guard enforces it (on every path but /health)
     secured = [Security(HTTPBearer(auto_error=False))] if token else []
 
@@ -573,8 +616,122 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
     return app
 
 
+def warm_pipeline(pipeline: RAGPipeline) -> None:
+    """One retrieval through ``pipeline`` before the first request (a store that cannot be
+    reached is a warning). ``Engine.warm_up`` loads the models, but the store's client, its
+    HNSW and the keyword searcher open at the first query; opened here, the first requests do
+    not pay for them, nor open them at once from several threads (the embedded Chroma client
+    is not safe to open concurrently: requests failed with a KeyError inside chromadb)."""
+    try:
+        pipeline.retrieve("warm up", f"warm-up:{os.getpid()}")
+    except Exception as err:  # never keeps the service from starting: /health says what is wrong
+        log.warning("process %d: the warm-up retrieval failed (%s): %s", os.getpid(),
+                    getattr(err, "kind", type(err).__name__), err)
+    pipeline.clear_cache()
+
+
 def serve(pipeline: RAGPipeline, host: str, port: int, token: str | None) -> None:
-    """Serve ``create_app(pipeline, token)`` with uvicorn until interrupted."""
+    """Serve ``create_app(pipeline, token)`` with uvicorn in this process until interrupted
+    (``warm_pipeline`` first)."""
     import uvicorn
 
+    warm_pipeline(pipeline)
     uvicorn.run(create_app(pipeline, token), host=host, port=port, log_level="info")
+
+
+def worker_token() -> str | None:
+    """The bearer token of a worker: the value of the variable ``$RAGSTREAM_SERVE_TOKEN_ENV``
+    names, stripped (None when that is unset or blank)."""
+    name = os.environ.get(WORKER_TOKEN_ENV, "")
+    token = os.environ.get(name, "").strip() if name else ""
+    return token or None
+
+
+def app_factory() -> FastAPI:
+    """The app of one worker process (``serve_workers``): its own ``Engine`` (the configuration
+    from the environment, the default knowledge base), warmed up, its own ``RAGPipeline``
+    (``warm_pipeline``), and the bearer token from ``worker_token``. A store that cannot be
+    reached now is a warning: /health says so and the worker answers once it is back."""
+    from ragstream.engine import Engine
+    from ragstream.service.api import RAGPipeline
+
+    engine = Engine()
+    try:
+        engine.warm_up()
+    except RagstreamError as err:
+        log.warning("worker %d: warm-up failed (%s): %s", os.getpid(), err.kind, err)
+    pipeline = RAGPipeline(engine)
+    warm_pipeline(pipeline)
+    return create_app(pipeline, worker_token())
+
+
+def _listening_socket(host: str, port: int):
+    """A socket bound to ``host:port`` with ``SO_REUSEPORT``: each worker binds its own, and the
+    kernel spreads new connections over them (one shared socket lets the first worker to
+    wake accept every pending connection)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker_main(host: str, port: int) -> None:
+    """One worker process: its own socket on the shared port, its own app (``app_factory``)."""
+    import uvicorn
+
+    sock = _listening_socket(host, port)
+    server = uvicorn.Server(uvicorn.Config(app_factory(), log_level="info"))
+    server.run(sockets=[sock])
+
+
+def serve_workers(host: str, port: int, workers: int, token_env: str | None) -> None:
+    """Serve ``app_factory`` in ``workers`` processes until interrupted, each with its own
+    ``SO_REUSEPORT`` socket on ``host:port`` (the kernel balances connections over them). A
+    worker that dies is replaced; SIGINT/SIGTERM stop them all gracefully (requests under way
+    finish). ``token_env``: the name of the variable holding the bearer token, passed to the
+    workers as ``$RAGSTREAM_SERVE_TOKEN_ENV``."""
+    import multiprocessing
+    import signal
+
+    if token_env:
+        os.environ[WORKER_TOKEN_ENV] = token_env
+    else:
+        os.environ.pop(WORKER_TOKEN_ENV, None)
+    _listening_socket(host, port).close()  # the port is free (a clear error now, not N later)
+    spawn = multiprocessing.get_context("spawn")
+    stopping = threading.Event()
+
+    def start() -> multiprocessing.process.BaseProcess:
+        proc = spawn.Process(target=_worker_main, args=(host, port), daemon=False)
+        proc.start()
+        return proc
+
+    def stop(signum, _frame) -> None:
+        stopping.set()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    procs = [start() for _ in range(workers)]
+    try:
+        while not stopping.wait(0.5):
+            for i, proc in enumerate(procs):
+                if not proc.is_alive():
+                    log.warning("worker %s ended (exit code %s): starting another", proc.pid,
+                                proc.exitcode)
+                    procs[i] = start()
+    finally:
+        for proc in procs:
+            if proc.is_alive() and proc.pid:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        print(f"RAGstream: {len(procs)} workers stopped", file=sys.stderr, flush=True)

@@ -6,7 +6,7 @@ Deterministic mode — extractive, budgeted sentence selection with provenance:
 1. Take every A3-kept chunk's evidence sentences (``text.evidence_units``: code blocks, table
    rows and headings skipped), those of at least ``min_sentence_words`` words.
 2. Score each sentence by its cosine similarity to the prompt (task, purpose, context,
-   format), from the sentence vectors computed at ingestion (``DocumentIndex``: only the
+   format), from the sentence vectors computed at ingestion (fetched from the engine: only the
    prompt is embedded), plus its chunk's rank prior ``rank_weight / rank`` (rank in A3's
    order, i.e. the ReRanker's): a sentence of the best chunk beats an equally close one of
    the tenth.

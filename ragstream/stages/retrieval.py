@@ -140,7 +140,7 @@ def single_ranking(services, pieces: list[str], system: str, k: int, tau: float)
     piece's ``k`` candidates of that signal (ties by id)."""
     corpus = services.index()
     vectors = services.embedder.embed(pieces)
-    terms = [corpus.query_terms(p) for p in pieces]
+    terms = corpus.tokenizer.tokens(pieces)
     dense = system == "dense"
     held = corpus.fetch(sorted(candidates(corpus, vectors, terms, k, None, dense, not dense)))
     ordered = sorted(held)
@@ -170,7 +170,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     n1 = limits.N1_RETR_MAX_CANDIDATES
     chunk_edits = edits.chunk_edits(sp.edits)
     vectors = services.embedder.embed(pieces)
-    terms = [corpus.query_terms(p) for p in pieces]
+    terms = corpus.tokenizer.tokens(pieces)
     # a chunk the person added is a candidate whatever the filters say
     found = candidates(corpus, vectors, terms, n1, filters) | set(chunk_edits.added)
     held = corpus.fetch(sorted(found))

@@ -122,6 +122,9 @@ def test_the_stored_chunk_comes_back_whole(engine):
 def test_a_phrase_is_found_in_the_text_case_and_accents_aside(engine):
     assert engine.phrase("Reciprocal RANK fusion", 5) == ["guide/retrieval.md#1"]
     assert engine.phrase("fusion reciprocal", 5) == []
+    # punctuation is not part of a word: "lists." ends the phrase "both lists"
+    assert engine.phrase("combines both lists", 5) == ["guide/retrieval.md#1"]
+    assert engine.phrase("lists. Reciprocal", 5) == []
 
 
 def test_replacing_a_document_changes_that_document_only(engine):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
 from ragstream.errors import IngestError, IngestLockedError, VectorStoreError
 from ragstream.ingest.ingestor import IngestLock, ingest_path
@@ -66,8 +67,10 @@ def test_skip_replace_delete(fresh_engine, tmp_path):
     assert pruned.deleted == 1
     assert "kb/alpha.md" not in fresh_engine.services.store.documents()
     # the keyword index follows the store
-    kw = fresh_engine.services.keyword()
-    assert not any(i.startswith("kb/alpha.md") for i in kw.ids)
+    corpus = fresh_engine.services.index()
+    assert "kb/alpha.md" not in fresh_engine.services.store.keyword_engine.documents()
+    assert not any(c.id.startswith("kb/alpha.md") for c in corpus.all_chunks())
+    assert not any(c.startswith("kb/alpha.md") for c, _ in corpus.keyword(corpus.query_terms(DOC_A), 50))
 
 
 def test_single_file_does_not_prune(fresh_engine, tmp_path):
@@ -139,7 +142,7 @@ def test_document_write_is_all_or_nothing(fresh_engine, tmp_path):
     cfg = fresh_engine.cfg
     settings = cfg.settings.vector_store.model_copy(update={"write_batch_size": 1})
     store = FailingStore(settings, cfg.index_dir)
-    fresh_engine.services.store = store
+    fresh_engine.services.store = LocalEngine(store, fresh_engine.services.store.keyword_engine)
     kb = tmp_path / "kb"
     write(kb, "alpha.md", DOC_A)
     assert fresh_engine.ingest(kb).processed == 1
@@ -187,6 +190,7 @@ def test_fingerprint_changes_with_every_write_and_is_stamped(fresh_engine, tmp_p
     assert second != first
     # a collection without a stamp (made before stamps existed) is scanned once, then stamped
     store.collection.modify(metadata={GENERATION_KEY: ""})
+    store._generation_file.unlink()  # nor its copy on disk
     scanned = store.fingerprint()
     assert scanned == store._scan_fingerprint()
     assert store.client.get_collection(store.settings.collection).metadata[GENERATION_KEY] == scanned

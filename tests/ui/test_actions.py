@@ -52,7 +52,7 @@ def test_a_pdf_upload_is_ingested_or_refused_with_its_reason(fresh_engine):
 
 # --------------------------------------------------------------------------- the streamed answer
 
-ON_TOPIC = "How do I start a Chroma server?"
+ON_TOPIC = "Which command starts the Chroma server?"  # source 1 clearly the "chroma run" section
 
 
 @pytest.fixture(scope="module")

@@ -294,13 +294,16 @@ def test_every_table_cell_shows_whole_at_1280(app_url):  # noqa: F811
 
 def unique_phrase(sp, skip: int = 5) -> tuple[str, str]:
     """A chunk Retrieval returned (not among the first ``skip``) and three words from the
-    middle of its text that no other returned chunk holds: (chunk id, phrase)."""
-    texts = {c.id: " ".join(c.text.split()).casefold() for c in sp.base_context_chunks}
+    middle of its text that no other returned chunk holds, as the picker's search reads them
+    (every word, any order, in the text, id or section: ``views.matching_chunks``): (chunk id,
+    phrase)."""
+    from ragstream.ui import views
+
     for chunk in sp.base_context_chunks[skip:]:
         words = chunk.text.split()
         for start in range(len(words) // 3, len(words) - 3):
             phrase = " ".join(words[start:start + 3])
-            if len(phrase) > 12 and sum(phrase.casefold() in t for t in texts.values()) == 1:
+            if len(phrase) > 12 and views.matching_chunks(sp, phrase) == [chunk.id]:
                 return chunk.id, phrase
     raise AssertionError("no chunk has a phrase of its own")
 

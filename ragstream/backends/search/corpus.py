@@ -44,6 +44,7 @@ class KnowledgeView:
         self._fetched: OrderedDict[str, StoredChunk | None] = OrderedDict()
         self._df: dict[str, int] = {}
         self._stats: tuple[int, float] | None = None
+        self.terms: OrderedDict[tuple[str, int], frozenset[str]] = OrderedDict()  # (id, hash(text))
         self._lock = threading.Lock()
 
     def stats(self) -> tuple[int, float]:
@@ -99,7 +100,6 @@ class Corpus:
         self.memory = memory
         self.tokenizer = tokenizer
         self.kb_name = kb_name
-        self._terms: OrderedDict[str, frozenset[str]] = OrderedDict()
 
     @property
     def fingerprint(self) -> str:
@@ -136,15 +136,27 @@ class Corpus:
         return self.tokenizer.query_terms(text)
 
     def terms(self, chunk: Chunk) -> frozenset[str]:
-        """The distinct terms a chunk is indexed under (kept, bounded)."""
-        key = f"{chunk.id}\0{chunk.content_hash or hash(chunk.text)}"
-        got = self._terms.get(key)
-        if got is None:
-            got = frozenset(self.tokenizer.query_terms(index_text(chunk)))
-            self._terms[key] = got
-            while len(self._terms) > FETCH_KEPT:
-                self._terms.popitem(last=False)
-        return got
+        """The distinct terms a chunk is indexed under."""
+        return self.terms_of([chunk])[0]
+
+    def terms_of(self, chunks: Sequence[Chunk]) -> list[frozenset[str]]:
+        """Each chunk's distinct indexed terms: the ones not kept yet tokenised in one call,
+        then kept with the version (bounded, ``FETCH_KEPT``)."""
+        kept = self.kb.terms
+        keys = [(c.id, hash(c.text)) for c in chunks]
+        todo = {k: c for k, c in zip(keys, chunks) if k not in kept}
+        if todo:
+            made = self.tokenizer.tokens([index_text(c) for c in todo.values()])
+            with self.kb._lock:
+                for k, tokens in zip(todo, made):
+                    kept[k] = frozenset(tokens)
+                while len(kept) > FETCH_KEPT:
+                    kept.popitem(last=False)
+        out: list[frozenset[str]] = []
+        for k, c in zip(keys, chunks):
+            got = kept.get(k)  # evicted meanwhile by another thread: made again
+            out.append(got if got is not None else frozenset(self.tokenizer.query_terms(index_text(c))))
+        return out
 
     def _stats(self) -> tuple[int, float]:
         n, avg = self.kb.stats()
@@ -185,7 +197,7 @@ class Corpus:
         distinct = set(terms)
         if not distinct:
             return [0.0] * len(chunks)
-        return [len(distinct & self.terms(c)) / len(distinct) for c in chunks]
+        return [len(distinct & t) / len(distinct) for t in self.terms_of(chunks)]
 
     def weighted_coverage(self, terms: Sequence[str], chunks: Sequence[Chunk]) -> list[float]:
         """For each chunk, the IDF-weighted share of the distinct ``terms`` it holds (a term
@@ -197,7 +209,8 @@ class Corpus:
         df = self.doc_freqs(distinct)
         weights = {t: bm25_idf(n, df[t]) for t in distinct}
         total = sum(weights.values())
-        return [sum(w for t, w in weights.items() if t in self.terms(c)) / total for c in chunks]
+        return [sum(w for t, w in weights.items() if t in held) / total
+                for held in self.terms_of(chunks)]
 
     # -- candidates ---------------------------------------------------------------------
 
@@ -211,7 +224,7 @@ class Corpus:
                      for a, b in zip(found, self.memory.dense(vectors, k, f))]
         return found
 
-    def _memory_bm25(self, terms: Sequence[str], ids: Sequence[str] | None = None) -> dict[str, float]:
+    def _memory_bm25(self, terms: Sequence[str], ids: set[str] | None = None) -> dict[str, float]:
         if not self.memory or not terms:
             return {}
         n, avg = self._stats()
@@ -292,7 +305,7 @@ class Corpus:
         doc = chunk_id.rsplit("#", 1)[0]
         ids = self.kb.engine.document_chunks(doc)
         if not ids:
-            docs = getattr(self.kb.engine, "documents", dict)()
+            docs: dict = getattr(self.kb.engine, "documents", dict)()
             for d in difflib.get_close_matches(doc, list(docs), n=2, cutoff=0.6):
                 ids += self.kb.engine.document_chunks(d)
         return difflib.get_close_matches(chunk_id, ids, n=n, cutoff=0.6)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, index_text
-from ragstream.errors import VectorStoreError
+from ragstream.errors import KeywordIndexUnreadableError, VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import fold
 
@@ -42,8 +42,9 @@ WRITE_WAIT_S = 30.0
 #: the writer's memory budget (tantivy's minimum per thread is 15 MB)
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is rebuilt from the store
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _EPOCH = dt.date(1970, 1, 1)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class StoredChunk:
     sentence_vectors: np.ndarray  # float32 (sentences × dim)
     spans: list[tuple[int, int]]  # each evidence sentence's character span in the chunk text
     written_ns: int  # when its document was written (ns since the epoch)
+    ingested_at: str = ""  # when its document was ingested (ISO 8601), as the store says
+    root: str = ""  # the folder (or API) its document came from
 
 
 def glob_regex(pattern: str) -> str:
@@ -109,7 +112,8 @@ class KeywordEngine:
         sb.add_text_field("id", stored=True, tokenizer_name="raw")
         sb.add_text_field("doc_id", stored=True, tokenizer_name="raw")
         sb.add_text_field("doc_hash", stored=True, tokenizer_name="raw")
-        # "doc_id NUL doc_hash", a column: the documents are listed without reading chunks
+        # "doc_id NUL doc_hash NUL ingested_at NUL root", a column: the documents are listed
+        # (with their chunk counts) without reading a chunk
         sb.add_text_field("version", fast=True, tokenizer_name="raw")
         sb.add_text_field("terms", tokenizer_name="whitespace", index_option="freq")
         sb.add_text_field("words", tokenizer_name="whitespace", index_option="position")
@@ -142,8 +146,12 @@ class KeywordEngine:
                         raise VectorStoreError(
                             f"The keyword index in {self.folder} was made by another version of "
                             "RAGstream: delete the folder and run `ragstream ingest` to rebuild it.")
-                    self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
-                    marker.write_text(str(SCHEMA_VERSION))
+                    try:
+                        self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
+                    except ValueError as err:
+                        raise KeywordIndexUnreadableError(self.folder, str(err)) from err
+                    if not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION):
+                        marker.write_text(str(SCHEMA_VERSION))
         return self._index
 
     def close(self) -> None:
@@ -200,9 +208,9 @@ class KeywordEngine:
         c = s.chunk
         fields = {
             "id": c.id, "doc_id": s.doc_id, "doc_hash": s.doc_hash,
-            "version": f"{s.doc_id}\0{s.doc_hash}",
+            "version": f"{s.doc_id}\0{s.doc_hash}\0{s.ingested_at}\0{s.root}",
             "terms": " ".join(terms), "n_terms": len(terms),
-            "words": " ".join(fold(index_text(c)).split()),
+            "words": " ".join(phrase_words(index_text(c))),
             "doc_type": c.doc_type, "source": c.source, "source_name": c.source_name,
             "written": s.written_ns,
             "chunk": json.dumps(c.model_dump(mode="json"), ensure_ascii=False),
@@ -343,13 +351,13 @@ class KeywordEngine:
         case and accents aside), at most ``limit``, best BM25 first."""
         import tantivy
 
-        words = fold(text).split()
+        words = phrase_words(text)
         if not words or limit <= 0:
             return []
+        searcher = self._searcher()  # opens the index (and its schema) on first use
         Q = tantivy.Query
         query = (Q.term_query(self._schema, "words", words[0]) if len(words) == 1
                  else Q.phrase_query(self._schema, "words", list[Any](words)))
-        searcher = self._searcher()
         return [cid for cid, _ in self._ids(searcher, searcher.search(query, limit, count=False).hits)]
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, StoredChunk]:
@@ -385,8 +393,12 @@ class KeywordEngine:
         return [self._stored(searcher.doc(a)) for _, a in searcher.search(q, limit, count=False).hits]
 
     def documents(self) -> dict[str, str]:
-        """Every document the index holds: id → hash (from the ``version`` column, a terms
-        aggregation: no chunk is read)."""
+        """Every document the index holds: id → hash."""
+        return {d: info[0] for d, info in self.document_info().items()}
+
+    def document_info(self) -> dict[str, tuple[str, int, str, str]]:
+        """Every document the index holds: id → (hash, chunks, ingested_at, root), from the
+        ``version`` column (a terms aggregation: no chunk is read)."""
         import tantivy
 
         searcher = self._searcher()
@@ -395,7 +407,11 @@ class KeywordEngine:
             return {}
         found = searcher.aggregate(tantivy.Query.all_query(),
                                    {"docs": {"terms": {"field": "version", "size": n}}})
-        return dict(b["key"].split("\0", 1) for b in found["docs"]["buckets"])
+        out = {}
+        for b in found["docs"]["buckets"]:
+            doc_id, doc_hash, ingested_at, root = (b["key"].split("\0") + ["", "", ""])[:4]
+            out[doc_id] = (doc_hash, int(b["doc_count"]), ingested_at, root)
+        return dict(sorted(out.items()))
 
     @staticmethod
     def _stored(d) -> StoredChunk:
@@ -412,6 +428,12 @@ class KeywordEngine:
             spans=spans, written_ns=int(d["written"][0]))
 
 
+def phrase_words(text: str) -> list[str]:
+    """The words phrase search compares: folded (case and accents aside), punctuation out
+    ("cellar." is "cellar")."""
+    return _WORD.findall(fold(text))
+
+
 def tantivy_all():
     """The query every chunk matches."""
     import tantivy
@@ -419,7 +441,8 @@ def tantivy_all():
     return tantivy.Query.all_query()
 
 
-def stored_chunks(records: Sequence, doc_id: str, doc_hash: str, written_ns: int) -> list[StoredChunk]:
+def stored_chunks(records: Sequence, doc_id: str, doc_hash: str, written_ns: int,
+                  ingested_at: str = "", root: str = "") -> list[StoredChunk]:
     """A document's chunks as the engine stores them, from its encoded windows
     (``doc_index.encode_chunks``: each chunk's windows, with the evidence sentences that
     start in each)."""
@@ -438,5 +461,6 @@ def stored_chunks(records: Sequence, doc_id: str, doc_hash: str, written_ns: int
             window_vectors=np.vstack([r.vector for r in recs]).astype(np.float32),
             sentence_vectors=(np.vstack([v for _, v in sentences]).astype(np.float32)
                               if sentences else np.zeros((0, dim), np.float32)),
-            spans=[(int(a), int(b)) for (a, b), _ in sentences], written_ns=written_ns))
+            spans=[(int(a), int(b)) for (a, b), _ in sentences], written_ns=written_ns,
+            ingested_at=ingested_at, root=root))
     return out

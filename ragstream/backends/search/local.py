@@ -43,17 +43,19 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 
 from ragstream.backends.search.keyword import KeywordEngine, StoredChunk, stored_chunks
-from ragstream.backends.vector_store import ChromaStore
-from ragstream.super_prompt import Filters
+from ragstream.backends.vector_store import ChromaStore, StoredDocument
+from ragstream.super_prompt import Chunk, Filters
 
 log = logging.getLogger(__name__)
 
-#: windows asked of the HNSW per chunk wanted (a chunk has one to a few windows)
-WINDOW_OVERFETCH = 3
+#: windows asked of the HNSW per chunk wanted (most chunks have one window; fewer distinct
+#: chunks than wanted asks again for twice as many)
+WINDOW_OVERFETCH = 1.25
 #: chunks written since this process opened Chroma that are scored exactly beside its HNSW;
 #: past this, Chroma is reopened (its HNSW then holds them)
 DELTA_MAX = 5000
@@ -65,6 +67,12 @@ REPAIR_BATCH = 200
 IN_STEP = "in-step"
 #: a write seen by Chroma's reader this long before it opened is counted as maybe unseen
 OPEN_MARGIN_NS = 2_000_000_000
+
+
+def _Fields(meta: dict) -> Chunk:
+    """A window's metadata as far as ``Filters.matches`` reads it (document type, source,
+    source name, update date: stored with every window)."""
+    return cast(Chunk, SimpleNamespace(**meta))
 
 
 def keyword_folder(index_dir: Path, collection: str) -> Path:
@@ -85,6 +93,7 @@ class LocalEngine:
         self._delta: tuple[str, list[StoredChunk]] | None = None  # (version, chunks)
         self._own: set[int] = set()  # the write times of this process's writes (its HNSW has them)
         self._lock = threading.Lock()
+        self._warned = ""  # the out-of-step version last warned about
 
     @classmethod
     def open(cls, chroma: ChromaStore, stemmer: str = "english", stopwords: str = "en") -> LocalEngine:
@@ -107,11 +116,13 @@ class LocalEngine:
                           root: str = "") -> None:
         """Swap each ``(doc_id, records, doc_hash)``'s chunks for ``records`` (encoded
         windows) in Chroma, then in tantivy, then mark both in step."""
+        self._before_write()
         self.chroma.replace_documents(documents, ingested_at, root)
         now = time.time_ns()
         self._own.add(now)
         self.keyword_engine.replace_documents(
-            (doc_id, stored_chunks(records, doc_id, digest, now)) for doc_id, records, digest in documents)
+            (doc_id, stored_chunks(records, doc_id, digest, now, ingested_at, root))
+            for doc_id, records, digest in documents)
         self._mark_in_step()
 
     def replace_document(self, doc_id: str, records: list, doc_hash: str, ingested_at: str,
@@ -121,10 +132,18 @@ class LocalEngine:
 
     def delete_document(self, doc_id: str) -> int:
         """Remove a document from both engines; how many windows Chroma held."""
+        self._before_write()
         n = self.chroma.delete_document(doc_id)
         self.keyword_engine.delete_document(doc_id)
         self._mark_in_step()
         return n
+
+    def _before_write(self) -> None:
+        """Bring tantivy in step first when it is not (a new store: nothing to compare; one a
+        write was cut short in: the documents that differ), so that marking both in step after
+        this write is true."""
+        if not self.in_step():
+            self.repair()
 
     def drop(self) -> None:
         """Delete the collection and its keyword index."""
@@ -162,16 +181,31 @@ class LocalEngine:
     def version(self) -> str:
         """Chroma's generation and the one tantivy was last brought in step with: changes
         with every write of either (the ``Corpus``'s cache key). Found out of step with no
-        ingestion writing (a write cut short between the two engines), tantivy is repaired
-        first (``repair``)."""
+        ingestion writing (a write cut short between the two engines), it is said once per
+        version; the next ingest (or ``repair``) mends it. A reader never repairs: its Chroma
+        may not see another process's latest records (``repair`` reads them)."""
         generation, marked = self.chroma.fingerprint(), self._marked()
-        if generation != marked:
+        version = f"{generation}|{marked}"
+        if generation != marked and version != self._warned:
             from ragstream.ingest.lock import ingest_busy
 
             if not ingest_busy(self.chroma.index_dir):
-                self.repair()
-                generation, marked = self.chroma.fingerprint(), self._marked()
-        return f"{generation}|{marked}"
+                self._warned = version
+                log.warning("the keyword index %s is out of step with the store (a write was cut "
+                            "short): searching what it holds; the next ingest, or `python -m "
+                            "ragstream repair`, rewrites the documents that differ",
+                            self.keyword_engine.folder)
+        return version
+
+    def documents(self) -> dict[str, StoredDocument]:
+        """The stored documents, from tantivy's ``version`` column (no chunk is read; Chroma's
+        listing reads every window's metadata: 64 s at 100k chunks). When tantivy is not in
+        step with Chroma, Chroma's own listing (a document written half lists no hash)."""
+        if not self.in_step():
+            return self.chroma.documents()
+        self.chroma.count_windows()  # the store opens (a damaged one says so, typed)
+        return {d: StoredDocument(d, h, n, at, root)
+                for d, (h, n, at, root) in self.keyword_engine.document_info().items()}
 
     def in_step(self) -> bool:
         """True when tantivy holds what Chroma holds (the marker names Chroma's generation)."""
@@ -182,7 +216,8 @@ class LocalEngine:
         that differs (from Chroma's records; nothing is encoded), removing those Chroma no
         longer holds; then mark both in step. Costs the documents that differ."""
         generation = self.chroma.fingerprint()
-        stored = {d: doc.doc_hash for d, doc in self.chroma.documents().items()}
+        docs = self.chroma.documents()
+        stored = {d: doc.doc_hash for d, doc in docs.items()}
         held = self.keyword_engine.documents()
         differ = sorted(d for d, h in stored.items() if held.get(d) != h)
         gone = sorted(set(held) - set(stored))
@@ -202,7 +237,8 @@ class LocalEngine:
                     chunk=c, doc_id=c.doc_id, doc_hash=stored[c.doc_id], window_vectors=vectors,
                     sentence_vectors=(np.vstack([v for _, v in found]).astype(np.float32) if found
                                       else np.zeros((0, vectors.shape[1]), np.float32)),
-                    spans=[(int(a), int(b)) for (a, b), _ in found], written_ns=now))
+                    spans=[(int(a), int(b)) for (a, b), _ in found], written_ns=now,
+                    ingested_at=docs[c.doc_id].ingested_at, root=docs[c.doc_id].root))
             self.keyword_engine.replace_documents(by_doc.items())
         if gone:
             self.keyword_engine.replace_documents((d, ()) for d in gone)
@@ -271,29 +307,27 @@ class LocalEngine:
     def _hnsw(self, vectors: np.ndarray, k: int, filters: Filters | None) -> list[dict[str, float]]:
         if self._opened_ns is None:
             self._opened_ns = time.time_ns() - OPEN_MARGIN_NS
-        total = self.chroma.count_windows()
         found: list[dict[str, float]] = [{} for _ in vectors]
-        if not total:
-            return found
-        n = min(total, k * WINDOW_OVERFETCH)
+        n = int(k * WINDOW_OVERFETCH) + 1  # Chroma gives fewer when it holds fewer
         todo = list(range(len(vectors)))
         while todo:
-            res = self.chroma.nearest(vectors[todo], n)
+            # the metadata only when the filters read it (a window's id names its chunk; one
+            # removed since this process loaded the HNSW is dropped when fetched)
+            res = self.chroma.nearest(vectors[todo], n, metadata=filters is not None)
+            metas = res.get("metadatas") or [[None] * len(ids) for ids in res["ids"]]
             again = []
             for j, i in enumerate(todo):
                 best = found[i] = {}
-                for wid, meta, dist in zip(res["ids"][j], res["metadatas"][j], res["distances"][j]):
-                    if meta is None:  # removed since this process's HNSW was loaded
-                        continue
-                    cid = meta.get("chunk_id") or wid.rsplit("@w", 1)[0]
+                for wid, meta, dist in zip(res["ids"][j], metas[j], res["distances"][j]):
+                    cid = wid.rsplit("@w", 1)[0]
                     if cid in best:
                         continue
-                    if filters is not None and not filters.matches(SimpleNamespace(**meta)):
+                    if filters is not None and (meta is None or not filters.matches(_Fields(meta))):
                         continue
                     best[cid] = 1.0 - float(dist)
-                if len(best) < k and n < total:
+                if len(best) < k and len(res["ids"][j]) == n:  # more may pass further out
                     again.append(i)
-            todo, n = again, min(total, n * 4)
+            todo, n = again, n * (4 if filters is not None else 2)
         return found
 
     def _written_since_open(self) -> list[StoredChunk]:

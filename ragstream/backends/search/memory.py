@@ -14,9 +14,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
-from ragstream.backends.search.keyword import StoredChunk
+from ragstream.backends.search.keyword import StoredChunk, phrase_words
 from ragstream.super_prompt import Filters
-from ragstream.text import fold
 
 
 class MemoryEngine:
@@ -39,7 +38,7 @@ class MemoryEngine:
                 spans=[(int(a), int(b)) for (a, b), _ in found], written_ns=0)
         texts = [index_text(c) for c in memory.chunks]
         self.tokens: dict[str, list[str]] = dict(zip(self.stored, tokenizer.tokens(texts)))
-        self._folded = {cid: " ".join(fold(t).split()) for cid, t in zip(self.stored, texts)}
+        self._folded = {cid: " ".join(phrase_words(t)) for cid, t in zip(self.stored, texts)}
 
     def version(self) -> str:
         """The memory's fingerprint."""
@@ -73,7 +72,7 @@ class MemoryEngine:
 
     def phrase(self, text: str, limit: int) -> list[str]:
         """Turns whose folded words hold ``text``'s in a row."""
-        wanted = " ".join(fold(text).split())
+        wanted = " ".join(phrase_words(text))
         if not wanted:
             return []
         return [c for c, t in self._folded.items() if f" {wanted} " in f" {t} "][:limit]
