@@ -662,7 +662,7 @@ def _stderr_progress() -> Callable[[str, int, int], None]:
 def _parse_chunks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
     """``"10000,100000"`` (or ``"10k,100k"``) → ``(10000, 100000)``."""
     sizes = []
-    for part in value.split(","):
+    for part in value.split(",") if value.strip() else []:
         part = part.strip().lower()
         try:
             n = int(float(part[:-1]) * 1000) if part.endswith("k") else int(part)
@@ -675,16 +675,20 @@ def _parse_chunks(ctx: click.Context, param: click.Parameter, value: str) -> tup
     return tuple(sizes)
 
 
-@main.command(help="Load test: concurrent RAGPipeline.retrieve calls (one thread per client) for a "
-                   "bounded time at each index size (SciFact texts, synthetic vectors), against the "
-                   "embedded store or a Chroma server; queries/s, p50/p95/max latency, errors, and "
-                   "p95 with N clients against p95 with one, measured in the same run.")
+@main.command(help="Load test of the real service: `ragstream serve --workers N` on loopback over "
+                   "the bundled knowledge base (and synthetic stores of --chunks), a load "
+                   "generator in another process sending varied SciFact claims (no cache hits), "
+                   "one client then --clients; requests/s, p50/p95/p99, errors, requests per "
+                   "worker, and N clients' throughput against one client's, in the same run.")
 @click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Concurrent clients (threads).")
-@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              help="Concurrent clients (keep-alive connections) of the second phase.")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=20.0,
               show_default=True, help="How long each phase (1 client, then N clients) runs.")
-@click.option("--chunks", default="10000,100000", show_default=True, callback=_parse_chunks,
-              help="Index sizes, comma-separated.")
+@click.option("--workers", default="1,2", show_default=True,
+              help="Worker counts to serve with, comma-separated (each measured in turn).")
+@click.option("--chunks", default="", callback=_parse_chunks,
+              help="Synthetic store sizes to measure besides the bundled knowledge base, "
+                   "comma-separated (e.g. 10k,100k; built once through the real store and cached).")
 @click.option("--chroma-url", default=None,
               help="A Chroma server (chroma run ...) to use instead of the embedded store; the run "
                    "uses its own collection there, ragstream_load, and deletes it at the end.")
@@ -694,7 +698,7 @@ def _parse_chunks(ctx: click.Context, param: click.Parameter, value: str) -> tup
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON result to this file.")
-def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str | None,
+def load(clients: int, seconds: float, workers: str, chunks: tuple[int, ...], chroma_url: str | None,
          data_dir: str | None, as_json: bool, out: str | None) -> None:
     """Run the load test and print the report or JSON (optionally also to a file)."""
     from pathlib import Path
@@ -703,8 +707,16 @@ def load(clients: int, seconds: float, chunks: tuple[int, ...], chroma_url: str 
     from ragstream.measure.load import format_report, run_load
 
     try:
+        counts = tuple(int(w) for w in workers.split(",") if w.strip())
+        if not counts or min(counts) < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts like 1,2.",
+                                 param_hint="--workers") from None
+    try:
         result = run_load(chunks, clients, seconds, chroma_url,
-                          Path(data_dir) if data_dir else SCIFACT_DIR, progress=_stderr_progress())
+                          Path(data_dir) if data_dir else SCIFACT_DIR, progress=_stderr_progress(),
+                          workers=counts)
     except RagstreamError as err:
         _fail(err)
     _emit(result, as_json, out, format_report)
