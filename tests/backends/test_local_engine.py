@@ -283,3 +283,26 @@ def test_late_chunked_sentence_vectors(embedder):
     spans = [s for r in records for s in r.sentence_spans]
     last = vecs[spans.index(tail)]
     assert float(last @ embedder.embed_batch(["Apples keep for months."])[0]) > 0.99
+
+
+def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fresh_engine, tmp_path):
+    """A store whose keyword index is missing (made by an older version, or the folder
+    deleted): the next process to query it, its Chroma not open yet, builds the keyword
+    index from the store's records (nothing encoded) and answers from it."""
+    import shutil
+
+    from ragstream.engine import Engine
+
+    kb = tmp_path / "kb"
+    write(kb, "fruit.md", DOC)
+    fresh_engine.ingest(kb)
+    expected = fresh_engine.run("Where do apples keep?").kept_ids(View.RETRIEVAL)
+    store = fresh_engine.services.store
+    folder = store.keyword_engine.folder
+    store.close()
+    shutil.rmtree(folder)
+    later = Engine(fresh_engine.cfg)
+    later.services.embedder = fresh_engine.services.embedder
+    assert later.run("Where do apples keep?").kept_ids(View.RETRIEVAL) == expected
+    assert later.services.store.in_step()
+    assert set(later.services.store.keyword_engine.documents()) == {"kb/fruit.md"}

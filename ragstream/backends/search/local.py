@@ -181,20 +181,30 @@ class LocalEngine:
     def version(self) -> str:
         """Chroma's generation and the one tantivy was last brought in step with: changes
         with every write of either (the ``Corpus``'s cache key). Found out of step with no
-        ingestion writing (a write cut short between the two engines), it is said once per
-        version; the next ingest (or ``repair``) mends it. A reader never repairs: its Chroma
-        may not see another process's latest records (``repair`` reads them)."""
+        ingestion writing (a write cut short between the two engines, or a store made before
+        tantivy was beside it), a process that has not opened Chroma yet repairs it
+        (``repair``, holding the ingestion lock: its Chroma, opened now, reads every process's
+        records); one that has Chroma open says so, once per version, and searches what tantivy
+        holds (its Chroma may not see another process's latest records): the next ingest or
+        ``python -m ragstream repair`` mends it."""
         generation, marked = self.chroma.fingerprint(), self._marked()
         version = f"{generation}|{marked}"
         if generation != marked and version != self._warned:
-            from ragstream.ingest.lock import ingest_busy
+            from ragstream.errors import IngestLockedError
+            from ragstream.ingest.lock import IngestLock
 
-            if not ingest_busy(self.chroma.index_dir):
-                self._warned = version
-                log.warning("the keyword index %s is out of step with the store (a write was cut "
-                            "short): searching what it holds; the next ingest, or `python -m "
-                            "ragstream repair`, rewrites the documents that differ",
-                            self.keyword_engine.folder)
+            try:
+                with IngestLock(self.chroma.index_dir, 0.0):
+                    if self.chroma._client is None and not self.in_step():
+                        self.repair()
+                        return f"{self.chroma.fingerprint()}|{self._marked()}"
+            except IngestLockedError:
+                return version  # an ingestion is writing: it marks both in step when done
+            self._warned = version
+            log.warning("the keyword index %s is out of step with the store (a write was cut "
+                        "short): searching what it holds; the next ingest, or `python -m "
+                        "ragstream repair`, rewrites the documents that differ",
+                        self.keyword_engine.folder)
         return version
 
     def documents(self) -> dict[str, StoredDocument]:
