@@ -144,7 +144,7 @@ def _store_problem(store) -> str:
     try:
         store.chroma.documents()
         store.chroma.read_index_records()
-        store.fingerprint()
+        store.chroma.fingerprint()
     except VectorDBUnavailableError:
         raise
     except Exception as err:
@@ -211,7 +211,7 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
     old_ids: set[str] | None = None
     with IngestLock(cfg.index_dir, s.chunking.ingest_lock_wait_s):
         problem = _store_problem(store)
-        fingerprint = None if problem else store.fingerprint()
+        fingerprint = None if problem else store.chroma.fingerprint()
         report.store_state = f"unreadable: {problem}" if problem else (
             "ok" if store.count_windows() else "empty")
         state = keyword_problem(store, not problem)

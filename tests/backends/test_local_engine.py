@@ -306,3 +306,27 @@ def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fr
     assert later.run("Where do apples keep?").kept_ids(View.RETRIEVAL) == expected
     assert later.services.store.in_step()
     assert set(later.services.store.keyword_engine.documents()) == {"kb/fruit.md"}
+
+
+def test_a_pass_made_between_the_two_writes_of_a_change_is_out_of_date_after_the_second(
+        fresh_engine, tmp_path):
+    """Retrieval run while a change is half written (Chroma has it, tantivy not yet) is not
+    current once tantivy has it too: what a pass was computed from is both engines' version."""
+    from ragstream.backends.search.keyword import stored_chunks
+
+    kb = tmp_path / "kb"
+    write(kb, "fruit.md", DOC)
+    fresh_engine.ingest(kb)
+    store = fresh_engine.services.store
+    text = "# Plums\n\nPlums dry into prunes in the sun.\n"
+    parsed = parse_document(text, "kb/plums.md", fresh_engine.cfg.settings.chunking, "2026-01-01")
+    records = encode_chunks(parsed.chunks, fresh_engine.services.embedder)
+    store.chroma.replace_documents([("kb/plums.md", records, "h")], "2026-01-01T00:00:00+00:00")
+    half = fresh_engine.run("What do plums dry into?", until="Retrieval")
+    assert not any(c.startswith("kb/plums.md") for c in half.kept_ids(View.RETRIEVAL))
+    assert fresh_engine.stale(half) is None
+    store.keyword_engine.replace_documents([("kb/plums.md", stored_chunks(records, "kb/plums.md", "h", 1))])
+    store._mark_in_step()
+    assert fresh_engine.stale(half) is not None
+    whole = fresh_engine.resume(half)
+    assert whole.kept_ids(View.RETRIEVAL)[0].startswith("kb/plums.md")

@@ -179,7 +179,7 @@ def test_replace_document_raises_vector_store_error(fresh_engine, tmp_path):
 def test_fingerprint_changes_with_every_write_and_is_stamped(fresh_engine, tmp_path):
     from ragstream.backends.vector_store import GENERATION_KEY
 
-    store = fresh_engine.services.store
+    store = fresh_engine.services.store.chroma  # the store's own stamp
     write(tmp_path / "kb", "a.md", DOC_B)
     fresh_engine.ingest(tmp_path / "kb")
     first = store.fingerprint()
@@ -199,7 +199,7 @@ def test_fingerprint_changes_with_every_write_and_is_stamped(fresh_engine, tmp_p
 def test_unopened_store_reads_the_stamp_copy_and_sees_other_writers(fresh_engine, tmp_path):
     """A process that has not opened Chroma fingerprints from the stamp's copy on disk (no
     chromadb client made), and still sees every write another store object makes."""
-    store = fresh_engine.services.store
+    store = fresh_engine.services.store.chroma  # the store's own stamp
     write(tmp_path / "kb", "a.md", DOC_B)
     fresh_engine.ingest(tmp_path / "kb")
     copy = store._generation_file
@@ -214,7 +214,7 @@ def test_unopened_store_reads_the_stamp_copy_and_sees_other_writers(fresh_engine
 
 
 def test_a_store_without_the_copy_is_read_from_chroma_and_given_one(fresh_engine, tmp_path):
-    store = fresh_engine.services.store
+    store = fresh_engine.services.store.chroma  # the store's own stamp
     write(tmp_path / "kb", "a.md", DOC_B)
     fresh_engine.ingest(tmp_path / "kb")
     stamp = store.fingerprint()

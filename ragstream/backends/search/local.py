@@ -217,6 +217,12 @@ class LocalEngine:
         return {d: StoredDocument(d, h, n, at, root)
                 for d, (h, n, at, root) in self.keyword_engine.document_info().items()}
 
+    def fingerprint(self) -> str:
+        """What a pass's results were computed from (``staleness``, the API's result cache):
+        the ``version`` of both engines, so a result computed between the two writes of a
+        change (Chroma's done, tantivy's not yet) is out of date once tantivy has it too."""
+        return self.version()
+
     def in_step(self) -> bool:
         """True when tantivy holds what Chroma holds (the marker names Chroma's generation)."""
         return self._marked() == self.chroma.fingerprint()
