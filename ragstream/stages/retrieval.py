@@ -94,31 +94,49 @@ def top_rows(scores: np.ndarray, n: int, positive: bool = False) -> np.ndarray:
     return rows[order][:n]
 
 
-def candidates(corpus, vectors: np.ndarray, terms: list[list[str]], n: int,
-               filters: Filters | None, dense: bool = True, keyword: bool = True) -> set[str]:
-    """Each piece's ``n`` nearest chunks and ``n`` best keyword matches, from the engines."""
-    found: set[str] = set()
-    if dense:
-        for near in corpus.dense(vectors, n, filters):
-            found.update(c for c, _ in near)
-    if keyword:
-        for piece in terms:
-            found.update(c for c, _ in corpus.keyword(piece, n, filters))
-    return found
+class Candidates:
+    """Each piece's ``n`` nearest chunks and ``n`` best keyword matches, from the engines
+    (``ids``), with each piece's keyword hits and their BM25 (``bm25``: the scores need not be
+    asked again for those)."""
+
+    def __init__(self, corpus, vectors: np.ndarray, terms: list[list[str]], n: int,
+                 filters: Filters | None, dense: bool = True, keyword: bool = True):
+        self.ids: set[str] = set()
+        self.filtered = filters is not None
+        self.bm25: list[dict[str, float]] = [{} for _ in terms]
+        if dense:
+            for near in corpus.dense(vectors, n, filters):
+                self.ids.update(c for c, _ in near)
+        if keyword:
+            self.bm25 = [dict(hits) for hits in corpus.keyword_many(terms, n, filters)]
+            for hits in self.bm25:
+                self.ids.update(hits)
 
 
 def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
-                 terms: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+                 terms: list[list[str]], found: Candidates | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(candidates × pieces) best-window cosine, from the fetched window vectors, and BM25
-    divided by the piece's best score anywhere (so pieces weigh alike)."""
+    divided by the piece's best score anywhere (so pieces weigh alike). ``found``: the
+    keyword hits already scored (only the other candidates are asked for their BM25; without
+    filters, a piece's first hit is its best anywhere)."""
     dense = (np.vstack([best_cosines(held[c], vectors) for c in ordered]) if ordered
              else np.zeros((0, len(vectors)), dtype=np.float32))
     kw = np.zeros((len(ordered), len(terms)), dtype=np.float64)
+    if not ordered:
+        return dense, kw
+    known = found.bm25 if found is not None else [{} for _ in terms]
+    if found is not None and not found.filtered:
+        best = [max(hits.values(), default=0.0) for hits in known]
+    else:
+        best = [hits[0][1] if hits else 0.0 for hits in corpus.keyword_many(terms, 1)]
     for i, piece in enumerate(terms):
-        best = corpus.best_keyword(piece) if ordered else 0.0
-        if best > 0:
-            got = corpus.keyword_scores(piece, ordered)
-            kw[:, i] = [got.get(c, 0.0) / best for c in ordered]
+        if best[i] <= 0:
+            continue
+        got = dict(known[i])
+        rest = [c for c in ordered if c not in got]
+        if rest:
+            got.update(corpus.keyword_scores(piece, rest))
+        kw[:, i] = [got.get(c, 0.0) / best[i] for c in ordered]
     return dense, kw
 
 
@@ -142,9 +160,10 @@ def single_ranking(services, pieces: list[str], system: str, k: int, tau: float)
     vectors = services.embedder.embed(pieces)
     terms = corpus.tokenizer.tokens(pieces)
     dense = system == "dense"
-    held = corpus.fetch(sorted(candidates(corpus, vectors, terms, k, None, dense, not dense)))
+    found = Candidates(corpus, vectors, terms, k, None, dense, not dense)
+    held = corpus.fetch(sorted(found.ids))
     ordered = sorted(held)
-    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms)
+    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms, found)
     rows = np.arange(len(ordered))
     scores = (aggregate_dense(dense_pp, rows, tau) if dense
               else aggregate_keyword(keyword_pp, rows, tau))
@@ -172,10 +191,10 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     vectors = services.embedder.embed(pieces)
     terms = corpus.tokenizer.tokens(pieces)
     # a chunk the person added is a candidate whatever the filters say
-    found = candidates(corpus, vectors, terms, n1, filters) | set(chunk_edits.added)
-    held = corpus.fetch(sorted(found))
+    found = Candidates(corpus, vectors, terms, n1, filters)
+    held = corpus.fetch(sorted(found.ids | set(chunk_edits.added)))
     ordered = sorted(held)  # chunk id order
-    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms)
+    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms, found)
     rows = np.arange(len(ordered))
     dense = dict(zip(ordered, aggregate_dense(dense_pp, rows, rs.tau).tolist()))
     keyword = dict(zip(ordered, aggregate_keyword(keyword_pp, rows, rs.tau).tolist()))

@@ -251,6 +251,23 @@ class Corpus:
                            key=lambda x: (-x[1], x[0]))[:k]
         return found
 
+    def keyword_many(self, queries: Sequence[Sequence[str]], k: int,
+                     filters: Filters | None = None) -> list[list[tuple[str, float]]]:
+        """``keyword`` for each query piece's terms (one engine call when it can batch them)."""
+        f = None if filters is None or filters.empty else filters
+        many = getattr(self.kb.engine, "keyword_many", None)
+        if many is None or self.memory:
+            return [self.keyword(terms, k, f) for terms in queries]
+        return many(queries, k, f)
+
+    def keyword_scores_many(self, queries: Sequence[Sequence[str]],
+                            chunk_ids: Sequence[str]) -> list[dict[str, float]]:
+        """``keyword_scores`` for each query piece's terms (one engine call when it can)."""
+        many = getattr(self.kb.engine, "keyword_scores_many", None)
+        if many is None or self.memory or not chunk_ids:
+            return [self.keyword_scores(terms, chunk_ids) for terms in queries]
+        return many(queries, chunk_ids)
+
     def best_keyword(self, terms: Sequence[str]) -> float:
         """The best BM25 any chunk or turn has for ``terms`` (0 when none holds one)."""
         top = self.keyword(terms, 1)

@@ -274,17 +274,41 @@ class KeywordEngine:
         """The ``k`` chunks with the best BM25 score for ``terms`` (stemmed, as
         ``query_terms`` gives them), best first, among those passing ``filters`` (and, if
         given, among ``only``): ``(chunk id, score)``. Nothing for no terms."""
-        terms = [t for t in terms if t]
-        if not terms or k <= 0 or (only is not None and not only):
-            return []
+        return self.search_many([terms], k, filters, only)[0]
+
+    def search_many(self, queries: Sequence[Sequence[str]], k: int, filters: Filters | None = None,
+                    only: Sequence[str] | None = None) -> list[list[tuple[str, float]]]:
+        """``search`` for each of several term lists, on one searcher: a hit's id is read once
+        however many lists find it (a stored chunk holds its vectors, so reading it is most of
+        a search's cost; within one searcher a document's address names it)."""
         searcher = self._searcher()
-        hits = searcher.search(self._scored(self._terms_query(terms), filters, only), k,
-                               count=False).hits
-        return self._ids(searcher, hits)
+        names: dict[tuple[int, int], str] = {}
+        out: list[list[tuple[str, float]]] = []
+        for terms in queries:
+            terms = [t for t in terms if t]
+            if not terms or k <= 0 or (only is not None and not only):
+                out.append([])
+                continue
+            hits = searcher.search(self._scored(self._terms_query(terms), filters, only), k,
+                                   count=False).hits
+            found = []
+            for score, addr in hits:
+                key = (addr.segment_ord, addr.doc)
+                cid = names.get(key)
+                if cid is None:
+                    cid = names[key] = searcher.doc(addr)["id"][0]
+                found.append((cid, float(score)))
+            out.append(found)
+        return out
 
     def scores(self, terms: Sequence[str], chunk_ids: Sequence[str]) -> dict[str, float]:
         """The BM25 score for ``terms`` of each of ``chunk_ids`` that holds one of them."""
-        return dict(self.search(terms, len(chunk_ids), only=chunk_ids))
+        return self.scores_many([terms], chunk_ids)[0]
+
+    def scores_many(self, queries: Sequence[Sequence[str]],
+                    chunk_ids: Sequence[str]) -> list[dict[str, float]]:
+        """``scores`` for each of several term lists, on one searcher (``search_many``)."""
+        return [dict(found) for found in self.search_many(queries, len(chunk_ids), only=chunk_ids)]
 
     def query_terms(self, query: str) -> list[str]:
         """The stemmed, stop-word-free terms of ``query``, as the index holds them."""

@@ -277,6 +277,16 @@ class LocalEngine:
         """BM25 of the given chunks, from tantivy."""
         return self.keyword_engine.scores(terms, chunk_ids)
 
+    def keyword_many(self, queries: Sequence[Sequence[str]], k: int,
+                     filters: Filters | None = None) -> list[list[tuple[str, float]]]:
+        """``keyword`` for each query piece's terms, on one tantivy searcher."""
+        return self.keyword_engine.search_many(queries, k, filters)
+
+    def keyword_scores_many(self, queries: Sequence[Sequence[str]],
+                            chunk_ids: Sequence[str]) -> list[dict[str, float]]:
+        """``keyword_scores`` for each query piece's terms, on one tantivy searcher."""
+        return self.keyword_engine.scores_many(queries, chunk_ids)
+
     def stats(self) -> tuple[int, float]:
         """tantivy's chunk count and mean length in terms."""
         return self.keyword_engine.stats()
