@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 from click.testing import CliRunner
 
 from ragstream.cli import main
 from ragstream.measure import load
 from tests.conftest import KB
+from tests.test_service import serving  # a real uvicorn on a free loopback port
 
 TOPICS = ["insulin", "microglia", "telomerase", "malaria", "statins", "cortisol", "dopamine",
           "vitamin D", "influenza", "collagen", "leptin", "p53", "autophagy", "hypoxia"]
@@ -105,31 +100,13 @@ async def _flaky_app(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": answer})
 
 
-@contextmanager
-def serving(app) -> Iterator[int]:
-    """``app`` on a real uvicorn on a free loopback port, in a thread; the port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def test_the_generator_counts_http_errors_and_refused_connections():
     spec = {"host": "127.0.0.1", "queries": ["a", "b", "c"], "timeout_s": 5, "seconds": 0.3,
             "clients": 3, "name": "t", "token": "x"}
-    with serving(_flaky_app) as port:
-        p = load.generate({**spec, "port": port})
+    with serving(_flaky_app) as url:
+        p = load.generate({**spec, "port": int(url.rsplit(":", 1)[1])})
     assert p["requests"] == sum(p["per_client"]) == p["ok"] + p["errors"] > 0
     assert p["error_kinds"] == {"HTTP 503": p["errors"]} and abs(p["ok"] - p["errors"]) <= 1
     assert p["error_samples"][0] == 'HTTP 503: {"error":"down"}'

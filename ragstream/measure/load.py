@@ -68,6 +68,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ragstream.measure.scale import size_label
+
 SCHEMA = 2
 DEFAULT_CLIENTS = 8
 DEFAULT_SECONDS = 20.0
@@ -90,11 +92,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_KB = ROOT / "data" / "kb"
 
 Progress = Callable[[str, int, int], None]
-
-
-def size_label(n: int) -> str:
-    """``10000`` → ``"10k"``; sizes that are not whole thousands stay as they are."""
-    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
 def read_queries(folder: Path) -> list[str]:

@@ -62,29 +62,40 @@ class StoredChunk:
     root: str = ""  # the folder (or API) its document came from
 
 
-def glob_regex(pattern: str) -> str:
-    """A shell pattern (``*``, ``?``, ``[...]``, as ``fnmatch.fnmatchcase``) as a regular
-    expression tantivy matches against a whole term."""
+def glob_parts(pattern: str) -> list[tuple[str, str]]:
+    """A shell pattern read as ``fnmatch.fnmatchcase`` reads it: ``("any", "*")``,
+    ``("one", "?")``, ``("class", body)`` for ``[body]`` (``!`` first: negated), and
+    ``("char", c)`` for everything else; each engine writes these in its own pattern language."""
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "*":
-            out.append(".*")
+            out.append(("any", ch))
         elif ch == "?":
-            out.append(".")
+            out.append(("one", ch))
         elif ch == "[" and (end := pattern.find("]", i + 2 if pattern[i + 1:i + 2] in "!]" else i + 1)) > 0:
-            body = pattern[i + 1:end]
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\") + "]")
+            out.append(("class", pattern[i + 1:end]))
             i = end
         else:
-            out.append(re.escape(ch) if not ch.isalnum() else ch)
+            out.append(("char", ch))
         i += 1
+    return out
+
+
+def glob_regex(pattern: str) -> str:
+    """A shell pattern (``*``, ``?``, ``[...]``, as ``fnmatch.fnmatchcase``) as a regular
+    expression tantivy matches against a whole term."""
+    out = []
+    for kind, text in glob_parts(pattern):
+        if kind == "class":
+            body = "^" + text[1:] if text.startswith("!") else text
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+        else:
+            out.append({"any": ".*", "one": "."}.get(kind) or (text if text.isalnum() else re.escape(text)))
     return "".join(out)
 
 
-def _day(date: str) -> int | None:
+def day_number(date: str) -> int | None:
     """Days since 1970-01-01 of an ISO date (its first ten characters), or None."""
     try:
         return (dt.date.fromisoformat(date[:10]) - _EPOCH).days
@@ -219,7 +230,7 @@ class KeywordEngine:
             "sentences": np.ascontiguousarray(s.sentence_vectors, dtype=np.float16).tobytes(),
             "spans": json.dumps([list(x) for x in s.spans]),
         }
-        day = _day(c.last_update_date)
+        day = day_number(c.last_update_date)
         if day is not None:
             fields["day"] = day
         return fields

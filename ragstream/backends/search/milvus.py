@@ -81,8 +81,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, bm25_score, index_text
-from ragstream.backends.search.keyword import StoredChunk, stored_chunks
+from ragstream.backends.keyword_index import BM25_B, BM25_K1, KeywordIndex, bm25_idf, bm25_score, index_text
+from ragstream.backends.search.keyword import StoredChunk, day_number, glob_parts, stored_chunks
 from ragstream.backends.vector_store import StoredDocument
 from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
@@ -96,7 +96,7 @@ ANALYZERS: tuple[dict[str, Any], ...] = ({"tokenizer": "whitespace"}, {"tokenize
 #: Milvus Lite's analyzer (it would refuse ``whitespace``, loudly)
 LITE_ANALYZER: dict[str, Any] = {"tokenizer": "standard"}
 #: BM25's parameters (tantivy's, Lucene's and ``bm25_score``'s)
-BM25_PARAMS = {"bm25_k1": 1.2, "bm25_b": 0.75}
+BM25_PARAMS = {"bm25_k1": BM25_K1, "bm25_b": BM25_B}
 #: the ``day`` of a chunk without an update date (below any real day)
 NO_DAY = -(10 ** 9)
 #: the longest VARCHAR Milvus stores (bytes)
@@ -233,31 +233,20 @@ def glob_like(pattern: str) -> tuple[str, bool]:
     match the same strings. ``*`` is ``%`` and ``?`` is ``_``; a literal ``%``, ``_`` or
     backslash, and a ``[...]`` class, become ``_`` (any one character: the ``like`` then
     matches a superset, to be checked exactly)."""
-    out, exact, i = [], True, 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "*":
-            out.append("%")
-        elif ch == "?":
+    out, exact = [], True
+    for kind, text in glob_parts(pattern):
+        if kind in ("class", "one") or (kind == "char" and text in "%_\\"):
             out.append("_")
-        elif ch == "[" and (end := pattern.find("]", i + 2 if pattern[i + 1:i + 2] in "!]" else i + 1)) > 0:
-            out.append("_")
-            exact, i = False, end
-        elif ch in "%_\\":
-            out.append("_")
-            exact = False
+            exact = exact and kind == "one"
         else:
-            out.append(ch)
-        i += 1
+            out.append("%" if kind == "any" else text)
     return "".join(out), exact
 
 
 def day_of(date: str) -> int:
     """Days since 1970-01-01 of an ISO date (its first ten characters), or ``NO_DAY``."""
-    try:
-        return (dt.date.fromisoformat(date[:10]) - _EPOCH).days
-    except (TypeError, ValueError):
-        return NO_DAY
+    day = day_number(date)
+    return NO_DAY if day is None else day
 
 
 def filter_expr(filters: Filters | None) -> tuple[str, tuple[str, ...] | None]:
