@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragstream.backends.keyword_index import weighted_share
 from ragstream.config import AnswerabilityModel, AnswerabilitySettings
 from ragstream.records import Statement
 from ragstream.super_prompt import SuperPrompt, View
@@ -160,12 +161,10 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
     vectors = services.embedder.embed([query, *(s.text for s in statements), section])
     cosines = vectors[1:-1] @ vectors[0]
     dense = [r.scores["dense"] for r in sp.view(View.RETRIEVAL) if "dense" in r.scores]
-    keyword = services.index()
+    corpus = services.index()
     asked = sorted(terms(query))
-    weights = {t: keyword.idf(t) for t in asked}
-    total = sum(weights.values())
-    have = terms(used_text)
-    covered = sum(w for t, w in weights.items() if t in have) / total if total else 0.0
+    weights = corpus.idf_weights(asked)
+    covered = weighted_share(weights, terms(used_text).__contains__)
     return {
         "lead_match": float(cosines[0]),
         "best_match": float(np.max(cosines)),
@@ -174,7 +173,7 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
         "rerank_margin": float(ranked[0] - ranked[1]) if len(ranked) > 1 else 0.0,
         "dense": float(max(dense, default=0.0)),
         "covered": float(covered),
-        "unseen": float(keyword.unseen_share(asked)),
+        "unseen": float(corpus.unseen_share(asked)),
         "lead_heading": float(vectors[-1] @ vectors[0]),
     }
 

@@ -9,7 +9,7 @@ title and heading path, so words in headings count.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,13 @@ def bm25_idf(n: int, df: int) -> float:
     """BM25's (Lucene's) IDF of a term ``df`` of ``n`` chunks hold: never negative, highest
     for a term no chunk holds."""
     return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+
+
+def weighted_share(weights: Mapping[str, float], held: Callable[[str], bool]) -> float:
+    """The share of the terms' total weight (their IDFs) carried by the terms ``held`` picks;
+    0 when they weigh nothing."""
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if held(t)) / total if total else 0.0
 
 
 #: BM25's term-frequency saturation and length normalisation (tantivy's and Lucene's defaults)
@@ -158,9 +165,8 @@ class KeywordIndex:
         distinct = sorted(set(terms))
         if not distinct or self._retriever is None:
             return 0.0
-        weights = [self._idf(t) for t in distinct]
-        total = sum(idf for idf, _ in weights)
-        return sum(idf for idf, t in weights if t is None) / total if total else 0.0
+        found = {t: self._idf(t) for t in distinct}
+        return weighted_share({t: idf for t, (idf, _) in found.items()}, lambda t: found[t][1] is None)
 
     def weighted_coverage(self, terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
         """For each chunk in ``rows``, the IDF-weighted share of the distinct ``terms`` it

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, bm25_score, index_text
+from ragstream.backends.keyword_index import (
+    KeywordIndex,
+    bm25_idf,
+    bm25_score,
+    index_text,
+    weighted_share,
+)
 from ragstream.backends.search.base import Evidence, evidence_of
 from ragstream.backends.search.keyword import StoredChunk
 from ragstream.super_prompt import Chunk, Filters
@@ -180,17 +186,21 @@ class Corpus:
         n = self._stats()[0]
         return bm25_idf(n, self.doc_freqs([term])[term]) if n else 0.0
 
-    def unseen_share(self, terms: Sequence[str]) -> float:
-        """The IDF-weighted share of the distinct ``terms`` no chunk contains: near 1 for a
-        question whose distinctive words the knowledge base never uses."""
+    def idf_weights(self, terms: Sequence[str]) -> dict[str, float]:
+        """BM25's IDF of each distinct term (none when nothing is indexed)."""
         distinct = sorted(set(terms))
         n = self._stats()[0]
         if not distinct or not n:
-            return 0.0
+            return {}
         df = self.doc_freqs(distinct)
-        weights = {t: bm25_idf(n, df[t]) for t in distinct}
-        total = sum(weights.values())
-        return sum(w for t, w in weights.items() if not df[t]) / total if total else 0.0
+        return {t: bm25_idf(n, df[t]) for t in distinct}
+
+    def unseen_share(self, terms: Sequence[str]) -> float:
+        """The IDF-weighted share of the distinct ``terms`` no chunk contains: near 1 for a
+        question whose distinctive words the knowledge base never uses."""
+        weights = self.idf_weights(terms)
+        df = self.doc_freqs(list(weights)) if weights else {}
+        return weighted_share(weights, lambda t: not df[t])
 
     def coverage(self, terms: Sequence[str], chunks: Sequence[Chunk]) -> list[float]:
         """For each chunk, the share of the distinct ``terms`` it is indexed under."""
@@ -202,15 +212,10 @@ class Corpus:
     def weighted_coverage(self, terms: Sequence[str], chunks: Sequence[Chunk]) -> list[float]:
         """For each chunk, the IDF-weighted share of the distinct ``terms`` it holds (a term
         nothing holds weighs most)."""
-        distinct = sorted(set(terms))
-        n = self._stats()[0]
-        if not distinct or not n:
+        weights = self.idf_weights(terms)
+        if not weights:
             return [0.0] * len(chunks)
-        df = self.doc_freqs(distinct)
-        weights = {t: bm25_idf(n, df[t]) for t in distinct}
-        total = sum(weights.values())
-        return [sum(w for t, w in weights.items() if t in held) / total
-                for held in self.terms_of(chunks)]
+        return [weighted_share(weights, held.__contains__) for held in self.terms_of(chunks)]
 
     # -- candidates ---------------------------------------------------------------------
 
@@ -241,32 +246,24 @@ class Corpus:
     def keyword(self, terms: Sequence[str], k: int,
                 filters: Filters | None = None) -> list[tuple[str, float]]:
         """The ``k`` best BM25 matches of ``terms`` (chunks and turns), best first."""
-        f = None if filters is None or filters.empty else filters
-        found = self.kb.engine.keyword(terms, k, f)
-        if self.memory:
-            turns = self._memory_bm25(terms)
-            passing = set(self.memory.fetch(list(turns))) if f is None else {
-                c for c, s in self.memory.fetch(list(turns)).items() if f.matches(s.chunk)}
-            found = sorted(found + [(c, v) for c, v in turns.items() if c in passing],
-                           key=lambda x: (-x[1], x[0]))[:k]
-        return found
+        return self.keyword_many([terms], k, filters)[0]
 
     def keyword_many(self, queries: Sequence[Sequence[str]], k: int,
                      filters: Filters | None = None) -> list[list[tuple[str, float]]]:
-        """``keyword`` for each query piece's terms (one engine call when it can batch them)."""
+        """``keyword`` for each query piece's terms: one engine call when the engine batches
+        them (``keyword_many``), the turns' matches merged into each piece's."""
         f = None if filters is None or filters.empty else filters
         many = getattr(self.kb.engine, "keyword_many", None)
-        if many is None or self.memory:
-            return [self.keyword(terms, k, f) for terms in queries]
-        return many(queries, k, f)
-
-    def keyword_scores_many(self, queries: Sequence[Sequence[str]],
-                            chunk_ids: Sequence[str]) -> list[dict[str, float]]:
-        """``keyword_scores`` for each query piece's terms (one engine call when it can)."""
-        many = getattr(self.kb.engine, "keyword_scores_many", None)
-        if many is None or self.memory or not chunk_ids:
-            return [self.keyword_scores(terms, chunk_ids) for terms in queries]
-        return many(queries, chunk_ids)
+        found = (many(queries, k, f) if many is not None
+                 else [self.kb.engine.keyword(terms, k, f) for terms in queries])
+        if not self.memory:
+            return found
+        merged = []
+        for terms, hits in zip(queries, found):
+            turns = [(c, v) for c, v in self._memory_bm25(terms).items()
+                     if f is None or f.matches(self.memory.stored[c].chunk)]
+            merged.append(sorted(hits + turns, key=lambda x: (-x[1], x[0]))[:k])
+        return merged
 
     def best_keyword(self, terms: Sequence[str]) -> float:
         """The best BM25 any chunk or turn has for ``terms`` (0 when none holds one)."""

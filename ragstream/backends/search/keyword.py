@@ -314,12 +314,7 @@ class KeywordEngine:
 
     def scores(self, terms: Sequence[str], chunk_ids: Sequence[str]) -> dict[str, float]:
         """The BM25 score for ``terms`` of each of ``chunk_ids`` that holds one of them."""
-        return self.scores_many([terms], chunk_ids)[0]
-
-    def scores_many(self, queries: Sequence[Sequence[str]],
-                    chunk_ids: Sequence[str]) -> list[dict[str, float]]:
-        """``scores`` for each of several term lists, on one searcher (``search_many``)."""
-        return [dict(found) for found in self.search_many(queries, len(chunk_ids), only=chunk_ids)]
+        return dict(self.search(terms, len(chunk_ids), only=chunk_ids))
 
     def query_terms(self, query: str) -> list[str]:
         """The stemmed, stop-word-free terms of ``query``, as the index holds them."""

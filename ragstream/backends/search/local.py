@@ -282,11 +282,6 @@ class LocalEngine:
         """``keyword`` for each query piece's terms, on one tantivy searcher."""
         return self.keyword_engine.search_many(queries, k, filters)
 
-    def keyword_scores_many(self, queries: Sequence[Sequence[str]],
-                            chunk_ids: Sequence[str]) -> list[dict[str, float]]:
-        """``keyword_scores`` for each query piece's terms, on one tantivy searcher."""
-        return self.keyword_engine.scores_many(queries, chunk_ids)
-
     def stats(self) -> tuple[int, float]:
         """tantivy's chunk count and mean length in terms."""
         return self.keyword_engine.stats()
@@ -324,10 +319,11 @@ class LocalEngine:
         if k <= 0 or not len(vectors):
             return [[] for _ in vectors]
         found = self._hnsw(vectors, k, filters)
-        for best, vec in zip(found, vectors):
-            for stored in self._written_since_open():
-                if filters is None or filters.matches(stored.chunk):
-                    best[stored.chunk.id] = float((stored.window_vectors @ vec).max())
+        delta = [s for s in self._written_since_open() if filters is None or filters.matches(s.chunk)]
+        for stored in delta:  # each chunk's best window against every piece at once
+            cosines = (stored.window_vectors @ vectors.T).max(axis=0)
+            for best, cos in zip(found, cosines.tolist()):
+                best[stored.chunk.id] = cos
         return [sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k] for best in found]
 
     def _hnsw(self, vectors: np.ndarray, k: int, filters: Filters | None) -> list[dict[str, float]]:
