@@ -195,6 +195,9 @@ class ChromaStore:
         self.settings = settings
         self.index_dir = Path(index_dir)
         self._client: ClientAPI | None = None
+        #: called once the client has opened, under the opening lock (the ``LocalEngine``
+        #: brings its keyword index in step then, from a view of every process's records)
+        self.on_open: Callable[[], None] | None = None
         self._collection: Collection | None = None
         # http mode (see the module docstring)
         self.connect_timeout_s = settings.connect_timeout_s
@@ -219,6 +222,8 @@ class ChromaStore:
             with _OPENING:  # two threads' first queries open one client, not two
                 if self._client is None:
                     self._open_client()
+                    if self.on_open is not None:
+                        self.on_open()
         assert self._client is not None  # _open_client raises when it cannot open one
         return self._client
 

@@ -119,6 +119,34 @@ def test_the_stored_chunk_comes_back_whole(engine):
         assert got[cid].spans == s.spans
 
 
+def test_a_search_names_its_hits_from_columns_and_reads_each_stored_chunk_once(engine, monkeypatch):
+    """A stored chunk holds its vectors (~10 KB in a real one): a search names its hits from
+    the ``key`` and ``written`` columns and reads a stored chunk only the first time it is
+    a hit; a search among given chunks reads none; a document written again is read anew
+    (its chunks are never served as they were)."""
+    reads: list[str] = []
+    real = KeywordEngine._stored
+
+    def counted(d):
+        reads.append(d["id"][0])
+        return real(d)
+
+    monkeypatch.setattr(KeywordEngine, "_stored", staticmethod(counted))
+    terms = engine.query_terms("chunks headings tables")
+    first = engine.search(terms, 5)
+    assert len(first) >= 2 and sorted(reads) == sorted(ids(first))
+    reads.clear()
+    assert engine.search(terms, 5) == first and reads == []
+    assert set(engine.fetch(ids(first))) == set(ids(first)) and reads == []
+    engine.scores(engine.query_terms("pip wheels"), ["faq/install.md#0", "faq/install.md#1"])
+    assert reads == []
+    new = stored("faq/chunking.md", "2", written=7)
+    engine.replace_documents([("faq/chunking.md", new)])
+    got = engine.fetch(["faq/chunking.md#0"])["faq/chunking.md#0"]
+    assert reads == ["faq/chunking.md#0"] and got.doc_hash == "hash-2" and got.written_ns == 7
+    assert np.array_equal(got.window_vectors, new[0].window_vectors)
+
+
 def test_a_phrase_is_found_in_the_text_case_and_accents_aside(engine):
     assert engine.phrase("Reciprocal RANK fusion", 5) == ["guide/retrieval.md#1"]
     assert engine.phrase("fusion reciprocal", 5) == []

@@ -285,12 +285,16 @@ def test_late_chunked_sentence_vectors(embedder):
     assert float(last @ embedder.embed_batch(["Apples keep for months."])[0]) > 0.99
 
 
-def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fresh_engine, tmp_path):
-    """A store whose keyword index is missing (made by an older version, or the folder
-    deleted): the next process to query it, its Chroma not open yet, builds the keyword
-    index from the store's records (nothing encoded) and answers from it."""
+@pytest.mark.parametrize("how", ["deleted", "another version", "chroma opened first"])
+def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fresh_engine, tmp_path,
+                                                                              how):
+    """A store whose keyword index is missing (the folder deleted), or made by another
+    version of RAGstream (another schema): the next process to open the store builds the
+    keyword index from the store's records (nothing encoded) and answers from it, whichever
+    call opens Chroma first."""
     import shutil
 
+    from ragstream.backends.search.keyword import SCHEMA_VERSION
     from ragstream.engine import Engine
 
     kb = tmp_path / "kb"
@@ -300,12 +304,24 @@ def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fr
     store = fresh_engine.services.store
     folder = store.keyword_engine.folder
     store.close()
-    shutil.rmtree(folder)
+    if how == "another version":
+        (folder / "ragstream-schema").write_text(str(SCHEMA_VERSION - 1))
+        held = {p.name for p in folder.iterdir()}
+    else:
+        shutil.rmtree(folder)
     later = Engine(fresh_engine.cfg)
     later.services.embedder = fresh_engine.services.embedder
+    if how == "chroma opened first":
+        assert later.services.store.count_windows() > 0
+        assert later.services.store.in_step()
     assert later.run("Where do apples keep?").kept_ids(View.RETRIEVAL) == expected
     assert later.services.store.in_step()
     assert set(later.services.store.keyword_engine.documents()) == {"kb/fruit.md"}
+    if how == "another version":
+        assert (folder / "ragstream-schema").read_text() == str(SCHEMA_VERSION)
+        segments = {p.name for p in folder.iterdir() if p.suffix == ".store"}
+        assert segments and not segments & held  # rebuilt, not the old segments reused
+        assert not any(p.name.startswith(folder.name + ".old-") for p in folder.parent.iterdir())
 
 
 def test_a_pass_made_between_the_two_writes_of_a_change_is_out_of_date_after_the_second(

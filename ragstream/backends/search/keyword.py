@@ -8,7 +8,11 @@ Tantivy (a Lucene-like search library, Rust) keeps, per chunk:
 * its words folded (case and accents aside), with positions, for phrase search;
 * the fields the search filters read (document type, source path and name, update day);
 * what the later stages read for a candidate, stored: the chunk, its window vectors and its
-  evidence sentences (spans and vectors).
+  evidence sentences (spans and vectors);
+* two columns a hit is named by without reading it: ``key`` (its id's 64-bit hash) and
+  ``written``. A stored chunk is ~10 KB (its vectors), so a search reads the columns of its
+  hits and the stored chunk only of those it has not read before (``CHUNKS_KEPT``, kept by
+  ``(key, written)``: a document written again has a new time, so nothing kept is stale).
 
 A document is written whole and alone: its chunks are deleted by document id and added again
 in one commit, so a change costs that document, and a reader opened before sees the
@@ -21,10 +25,15 @@ a writer that finds the lock taken waits for it (``WRITE_WAIT_S``), then says so
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import json
+import logging
 import re
+import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +50,21 @@ from ragstream.text import fold
 WRITE_WAIT_S = 30.0
 #: the writer's memory budget (tantivy's minimum per thread is 15 MB)
 WRITER_HEAP = 50_000_000
-#: bump when the schema changes: an index of another version is rebuilt from the store
-SCHEMA_VERSION = 4
+#: bump when the schema changes: an index of another version is set aside, and rebuilt from
+#: the store by the next ingest or the next process that opens it (``LocalEngine.version``)
+SCHEMA_VERSION = 5
+#: stored chunks kept by an engine, across versions (each ~ 12 KB: ≤ ~25 MB)
+CHUNKS_KEPT = 2048
 _EPOCH = dt.date(1970, 1, 1)
 _WORD = re.compile(r"\w+")
+
+log = logging.getLogger(__name__)
+
+
+def chunk_key(chunk_id: str) -> int:
+    """A chunk id's ``key`` column: a signed 64-bit hash of it (the same in every process)."""
+    return int.from_bytes(hashlib.blake2b(chunk_id.encode("utf-8"), digest_size=8).digest(),
+                          "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,8 @@ class KeywordEngine:
         self._index: Any = None  # tantivy.Index, opened on first use (tantivy loads lazily)
         self._schema: Any = None
         self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[int, int], StoredChunk] = OrderedDict()  # (key, written)
+        self._kept_lock = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------
 
@@ -121,6 +143,7 @@ class KeywordEngine:
 
         sb = tantivy.SchemaBuilder()
         sb.add_text_field("id", stored=True, tokenizer_name="raw")
+        sb.add_integer_field("key", fast=True)  # chunk_key(id): a hit named without a read
         sb.add_text_field("doc_id", stored=True, tokenizer_name="raw")
         sb.add_text_field("doc_hash", stored=True, tokenizer_name="raw")
         # "doc_id NUL doc_hash NUL ingested_at NUL root", a column: the documents are listed
@@ -151,24 +174,55 @@ class KeywordEngine:
 
                     self._schema = self._build_schema()
                     self.folder.mkdir(parents=True, exist_ok=True)
-                    marker = self.folder / "ragstream-schema"
-                    if tantivy.Index.exists(str(self.folder)) and (
-                            not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION)):
-                        raise VectorStoreError(
-                            f"The keyword index in {self.folder} was made by another version of "
-                            "RAGstream: delete the folder and run `ragstream ingest` to rebuild it.")
+                    self._set_aside_other_version()
                     try:
                         self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
                     except ValueError as err:
                         raise KeywordIndexUnreadableError(self.folder, str(err)) from err
+                    marker = self.folder / "ragstream-schema"
                     if not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION):
                         marker.write_text(str(SCHEMA_VERSION))
         return self._index
+
+    def of_this_version(self) -> bool:
+        """True when the folder holds an index of this version's schema (or none yet, to be
+        made): one of another version is set aside when opened, so it holds nothing."""
+        marker = self.folder / "ragstream-schema"
+        try:
+            return marker.read_text().strip() == str(SCHEMA_VERSION)
+        except OSError:
+            return not (self.folder / "meta.json").exists()  # tantivy's index file
+
+    def _set_aside_other_version(self) -> None:
+        """An index made by another version of RAGstream (another schema) is derived data:
+        it is removed, with its ``in-step`` marker, so the store's next reader or ingest
+        rebuilds it from the store (``LocalEngine.repair``). Under a lock beside the folder:
+        a second process opening it meanwhile finds the new index, not half of the old."""
+        import tantivy
+
+        marker = self.folder / "ragstream-schema"
+        with open(self.folder.parent / f".{self.folder.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not tantivy.Index.exists(str(self.folder)) or (
+                        marker.exists() and marker.read_text().strip() == str(SCHEMA_VERSION)):
+                    return
+                log.warning("the keyword index %s was made by another version of RAGstream: "
+                            "it is rebuilt from the store", self.folder)
+                aside = self.folder.with_name(f"{self.folder.name}.old-{time.time_ns()}")
+                self.folder.rename(aside)
+                shutil.rmtree(aside, ignore_errors=True)
+                self.folder.mkdir(parents=True, exist_ok=True)
+                marker.write_text(str(SCHEMA_VERSION))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Forget the open index (its folder can then be deleted)."""
         with self._lock:
             self._index = None
+        with self._kept_lock:
+            self._kept.clear()
 
     def _searcher(self):
         """A searcher over the latest commit of any process (``reload`` opens new segments only)."""
@@ -218,7 +272,7 @@ class KeywordEngine:
     def _fields(self, s: StoredChunk, terms: list[str]) -> dict:
         c = s.chunk
         fields = {
-            "id": c.id, "doc_id": s.doc_id, "doc_hash": s.doc_hash,
+            "id": c.id, "key": chunk_key(c.id), "doc_id": s.doc_id, "doc_hash": s.doc_hash,
             "version": f"{s.doc_id}\0{s.doc_hash}\0{s.ingested_at}\0{s.root}",
             "terms": " ".join(terms), "n_terms": len(terms),
             "words": " ".join(phrase_words(index_text(c))),
@@ -277,8 +331,39 @@ class KeywordEngine:
                 Q.term_set_query(self._schema, "id", list(only)), 0.0)))
         return Q.boolean_query(must) if len(must) > 1 else query
 
-    def _ids(self, searcher, hits) -> list[tuple[str, float]]:
-        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+    def _read(self, searcher, addrs, known: dict[int, str] | None = None,
+              whole: bool = False) -> list[StoredChunk | str]:
+        """What ``addrs`` hold, from their ``key`` and ``written`` columns: a chunk read before
+        (kept), a name in ``known`` (key → id, when the caller knows the ids), or else the
+        stored chunk, read and kept. ``whole``: always the stored chunk."""
+        addrs = list(addrs)
+        if not addrs:
+            return []
+        keys = searcher.fast_field_values("key", addrs)
+        written = searcher.fast_field_values("written", addrs)
+        out: list[StoredChunk | str] = []
+        for addr, key, w in zip(addrs, keys, written):
+            if not whole and known is not None and key in known:
+                out.append(known[key])
+                continue
+            with self._kept_lock:
+                s = self._kept.get((key, w))
+                if s is not None:
+                    self._kept.move_to_end((key, w))
+            if s is None:
+                s = self._stored(searcher.doc(addr))
+                with self._kept_lock:
+                    self._kept[(key, w)] = s
+                    while len(self._kept) > CHUNKS_KEPT:
+                        self._kept.popitem(last=False)
+            out.append(s)
+        return out
+
+    def _ids(self, searcher, hits, known: dict[int, str] | None = None) -> list[tuple[str, float]]:
+        """``(chunk id, score)`` of each hit."""
+        named = self._read(searcher, [addr for _, addr in hits], known)
+        return [(n if isinstance(n, str) else n.chunk.id, float(score))
+                for n, (score, _) in zip(named, hits)]
 
     def search(self, terms: Sequence[str], k: int, filters: Filters | None = None,
                only: Sequence[str] | None = None) -> list[tuple[str, float]]:
@@ -289,11 +374,9 @@ class KeywordEngine:
 
     def search_many(self, queries: Sequence[Sequence[str]], k: int, filters: Filters | None = None,
                     only: Sequence[str] | None = None) -> list[list[tuple[str, float]]]:
-        """``search`` for each of several term lists, on one searcher: a hit's id is read once
-        however many lists find it (a stored chunk holds its vectors, so reading it is most of
-        a search's cost; within one searcher a document's address names it)."""
+        """``search`` for each of several term lists, on one searcher."""
         searcher = self._searcher()
-        names: dict[tuple[int, int], str] = {}
+        known = None if only is None else {chunk_key(c): c for c in only}
         out: list[list[tuple[str, float]]] = []
         for terms in queries:
             terms = [t for t in terms if t]
@@ -302,14 +385,7 @@ class KeywordEngine:
                 continue
             hits = searcher.search(self._scored(self._terms_query(terms), filters, only), k,
                                    count=False).hits
-            found = []
-            for score, addr in hits:
-                key = (addr.segment_ord, addr.doc)
-                cid = names.get(key)
-                if cid is None:
-                    cid = names[key] = searcher.doc(addr)["id"][0]
-                found.append((cid, float(score)))
-            out.append(found)
+            out.append(self._ids(searcher, hits, known))
         return out
 
     def scores(self, terms: Sequence[str], chunk_ids: Sequence[str]) -> dict[str, float]:
@@ -400,11 +476,8 @@ class KeywordEngine:
         searcher = self._searcher()
         hits = searcher.search(tantivy.Query.term_set_query(self._schema, "id", ids), len(ids),
                                count=False).hits
-        out = {}
-        for _, addr in hits:
-            s = self._stored(searcher.doc(addr))
-            out[s.chunk.id] = s
-        return out
+        found = self._read(searcher, [addr for _, addr in hits], whole=True)
+        return {s.chunk.id: s for s in found if isinstance(s, StoredChunk)}
 
     def written_since(self, written_ns: int, limit: int = 100_000,
                       besides: Iterable[int] = ()) -> list[StoredChunk]:

@@ -94,6 +94,8 @@ class LocalEngine:
         self._own: set[int] = set()  # the write times of this process's writes (its HNSW has them)
         self._lock = threading.Lock()
         self._warned = ""  # the out-of-step version last warned about
+        self._repairing = False
+        chroma.on_open = self._on_open
 
     @classmethod
     def open(cls, chroma: ChromaStore, stemmer: str = "english", stopwords: str = "en") -> LocalEngine:
@@ -171,6 +173,10 @@ class LocalEngine:
         tmp.replace(marker)
 
     def _marked(self) -> str:
+        """The Chroma generation tantivy holds ("" when none, or its index is of another
+        version: it is rebuilt when opened)."""
+        if not self.keyword_engine.of_this_version():
+            return ""
         try:
             return self._marker().read_text(encoding="utf-8").strip()
         except OSError:
@@ -180,32 +186,51 @@ class LocalEngine:
 
     def version(self) -> str:
         """Chroma's generation and the one tantivy was last brought in step with: changes
-        with every write of either (the ``Corpus``'s cache key). Found out of step with no
-        ingestion writing (a write cut short between the two engines, or a store made before
-        tantivy was beside it), a process that has not opened Chroma yet repairs it
-        (``repair``, holding the ingestion lock: its Chroma, opened now, reads every process's
-        records); one that has Chroma open says so, once per version, and searches what tantivy
-        holds (its Chroma may not see another process's latest records): the next ingest or
-        ``python -m ragstream repair`` mends it."""
+        with every write of either (the ``Corpus``'s cache key). Out of step with no ingestion
+        writing (a write cut short between the two engines, a store made before tantivy was
+        beside it, a keyword index of another version), the process that opens Chroma
+        repairs it then (``_on_open``); one that has Chroma open already says so, once per
+        version, and searches what tantivy holds (its Chroma may not see another process's
+        latest records): the next ingest or ``python -m ragstream repair`` mends it."""
         generation, marked = self.chroma.fingerprint(), self._marked()
         version = f"{generation}|{marked}"
-        if generation != marked and version != self._warned:
-            from ragstream.errors import IngestLockedError
-            from ragstream.ingest.lock import IngestLock
+        if generation == marked or version == self._warned:
+            return version
+        if self.chroma._client is None:
+            _ = self.chroma.client  # opening it brings tantivy in step (_on_open)
+            generation, marked = self.chroma.fingerprint(), self._marked()
+            if generation == marked:
+                return f"{generation}|{marked}"
+        from ragstream.ingest.lock import ingest_busy
 
-            try:
-                with IngestLock(self.chroma.index_dir, 0.0):
-                    if self.chroma._client is None and not self.in_step():
-                        self.repair()
-                        return f"{self.chroma.fingerprint()}|{self._marked()}"
-            except IngestLockedError:
-                return version  # an ingestion is writing: it marks both in step when done
-            self._warned = version
-            log.warning("the keyword index %s is out of step with the store (a write was cut "
-                        "short): searching what it holds; the next ingest, or `python -m "
-                        "ragstream repair`, rewrites the documents that differ",
-                        self.keyword_engine.folder)
+        if ingest_busy(self.chroma.index_dir):
+            return version  # an ingestion is writing: it marks both in step when done
+        self._warned = version
+        log.warning("the keyword index %s is out of step with the store (a write was cut "
+                    "short): searching what it holds; the next ingest, or `python -m "
+                    "ragstream repair`, rewrites the documents that differ",
+                    self.keyword_engine.folder)
         return version
+
+    def _on_open(self) -> None:
+        """Chroma has just opened in this process, so it reads every process's records: if
+        tantivy is not in step with them and no ingestion is writing, repair it now (holding
+        the ingestion lock)."""
+        if self._repairing or self.in_step():
+            return
+        from ragstream.errors import IngestLockedError
+        from ragstream.ingest.lock import IngestLock
+
+        try:
+            with IngestLock(self.chroma.index_dir, 0.0):
+                if not self.in_step():
+                    self._repairing = True
+                    try:
+                        self.repair()
+                    finally:
+                        self._repairing = False
+        except IngestLockedError:
+            pass  # an ingestion is writing: it marks both in step when done
 
     def documents(self) -> dict[str, StoredDocument]:
         """The stored documents, from tantivy's ``version`` column (no chunk is read; Chroma's
