@@ -28,9 +28,9 @@ that was stopped (Ctrl-C) resumes where it stopped on the next run (``progress.j
    (``VmRSS``) after warm-up and after the timed queries, and its peak (``VmHWM``).
 2. *A writer process* (``_write``: the store and the embedder, as an ingestion holds them)
    writes one document (one chunk, encoded for real with ``encode_chunks``, holding a unique
-   word) with ``replace_documents``, holding the folder's ``IngestLock`` as an ingestion
-   does, while the serving process polls with a query holding
-   that word: **update-to-queryable** is the time from the write's return (wall clock, shared
+   word and the claim the poll asks) with ``replace_documents``, holding the folder's
+   ``IngestLock`` as an ingestion does, while the serving process polls with that word and
+   claim: **update-to-queryable** is the time from the write's return (wall clock, shared
    by the processes) to the end of the first query whose Retrieval view holds the new chunk.
    Then the writer writes another document while the serving process is idle, and the serving
    process runs one claim: **first query after another process's change**, against the same
@@ -719,7 +719,9 @@ def measure_size(label: str, n: int, folder: Path, docs: list[Abstract], quick: 
             serve.expect("polling")
             time.sleep(0.2)  # the poll is under way when the write lands
             writer.send(do="write", doc_id=doc_a,
-                        text=f"The {nonce} finding. {docs[r].text}")
+                        # the claim itself: the nonce alone can rank below N1 when the
+                        # claim's words match many chunks (SciFact's 5th claim at 10k did)
+                        text=f"The {nonce} finding: {prompts[r % len(prompts)]} {docs[r].text}")
             w = writer.expect("written")
             p = serve.expect("polled", POLL_TIMEOUT_S + 120)
             writes.append(w["write_ms"])

@@ -121,15 +121,16 @@ def test_the_stored_chunk_comes_back_whole(engine):
 
 def test_a_search_names_its_hits_from_columns_and_reads_each_stored_chunk_once(engine, monkeypatch):
     """A stored chunk holds its vectors (~10 KB in a real one): a search names its hits from
-    the ``key`` and ``written`` columns and reads a stored chunk only the first time it is
-    a hit; a search among given chunks reads none; a document written again is read anew
-    (its chunks are never served as they were)."""
+    the ``key`` and ``written`` columns and reads a chunk's row only the first time it is a
+    hit; a search among given chunks reads none; a document written again is read anew
+    (its chunks are never served as they were) and its old rows are gone."""
     reads: list[str] = []
     real = KeywordEngine._stored
 
-    def counted(d):
-        reads.append(d["id"][0])
-        return real(d)
+    def counted(row):
+        got = real(row)
+        reads.append(got.chunk.id)
+        return got
 
     monkeypatch.setattr(KeywordEngine, "_stored", staticmethod(counted))
     terms = engine.query_terms("chunks headings tables")
@@ -145,6 +146,11 @@ def test_a_search_names_its_hits_from_columns_and_reads_each_stored_chunk_once(e
     got = engine.fetch(["faq/chunking.md#0"])["faq/chunking.md#0"]
     assert reads == ["faq/chunking.md#0"] and got.doc_hash == "hash-2" and got.written_ns == 7
     assert np.array_equal(got.window_vectors, new[0].window_vectors)
+    db = engine.chunks._db()
+    assert db.execute("SELECT DISTINCT written FROM chunks WHERE doc_id = 'faq/chunking.md'"
+                      ).fetchall() == [(7,)]
+    engine.delete_document("faq/chunking.md")
+    assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = 'faq/chunking.md'").fetchone() == (0,)
 
 
 def test_a_phrase_is_found_in_the_text_case_and_accents_aside(engine):
@@ -208,3 +214,19 @@ def test_idf_is_the_apps_bm25_idf(engine):
     for term in ("chunk", "fusion", "zebra"):
         assert engine.idf(term) == pytest.approx(mem.idf(term))
     assert engine.idf("zebra") > engine.idf("chunk")
+
+
+def test_rows_left_by_a_write_cut_short_are_swept(engine):
+    """Rows written for a document whose index commit never came (a process killed between
+    the two) are never read, and ``sweep`` (run by the store's repair) drops them."""
+    from ragstream.backends.search.keyword import _row
+
+    ghost = stored("faq/install.md", "9", written=99)
+    for s in ghost:
+        object.__setattr__(s, "doc_id", "ghost.md")
+    engine.chunks.add(_row(s) for s in ghost)
+    assert "ghost.md" not in engine.documents()
+    assert engine.sweep() == 1
+    db = engine.chunks._db()
+    assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = 'ghost.md'").fetchone() == (0,)
+    assert engine.count() == 7 and len(engine.fetch(["faq/install.md#0"])) == 1

@@ -7,12 +7,14 @@ Tantivy (a Lucene-like search library, Rust) keeps, per chunk:
   via PyStemmer), so a query's terms are the terms the index holds;
 * its words folded (case and accents aside), with positions, for phrase search;
 * the fields the search filters read (document type, source path and name, update day);
-* what the later stages read for a candidate, stored: the chunk, its window vectors and its
-  evidence sentences (spans and vectors);
-* two columns a hit is named by without reading it: ``key`` (its id's 64-bit hash) and
-  ``written``. A stored chunk is ~10 KB (its vectors), so a search reads the columns of its
-  hits and the stored chunk only of those it has not read before (``CHUNKS_KEPT``, kept by
-  ``(key, written)``: a document written again has a new time, so nothing kept is stale).
+* two columns a hit is named by: ``key`` (its id's 64-bit hash) and ``written`` (when its
+  document was written).
+
+What the later stages read for a candidate (the chunk, its window vectors, its evidence
+sentences) is kept beside the index, by ``(key, written)``, in a ``ChunkStore`` (SQLite:
+``chunk_store.py`` says why not in tantivy). A search reads its hits' two columns and the
+rows only of those it has not read before (``CHUNKS_KEPT``, kept by ``(key, written)``: a
+document written again has a new time, so nothing kept is stale).
 
 A document is written whole and alone: its chunks are deleted by document id and added again
 in one commit, so a change costs that document, and a reader opened before sees the
@@ -42,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, index_text
+from ragstream.backends.search.chunk_store import ChunkStore, Row, vectors_bytes
 from ragstream.errors import KeywordIndexUnreadableError, VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import fold
@@ -52,7 +55,7 @@ WRITE_WAIT_S = 30.0
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is set aside, and rebuilt from
 #: the store by the next ingest or the next process that opens it (``LocalEngine.version``)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: stored chunks kept by an engine, across versions (each ~ 12 KB: ≤ ~25 MB)
 CHUNKS_KEPT = 2048
 _EPOCH = dt.date(1970, 1, 1)
@@ -133,6 +136,7 @@ class KeywordEngine:
         self._index: Any = None  # tantivy.Index, opened on first use (tantivy loads lazily)
         self._schema: Any = None
         self._lock = threading.Lock()
+        self.chunks = ChunkStore(self.folder)
         self._kept: OrderedDict[tuple[int, int], StoredChunk] = OrderedDict()  # (key, written)
         self._kept_lock = threading.Lock()
 
@@ -144,8 +148,7 @@ class KeywordEngine:
         sb = tantivy.SchemaBuilder()
         sb.add_text_field("id", stored=True, tokenizer_name="raw")
         sb.add_integer_field("key", fast=True)  # chunk_key(id): a hit named without a read
-        sb.add_text_field("doc_id", stored=True, tokenizer_name="raw")
-        sb.add_text_field("doc_hash", stored=True, tokenizer_name="raw")
+        sb.add_text_field("doc_id", tokenizer_name="raw")
         # "doc_id NUL doc_hash NUL ingested_at NUL root", a column: the documents are listed
         # (with their chunk counts) without reading a chunk
         sb.add_text_field("version", fast=True, tokenizer_name="raw")
@@ -155,13 +158,8 @@ class KeywordEngine:
         sb.add_text_field("source", tokenizer_name="raw")
         sb.add_text_field("source_name", tokenizer_name="raw")
         sb.add_integer_field("day", indexed=True, fast=True)
-        sb.add_integer_field("written", stored=True, indexed=True, fast=True)
+        sb.add_integer_field("written", indexed=True, fast=True)
         sb.add_integer_field("n_terms", fast=True)  # BM25's document length
-        sb.add_integer_field("n_windows", stored=True)
-        sb.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
-        sb.add_bytes_field("windows", stored=True)
-        sb.add_bytes_field("sentences", stored=True)
-        sb.add_text_field("spans", stored=True, tokenizer_name="raw", index_option="basic")
         return sb.build()
 
     @property
@@ -221,6 +219,7 @@ class KeywordEngine:
         """Forget the open index (its folder can then be deleted)."""
         with self._lock:
             self._index = None
+        self.chunks.close()
         with self._kept_lock:
             self._kept.clear()
 
@@ -247,23 +246,34 @@ class KeywordEngine:
 
     def replace_documents(self, documents: Iterable[tuple[str, Sequence[StoredChunk]]]) -> None:
         """Write each ``(doc_id, chunks)``: its old chunks out, these in, all in one commit
-        (an empty ``chunks`` removes the document)."""
+        (an empty ``chunks`` removes the document). The new chunks' rows go in first, the old
+        ones' out once the index has committed (each chunk of a document has its write time)."""
         import tantivy
 
         documents = [(doc_id, list(chunks)) for doc_id, chunks in documents]
         every = [s for _, chunks in documents for s in chunks]
         terms = iter(self.tokenizer.tokens([index_text(s.chunk) for s in every]))  # one call
-        writer = self._writer()
+        writer = self._writer()  # one writer at a time, of any process: the rows' too
         try:
+            self.chunks.add(_row(s) for s in every)
             for doc_id, chunks in documents:
                 writer.delete_documents_by_term("doc_id", doc_id)
                 for stored in chunks:
                     writer.add_document(tantivy.Document(**self._fields(stored, next(terms))))
             writer.commit()
-            writer.wait_merging_threads()
         except Exception:
             writer.rollback()
             raise
+        try:
+            self.chunks.keep_only({doc_id: chunks[0].written_ns if chunks else None
+                                   for doc_id, chunks in documents})
+        finally:
+            writer.wait_merging_threads()
+
+    def sweep(self) -> int:
+        """Drop the chunk rows of documents the index does not hold (a write cut short after
+        the rows went in); how many documents' rows went."""
+        return self.chunks.keep_documents(self.documents())
 
     def delete_document(self, doc_id: str) -> None:
         """Remove every chunk of ``doc_id``."""
@@ -272,17 +282,12 @@ class KeywordEngine:
     def _fields(self, s: StoredChunk, terms: list[str]) -> dict:
         c = s.chunk
         fields = {
-            "id": c.id, "key": chunk_key(c.id), "doc_id": s.doc_id, "doc_hash": s.doc_hash,
+            "id": c.id, "key": chunk_key(c.id), "doc_id": s.doc_id,
             "version": f"{s.doc_id}\0{s.doc_hash}\0{s.ingested_at}\0{s.root}",
             "terms": " ".join(terms), "n_terms": len(terms),
             "words": " ".join(phrase_words(index_text(c))),
             "doc_type": c.doc_type, "source": c.source, "source_name": c.source_name,
             "written": s.written_ns,
-            "chunk": json.dumps(c.model_dump(mode="json"), ensure_ascii=False),
-            "n_windows": len(s.window_vectors),
-            "windows": np.ascontiguousarray(s.window_vectors, dtype=np.float32).tobytes(),
-            "sentences": np.ascontiguousarray(s.sentence_vectors, dtype=np.float16).tobytes(),
-            "spans": json.dumps([list(x) for x in s.spans]),
         }
         day = day_number(c.last_update_date)
         if day is not None:
@@ -332,38 +337,53 @@ class KeywordEngine:
         return Q.boolean_query(must) if len(must) > 1 else query
 
     def _read(self, searcher, addrs, known: dict[int, str] | None = None,
-              whole: bool = False) -> list[StoredChunk | str]:
+              whole: bool = False) -> list[StoredChunk | str | None]:
         """What ``addrs`` hold, from their ``key`` and ``written`` columns: a chunk read before
-        (kept), a name in ``known`` (key → id, when the caller knows the ids), or else the
-        stored chunk, read and kept. ``whole``: always the stored chunk."""
+        (kept), a name in ``known`` (key → id, when the caller knows the ids), or else its
+        row, read and kept; None for one whose row is gone (its document was written again
+        since this search). ``whole``: always the stored chunk."""
         addrs = list(addrs)
         if not addrs:
             return []
         keys = searcher.fast_field_values("key", addrs)
         written = searcher.fast_field_values("written", addrs)
-        out: list[StoredChunk | str] = []
-        for addr, key, w in zip(addrs, keys, written):
-            if not whole and known is not None and key in known:
-                out.append(known[key])
-                continue
-            with self._kept_lock:
+        out: list[StoredChunk | str | None] = []
+        todo: dict[tuple[int, int], list[int]] = {}
+        with self._kept_lock:
+            for i, (key, w) in enumerate(zip(keys, written)):
+                if not whole and known is not None and key in known:
+                    out.append(known[key])
+                    continue
                 s = self._kept.get((key, w))
                 if s is not None:
                     self._kept.move_to_end((key, w))
-            if s is None:
-                s = self._stored(searcher.doc(addr))
-                with self._kept_lock:
-                    self._kept[(key, w)] = s
-                    while len(self._kept) > CHUNKS_KEPT:
-                        self._kept.popitem(last=False)
-            out.append(s)
+                else:
+                    todo.setdefault((key, w), []).append(i)
+                out.append(s)
+        if todo:
+            rows = self.chunks.rows(list(todo))
+            with self._kept_lock:
+                for kw, at in todo.items():
+                    row = rows.get(kw)
+                    if row is None:
+                        continue
+                    s = self._kept[kw] = self._stored(row)
+                    for i in at:
+                        out[i] = s
+                while len(self._kept) > CHUNKS_KEPT:
+                    self._kept.popitem(last=False)
         return out
 
     def _ids(self, searcher, hits, known: dict[int, str] | None = None) -> list[tuple[str, float]]:
-        """``(chunk id, score)`` of each hit."""
+        """``(chunk id, score)`` of each hit (but one whose row is gone)."""
         named = self._read(searcher, [addr for _, addr in hits], known)
         return [(n if isinstance(n, str) else n.chunk.id, float(score))
-                for n, (score, _) in zip(named, hits)]
+                for n, (score, _) in zip(named, hits) if n is not None]
+
+    def _chunks(self, searcher, hits) -> list[StoredChunk]:
+        """The stored chunks of ``hits`` (but those whose row is gone)."""
+        return [s for s in self._read(searcher, [addr for _, addr in hits], whole=True)
+                if isinstance(s, StoredChunk)]
 
     def search(self, terms: Sequence[str], k: int, filters: Filters | None = None,
                only: Sequence[str] | None = None) -> list[tuple[str, float]]:
@@ -441,7 +461,8 @@ class KeywordEngine:
 
         searcher = self._searcher()
         q = tantivy.Query.term_query(self._schema, "doc_id", doc_id)
-        return sorted(cid for cid, _ in self._ids(searcher, searcher.search(q, limit, count=False).hits))
+        return sorted(searcher.doc(addr)["id"][0]  # a light document: its id alone is stored
+                      for _, addr in searcher.search(q, limit, count=False).hits)
 
     def every_chunk(self, page: int = 1000) -> Iterable[StoredChunk]:
         """Every stored chunk, a page at a time: this reads the whole index (evaluation and
@@ -449,8 +470,8 @@ class KeywordEngine:
         searcher = self._searcher()
         n = int(searcher.num_docs)
         for offset in range(0, n, page):
-            for _, addr in searcher.search(tantivy_all(), page, count=False, offset=offset).hits:
-                yield self._stored(searcher.doc(addr))
+            yield from self._chunks(
+                searcher, searcher.search(tantivy_all(), page, count=False, offset=offset).hits)
 
     def phrase(self, text: str, limit: int) -> list[str]:
         """The chunks whose title, headings or text hold ``text``'s words in a row (folded:
@@ -476,8 +497,7 @@ class KeywordEngine:
         searcher = self._searcher()
         hits = searcher.search(tantivy.Query.term_set_query(self._schema, "id", ids), len(ids),
                                count=False).hits
-        found = self._read(searcher, [addr for _, addr in hits], whole=True)
-        return {s.chunk.id: s for s in found if isinstance(s, StoredChunk)}
+        return {s.chunk.id: s for s in self._chunks(searcher, hits)}
 
     def written_since(self, written_ns: int, limit: int = 100_000,
                       besides: Iterable[int] = ()) -> list[StoredChunk]:
@@ -493,7 +513,7 @@ class KeywordEngine:
             q = Q.boolean_query([(tantivy.Occur.Must, q)] + [
                 (tantivy.Occur.MustNot, Q.term_query(self._schema, "written", int(ns)))
                 for ns in besides])
-        return [self._stored(searcher.doc(a)) for _, a in searcher.search(q, limit, count=False).hits]
+        return self._chunks(searcher, searcher.search(q, limit, count=False).hits)
 
     def documents(self) -> dict[str, str]:
         """Every document the index holds: id → hash."""
@@ -517,18 +537,26 @@ class KeywordEngine:
         return dict(sorted(out.items()))
 
     @staticmethod
-    def _stored(d) -> StoredChunk:
-        chunk = Chunk.model_validate(json.loads(d["chunk"][0]))
-        n_windows = int(d["n_windows"][0])
-        windows = np.frombuffer(d["windows"][0], dtype=np.float32)
+    def _stored(row: Row) -> StoredChunk:
+        _key, written, doc_id, doc_hash, chunk_json, windows_b, n_windows, sentences_b, spans_json = row
+        chunk = Chunk.model_validate_json(chunk_json)
+        windows = np.frombuffer(windows_b, dtype=np.float32)
         dim = len(windows) // n_windows if n_windows else 0
-        spans = [(int(a), int(b)) for a, b in json.loads(d["spans"][0])]
-        sentences = np.frombuffer(d["sentences"][0], dtype=np.float16).astype(np.float32)
+        spans = [(int(a), int(b)) for a, b in json.loads(spans_json)]
+        sentences = np.frombuffer(sentences_b, dtype=np.float16).astype(np.float32)
         return StoredChunk(
-            chunk=chunk, doc_id=d["doc_id"][0], doc_hash=d["doc_hash"][0],
+            chunk=chunk, doc_id=doc_id, doc_hash=doc_hash,
             window_vectors=windows.reshape(n_windows, dim),
             sentence_vectors=sentences.reshape(len(spans), dim),
-            spans=spans, written_ns=int(d["written"][0]))
+            spans=spans, written_ns=int(written))
+
+
+def _row(s: StoredChunk) -> Row:
+    """A stored chunk's row in the ``ChunkStore``."""
+    windows, sentences = vectors_bytes(s.window_vectors, s.sentence_vectors)
+    return (chunk_key(s.chunk.id), s.written_ns, s.doc_id, s.doc_hash,
+            json.dumps(s.chunk.model_dump(mode="json"), ensure_ascii=False),
+            windows, len(s.window_vectors), sentences, json.dumps([list(x) for x in s.spans]))
 
 
 def phrase_words(text: str) -> list[str]:

@@ -283,6 +283,7 @@ class LocalEngine:
             self.keyword_engine.replace_documents(by_doc.items())
         if gone:
             self.keyword_engine.replace_documents((d, ()) for d in gone)
+        self.keyword_engine.sweep()
         if self.chroma.fingerprint() == generation:  # nobody wrote meanwhile
             self._mark_in_step()
         return differ + gone

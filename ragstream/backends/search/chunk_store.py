@@ -1,0 +1,144 @@
+"""What the later stages read for a candidate, kept beside the keyword index: a SQLite table.
+
+Each chunk's row holds the chunk (JSON), its window vectors (float32), its evidence
+sentences' spans and vectors (float16), keyed by ``(key, written)``: the chunk id's 64-bit
+hash and the time its document was written, the two columns tantivy names a hit by. A
+document written again gets new rows (a new time); its old rows go once tantivy has
+committed the new chunks, so a search's hits always have their rows (but for a reader whose
+search ran just before a rewrite: its chunks of that document are then missing, and its next
+query sees the new ones).
+
+Why not in tantivy's own document store, as before: a stored chunk is ~10 KB with its
+vectors, and tantivy rewrites the stored documents of every segment it merges. Its merge
+policy is not reachable from Python, and with every chunk under 10,000 documents per segment
+in its lowest layer, one write in a few merged the whole 10k-chunk index (4.5 s, growing with
+the corpus). Without them, tantivy merges its postings and two columns; the vectors are
+written once, here. SQLite in WAL mode: any number of processes read while one writes
+(writers are already one at a time: tantivy's writer lock is taken first).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+#: the file, in the keyword index's folder
+FILE = "chunks.sqlite3"
+#: keys per SELECT (SQLite's default limit on a statement's variables is 32,766)
+PER_SELECT = 900
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    key INTEGER NOT NULL,
+    written INTEGER NOT NULL,
+    doc_id TEXT NOT NULL,
+    doc_hash TEXT NOT NULL,
+    chunk TEXT NOT NULL,
+    windows BLOB NOT NULL,
+    n_windows INTEGER NOT NULL,
+    sentences BLOB NOT NULL,
+    spans TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks (key, written);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, written);
+"""
+
+#: a row as ``rows`` gives it: (key, written, doc_id, doc_hash, chunk JSON, windows,
+#: n_windows, sentences, spans JSON)
+Row = tuple[int, int, str, str, str, bytes, int, bytes, str]
+
+
+class ChunkStore:
+    """The chunk rows of one keyword index (``folder/chunks.sqlite3``), opened on first use;
+    one connection per process, used under a lock."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / FILE
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
+                                   isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (the folder can then be deleted)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def add(self, rows: Iterable[Row]) -> None:
+        """Write ``rows`` in one transaction (a row already there is kept as it is)."""
+        with self._lock:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def keep_only(self, written: dict[str, int | None]) -> None:
+        """For each document, drop its rows of any other write than ``written[doc_id]``
+        (None: every row of it; the document is gone)."""
+        with self._lock:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for doc_id, ns in written.items():
+                    if ns is None:
+                        db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+                    else:
+                        db.execute("DELETE FROM chunks WHERE doc_id = ? AND written != ?",
+                                   (doc_id, ns))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def keep_documents(self, doc_ids: Iterable[str]) -> int:
+        """Drop the rows of every document not in ``doc_ids`` (left by a write cut short);
+        how many went."""
+        keep = set(doc_ids)
+        with self._lock:
+            db = self._db()
+            held = [d for (d,) in db.execute("SELECT DISTINCT doc_id FROM chunks")]
+        gone = [d for d in held if d not in keep]
+        if gone:
+            self.keep_only(dict.fromkeys(gone))
+        return len(gone)
+
+    def rows(self, wanted: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Row]:
+        """The rows of ``wanted`` ``(key, written)`` pairs that the store holds."""
+        want = set(wanted)
+        keys = sorted({k for k, _ in want})
+        out: dict[tuple[int, int], Row] = {}
+        with self._lock:
+            db = self._db()
+            for i in range(0, len(keys), PER_SELECT):
+                part = keys[i:i + PER_SELECT]
+                for row in db.execute(
+                        f"SELECT * FROM chunks WHERE key IN ({','.join('?' * len(part))})", part):
+                    if (row[0], row[1]) in want:
+                        out[(row[0], row[1])] = row
+        return out
+
+
+def vectors_bytes(windows: np.ndarray, sentences: np.ndarray) -> tuple[bytes, bytes]:
+    """How a chunk's vectors are kept: windows as float32, sentences as float16."""
+    return (np.ascontiguousarray(windows, dtype=np.float32).tobytes(),
+            np.ascontiguousarray(sentences, dtype=np.float16).tobytes())
