@@ -424,7 +424,7 @@ def garble(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", ["meta.json", "out of step"])
+@pytest.mark.parametrize("damage", ["meta.json", "chunks.sqlite3", "out of step"])
 def test_a_damaged_or_out_of_step_keyword_index_is_named_and_repaired(fresh_engine, tmp_path, damage,
                                                                       monkeypatch):
     """A keyword index that cannot be opened stops a query with a typed error naming the
@@ -441,11 +441,15 @@ def test_a_damaged_or_out_of_step_keyword_index_is_named_and_repaired(fresh_engi
     store.close()
     if damage == "meta.json":
         (folder / "meta.json").write_text('{"index_settings": {', encoding="utf-8")
+    elif damage == "chunks.sqlite3":  # the chunk rows beside the index, garbled
+        for extra in ("-wal", "-shm"):
+            (folder / f"chunks.sqlite3{extra}").unlink(missing_ok=True)
+        (folder / "chunks.sqlite3").write_bytes(b"not a database, " * 64)
     else:
         store.chroma.delete_document("kb/more.md")  # removed from the store, not from tantivy
     found = doctor.check(fresh_engine.cfg, fresh_engine.services)
     assert found.store_state == "ok" and found.keyword_state != "ok", found.keyword_state
-    if damage == "meta.json":
+    if damage != "out of step":
         assert found.keyword_state.startswith("damaged: it cannot be opened") and not found.healthy
         again = Engine(fresh_engine.cfg)
         again.services.embedder = fresh_engine.services.embedder
@@ -464,7 +468,7 @@ def test_a_damaged_or_out_of_step_keyword_index_is_named_and_repaired(fresh_engi
         assert found.keyword_state.startswith("out of step with the store: 1 document(s) differ")
     again = Engine(fresh_engine.cfg)
     again.services.embedder = fresh_engine.services.embedder
-    if damage != "meta.json":  # the next ingest mends it
+    if damage == "out of step":  # the next ingest mends it
         report = again.ingest(tmp_path / "kb", prune=False)
         assert any("out of step" in w for w in report.warnings), report.warnings
     sp = again.run("When do owls hunt?")
@@ -472,7 +476,7 @@ def test_a_damaged_or_out_of_step_keyword_index_is_named_and_repaired(fresh_engi
     held = set(again.services.store.keyword_engine.documents())
     assert held == set(again.services.store.documents())
     assert held == {"kb/good.md", "kb/more.md"}
-    if damage == "meta.json":  # nothing re-encoded: the same pass, byte for byte
+    if damage != "out of step":  # nothing re-encoded: the same pass, byte for byte
         assert fields(sp) == expected
     else:  # more.md encoded again (in another batch: int8 moves its vectors slightly)
         assert set(sp.kept_ids(View.RETRIEVAL)) == kept

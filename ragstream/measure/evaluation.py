@@ -327,6 +327,7 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
              limit: int | None = None, subset: str = "all",
              progress: Progress | None = None) -> dict[str, Any]:
     """The whole evaluation: index (or reuse), run every system, summarise."""
+    from ragstream.engine import settle_memory
     from ragstream.services import build_services
 
     data = Path(data).expanduser()
@@ -340,6 +341,7 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
         raise EvalDataError(f"no query of split {split!r} ({subset}) has a relevant document.")
     backends = available_backends(ecfg, services)
     services.embedder.embed(["warm up"])
+    settle_memory()  # as a warm service does
     rankings, latency = run_queries(chosen, ecfg, services, backends, progress)
     default = f"hybrid+rerank:{services.reranker.backend}"
     result = summarize(rankings, latency, qrels, ecfg, default)

@@ -385,7 +385,7 @@ def _probe_chunk(doc_id: str, text: str):
 
 def _serve(folder: Path, params: dict[str, Any]) -> None:
     """The serving process (see the module docstring, 1)."""
-    from ragstream.engine import Engine
+    from ragstream.engine import Engine, settle_memory
     from ragstream.stages import retrieval
 
     t0 = time.perf_counter()
@@ -407,6 +407,7 @@ def _serve(folder: Path, params: dict[str, Any]) -> None:
     first_ms, _ = timed(prepared[0])  # opens Chroma and tantivy (the HNSW is loaded)
     for sp in prepared[:params["warm"]]:
         timed(sp)
+    settle_memory()  # as the service's warm-up does (warm_pipeline)
     rss_warm = current_rss_mb()
     times: dict[int, list[float]] = {i: [] for i in range(len(prepared))}
     encode: list[float] = []
@@ -492,9 +493,11 @@ def _write(folder: Path, params: dict[str, Any]) -> None:
         return {"start_ns": start_ns, "end_ns": time.time_ns(),
                 "write_ms": round((time.perf_counter() - p0) * 1000.0, 2)}
 
-    # the first write of a process opens what a write needs (Chroma's HNSW): timed apart
+    # the first write of a process opens what a write needs (Chroma's HNSW, the encoder's
+    # buffers for a document of the probes' size): timed apart
     warm_id = f"{PROBE_PREFIX}writer-warm-up.md"
-    first = write(warm_id, "A warm-up document of the scale benchmark's writer.")
+    first = write(warm_id, "A warm-up document of the scale benchmark's writer. "
+                  + params.get("warm_text", ""))
     p0 = time.perf_counter()
     replace([(warm_id, [], "")])
     first["delete_ms"] = round((time.perf_counter() - p0) * 1000.0, 2)
@@ -707,7 +710,7 @@ def measure_size(label: str, n: int, folder: Path, docs: list[Abstract], quick: 
     try:
         ready = serve.expect("ready")
         tick()
-        writer = _Child("write", folder, {}, work / label)
+        writer = _Child("write", folder, {"warm_text": docs[rounds + 1].text}, work / label)
         w_ready = writer.expect("ready")
         tick()
         seen, firsts, writes, probes = [], [], [], []

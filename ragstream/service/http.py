@@ -628,6 +628,9 @@ def warm_pipeline(pipeline: RAGPipeline) -> None:
         log.warning("process %d: the warm-up retrieval failed (%s): %s", os.getpid(),
                     getattr(err, "kind", type(err).__name__), err)
     pipeline.clear_cache()
+    from ragstream.engine import settle_memory
+
+    settle_memory()  # what the first retrieval opened lives as long as the worker
 
 
 def serve(pipeline: RAGPipeline, host: str, port: int, token: str | None) -> None:

@@ -285,11 +285,12 @@ def test_late_chunked_sentence_vectors(embedder):
     assert float(last @ embedder.embed_batch(["Apples keep for months."])[0]) > 0.99
 
 
-@pytest.mark.parametrize("how", ["deleted", "another version", "chroma opened first"])
+@pytest.mark.parametrize("how", ["deleted", "another version", "chunk store deleted",
+                                 "chroma opened first"])
 def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fresh_engine, tmp_path,
                                                                               how):
-    """A store whose keyword index is missing (the folder deleted), or made by another
-    version of RAGstream (another schema): the next process to open the store builds the
+    """A store whose keyword index is missing (the folder deleted), made by another version
+    of RAGstream (another schema), or without its chunk rows: the next process to open the store builds the
     keyword index from the store's records (nothing encoded) and answers from it, whichever
     call opens Chroma first."""
     import shutil
@@ -307,6 +308,9 @@ def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fr
     if how == "another version":
         (folder / "ragstream-schema").write_text(str(SCHEMA_VERSION - 1))
         held = {p.name for p in folder.iterdir()}
+    elif how == "chunk store deleted":  # the index without its rows would answer nothing
+        for f in folder.glob("chunks.sqlite3*"):
+            f.unlink()
     else:
         shutil.rmtree(folder)
     later = Engine(fresh_engine.cfg)

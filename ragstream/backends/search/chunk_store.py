@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragstream.errors import KeywordIndexUnreadableError
+
 #: the file, in the keyword index's folder
 FILE = "chunks.sqlite3"
 #: keys per SELECT (SQLite's default limit on a statement's variables is 32,766)
@@ -64,13 +66,25 @@ class ChunkStore:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
-                                   isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+            try:
+                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
+                                       isolation_level=None)
+                # a row is ~8-10 KB: at SQLite's default 4 KB pages it spans an overflow chain
+                # of three; 16 KB pages read 300 random rows in ~3 ms instead of ~5 (measured
+                # on 20k SciFact-sized rows). Set before the first table (a new file only).
+                conn.execute("PRAGMA page_size=16384")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except sqlite3.DatabaseError as err:
+                raise KeywordIndexUnreadableError(self.path, f"its chunk store: {err}") from err
             self._conn = conn
         return self._conn
+
+    def open(self) -> None:
+        """Open (and make, if missing) the file."""
+        with self._lock:
+            self._db()
 
     def close(self) -> None:
         """Close the connection (the folder can then be deleted)."""
@@ -129,12 +143,15 @@ class ChunkStore:
         out: dict[tuple[int, int], Row] = {}
         with self._lock:
             db = self._db()
-            for i in range(0, len(keys), PER_SELECT):
-                part = keys[i:i + PER_SELECT]
-                for row in db.execute(
-                        f"SELECT * FROM chunks WHERE key IN ({','.join('?' * len(part))})", part):
-                    if (row[0], row[1]) in want:
-                        out[(row[0], row[1])] = row
+            try:
+                for i in range(0, len(keys), PER_SELECT):
+                    part = keys[i:i + PER_SELECT]
+                    for row in db.execute(
+                            f"SELECT * FROM chunks WHERE key IN ({','.join('?' * len(part))})", part):
+                        if (row[0], row[1]) in want:
+                            out[(row[0], row[1])] = row
+            except sqlite3.DatabaseError as err:
+                raise KeywordIndexUnreadableError(self.path, f"its chunk store: {err}") from err
         return out
 
 

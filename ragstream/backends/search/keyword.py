@@ -38,6 +38,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ WRITE_WAIT_S = 30.0
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is set aside, and rebuilt from
 #: the store by the next ingest or the next process that opens it (``LocalEngine.version``)
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: stored chunks kept by an engine, across versions (each ~ 12 KB: ≤ ~25 MB)
 CHUNKS_KEPT = 2048
 _EPOCH = dt.date(1970, 1, 1)
@@ -172,48 +173,52 @@ class KeywordEngine:
 
                     self._schema = self._build_schema()
                     self.folder.mkdir(parents=True, exist_ok=True)
-                    self._set_aside_other_version()
-                    try:
-                        self._index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
-                    except ValueError as err:
-                        raise KeywordIndexUnreadableError(self.folder, str(err)) from err
-                    marker = self.folder / "ragstream-schema"
-                    if not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION):
-                        marker.write_text(str(SCHEMA_VERSION))
+                    with open(self.folder.parent / f".{self.folder.name}.lock", "a") as lock:
+                        fcntl.flock(lock, fcntl.LOCK_EX)  # one process makes or sets it aside
+                        try:
+                            self._set_aside_other_version()
+                            try:
+                                index = tantivy.Index(self._schema, path=str(self.folder), reuse=True)
+                            except ValueError as err:
+                                raise KeywordIndexUnreadableError(self.folder, str(err)) from err
+                            self.chunks.open()
+                            marker = self.folder / "ragstream-schema"
+                            if not marker.exists() or marker.read_text().strip() != str(SCHEMA_VERSION):
+                                marker.write_text(str(SCHEMA_VERSION))
+                            self._index = index
+                        finally:
+                            fcntl.flock(lock, fcntl.LOCK_UN)
         return self._index
 
     def of_this_version(self) -> bool:
         """True when the folder holds an index of this version's schema (or none yet, to be
         made): one of another version is set aside when opened, so it holds nothing."""
+        if not (self.folder / "meta.json").exists():  # tantivy's index file: none yet
+            return True
         marker = self.folder / "ragstream-schema"
         try:
-            return marker.read_text().strip() == str(SCHEMA_VERSION)
+            return (marker.read_text().strip() == str(SCHEMA_VERSION)
+                    and self.chunks.path.exists())
         except OSError:
-            return not (self.folder / "meta.json").exists()  # tantivy's index file
+            return False
 
     def _set_aside_other_version(self) -> None:
-        """An index made by another version of RAGstream (another schema) is derived data:
-        it is removed, with its ``in-step`` marker, so the store's next reader or ingest
-        rebuilds it from the store (``LocalEngine.repair``). Under a lock beside the folder:
-        a second process opening it meanwhile finds the new index, not half of the old."""
+        """An index made by another version of RAGstream (another schema), or without its
+        chunk store, is derived data: it is removed, with its ``in-step`` marker, so the
+        store's next reader or ingest rebuilds it from the store (``LocalEngine.repair``).
+        Called holding the lock beside the folder: a second process opening it meanwhile
+        finds the new index, not half of the old."""
         import tantivy
 
-        marker = self.folder / "ragstream-schema"
-        with open(self.folder.parent / f".{self.folder.name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                if not tantivy.Index.exists(str(self.folder)) or (
-                        marker.exists() and marker.read_text().strip() == str(SCHEMA_VERSION)):
-                    return
-                log.warning("the keyword index %s was made by another version of RAGstream: "
-                            "it is rebuilt from the store", self.folder)
-                aside = self.folder.with_name(f"{self.folder.name}.old-{time.time_ns()}")
-                self.folder.rename(aside)
-                shutil.rmtree(aside, ignore_errors=True)
-                self.folder.mkdir(parents=True, exist_ok=True)
-                marker.write_text(str(SCHEMA_VERSION))
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        if not tantivy.Index.exists(str(self.folder)) or self.of_this_version():
+            return
+        log.warning("the keyword index %s was made by another version of RAGstream (or its "
+                    "chunk store is missing): it is rebuilt from the store", self.folder)
+        aside = self.folder.with_name(f"{self.folder.name}.old-{time.time_ns()}")
+        self.folder.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "ragstream-schema").write_text(str(SCHEMA_VERSION))
 
     def close(self) -> None:
         """Forget the open index (its folder can then be deleted)."""
@@ -538,17 +543,59 @@ class KeywordEngine:
 
     @staticmethod
     def _stored(row: Row) -> StoredChunk:
-        _key, written, doc_id, doc_hash, chunk_json, windows_b, n_windows, sentences_b, spans_json = row
-        chunk = Chunk.model_validate_json(chunk_json)
-        windows = np.frombuffer(windows_b, dtype=np.float32)
-        dim = len(windows) // n_windows if n_windows else 0
-        spans = [(int(a), int(b)) for a, b in json.loads(spans_json)]
-        sentences = np.frombuffer(sentences_b, dtype=np.float16).astype(np.float32)
-        return StoredChunk(
-            chunk=chunk, doc_id=doc_id, doc_hash=doc_hash,
-            window_vectors=windows.reshape(n_windows, dim),
-            sentence_vectors=sentences.reshape(len(spans), dim),
-            spans=spans, written_ns=int(written))
+        return RowChunk(row)
+
+
+class RowChunk(StoredChunk):
+    """A ``StoredChunk`` read from its row, each field parsed when first read: Retrieval
+    reads every candidate's window vectors but the chunk of its top N1 only, and the
+    ReRanker and A4 the sentences of theirs (at 100k chunks, ~300 candidates a query)."""
+
+    _row: Row
+    ingested_at = ""
+    root = ""
+
+    def __init__(self, row: Row):
+        object.__setattr__(self, "_row", row)  # the dataclass's fields are parsed, not set
+
+    @cached_property
+    def chunk(self) -> Chunk:
+        """The chunk."""
+        return Chunk.model_validate_json(self._row[4])
+
+    @cached_property
+    def doc_id(self) -> str:
+        """Its document."""
+        return self._row[2]
+
+    @cached_property
+    def doc_hash(self) -> str:
+        """Its document's hash."""
+        return self._row[3]
+
+    @cached_property
+    def written_ns(self) -> int:
+        """When its document was written."""
+        return int(self._row[1])
+
+    @cached_property
+    def window_vectors(self) -> np.ndarray:
+        """Its windows' vectors (windows × dim)."""
+        n = self._row[6]
+        windows = np.frombuffer(self._row[5], dtype=np.float32)
+        return windows.reshape(n, len(windows) // n if n else 0)
+
+    @cached_property
+    def spans(self) -> list[tuple[int, int]]:
+        """Its evidence sentences' character spans."""
+        return [(int(a), int(b)) for a, b in json.loads(self._row[8])]
+
+    @cached_property
+    def sentence_vectors(self) -> np.ndarray:
+        """Its evidence sentences' vectors (sentences × dim)."""
+        dim = self.window_vectors.shape[1]
+        return (np.frombuffer(self._row[7], dtype=np.float16).astype(np.float32)
+                .reshape(len(self.spans), dim))
 
 
 def _row(s: StoredChunk) -> Row:
