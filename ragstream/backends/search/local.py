@@ -226,7 +226,7 @@ class LocalEngine:
                 if not self.in_step():
                     self._repairing = True
                     try:
-                        self.repair()
+                        self.repair(own=True)
                     finally:
                         self._repairing = False
         except IngestLockedError:
@@ -252,10 +252,12 @@ class LocalEngine:
         """True when tantivy holds what Chroma holds (the marker names Chroma's generation)."""
         return self._marked() == self.chroma.fingerprint()
 
-    def repair(self) -> list[str]:
+    def repair(self, own: bool = False) -> list[str]:
         """Compare the documents' hashes in Chroma and tantivy and rewrite in tantivy each
         that differs (from Chroma's records; nothing is encoded), removing those Chroma no
-        longer holds; then mark both in step. Costs the documents that differ."""
+        longer holds; then mark both in step. Costs the documents that differ. ``own``: this
+        process's Chroma has just opened (its HNSW holds them all: they are not searched
+        exactly beside it as others' writes)."""
         generation = self.chroma.fingerprint()
         docs = self.chroma.documents()
         stored = {d: doc.doc_hash for d, doc in docs.items()}
@@ -267,6 +269,8 @@ class LocalEngine:
                         "differ, %d removed): rewriting them from the store",
                         self.keyword_engine.folder, len(differ), len(gone))
         now = time.time_ns()
+        if own:  # Chroma opened just now, under the lock: its HNSW holds what it rewrites
+            self._own.add(now)
         for i in range(0, len(differ), REPAIR_BATCH):
             batch = differ[i:i + REPAIR_BATCH]
             chunks, windows, sentences, _dim = self.chroma.read_index_records(batch)
