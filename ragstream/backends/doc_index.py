@@ -2,7 +2,7 @@
 
 Everything a query needs that depends only on the documents is computed when a document is
 ingested (``encode_chunks``) and written, per document, to the knowledge base's engines
-(``ragstream.backends.search``: Chroma's windows and tantivy's stored chunks, or Milvus):
+(``ragstream.backends.search``: Chroma's windows and the chunk rows beside tantivy, or Milvus):
 
 * one vector per embedding *window* of a chunk (the dense retrieval signal);
 * one vector per *evidence sentence* of a chunk (``text.evidence_units``: the ReRanker's

@@ -5,9 +5,9 @@
 * **Chroma** (``ChromaStore``, the record of truth) holds each chunk's windows and their
   vectors; its HNSW index gives a query piece's dense candidates.
 * **tantivy** (``KeywordEngine``, ``<index_dir>/keyword-<collection>``) holds each chunk's
-  terms (BM25 in the engine), its folded words (phrase search), its filter fields, and,
-  stored, what the later stages read for a candidate (the chunk, its window vectors, its
-  evidence sentences).
+  terms (BM25 in the engine), its folded words (phrase search) and its filter fields; beside
+  it, a SQLite table (``ChunkStore``) holds what the later stages read for a candidate (the
+  chunk, its window vectors, its evidence sentences).
 
 **Writes** go to both, one document at a time: Chroma first (all or nothing), then tantivy
 (one commit), then a marker, ``in-step``, naming the Chroma generation both now hold. A

@@ -23,7 +23,7 @@ is a server shared by every process.
 * the filter fields: ``doc_type``, ``source``, ``source_name``, ``day`` (days since
   1970-01-01 of ``last_update_date``, ``NO_DAY`` without one), ``written_ns``;
 * what the later stages read for a candidate (``fetch``): the chunk as JSON, its window
-  vectors (float32) and evidence sentence vectors (float16, as tantivy stores them) as
+  vectors (float32) and evidence sentence vectors (float16, as the default engine's chunk store keeps them) as
   base64 text (Milvus has no bytes scalar), the sentences' spans as JSON; and ``words``, the
   folded words between spaces, for phrase search.
 
