@@ -82,9 +82,10 @@ class VectorStoreSettings(_Strict):
     collection: str = Field("ragstream_kb", min_length=3, max_length=60)
     write_batch_size: int = Field(256, ge=1, le=5000)
     connect_timeout_s: float = Field(2.0, gt=0, le=120, description=(
-        "http mode: seconds to wait for a connection to the Chroma server (a dead server fails fast)"))
+        "http and milvus modes: seconds to wait for a connection to the server (a dead server "
+        "fails fast)"))
     request_timeout_s: float = Field(6.0, gt=0, le=3600, description=(
-        "http mode: seconds one request may take once connected; reads come in pages of 5,000 "
+        "http and milvus modes: seconds one request may take once connected; reads come in pages of 5,000 "
         "windows (~1.2 s measured). Keep it below retrieval.timeout_s, so that a hung server is "
         "reported as unavailable rather than as a slow retrieval"))
     connect_retries: int = Field(1, ge=0, le=10, description=(
@@ -858,6 +859,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "RAGSTREAM_UPLOADS_DIR": ("paths", "uploads_dir"),
     "RAGSTREAM_KBS_DIR": ("paths", "kbs_dir"),
     "RAGSTREAM_CHROMA_URL": ("vector_store", "url"),
+    "RAGSTREAM_MILVUS_URL": ("vector_store", "url"),
     "RAGSTREAM_COLLECTION": ("vector_store", "collection"),
     "RAGSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
     "RAGSTREAM_EMBEDDING_BACKEND": ("embedding", "backend"),
@@ -938,6 +940,12 @@ def apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str
             out.setdefault(section, {})[key] = value
             if var == "RAGSTREAM_CHROMA_URL":
                 out["vector_store"]["mode"] = "http"
+            elif var == "RAGSTREAM_MILVUS_URL":
+                if env.get("RAGSTREAM_CHROMA_URL"):
+                    raise ConfigError(
+                        "RAGSTREAM_CHROMA_URL and RAGSTREAM_MILVUS_URL are both set: the knowledge "
+                        "base lives in one engine. Unset one of them.")
+                out["vector_store"]["mode"] = "milvus"
     return out
 
 

@@ -95,6 +95,15 @@ def test_environment_overrides_paths_store_and_llm(tmp_path):
     assert cfg.settings.reranker.backend == "offline"
 
 
+def test_milvus_url_from_the_environment_picks_the_milvus_engine():
+    cfg = load_config(env={"RAGSTREAM_MILVUS_URL": "http://127.0.0.1:19530"})
+    assert (cfg.settings.vector_store.mode, cfg.settings.vector_store.url) == (
+        "milvus", "http://127.0.0.1:19530")
+    with pytest.raises(ConfigError, match="RAGSTREAM_CHROMA_URL and RAGSTREAM_MILVUS_URL are both set"):
+        load_config(env={"RAGSTREAM_MILVUS_URL": "http://127.0.0.1:19530",
+                         "RAGSTREAM_CHROMA_URL": "http://127.0.0.1:8000"})
+
+
 def test_bad_environment_value_is_a_config_error_naming_the_variable():
     with pytest.raises(ConfigError) as err:
         load_config(env={"RAGSTREAM_RERANKER_BACKEND": "fast"})

@@ -1,8 +1,9 @@
 """``ragstream serve --workers 2`` for real: a subprocess on a free loopback port (started and
 stopped by ``ragstream.measure.load.Service``, as the load test does), over a small knowledge
-base ingested in this process. Both workers answer /health and /retrieve (each response names
-its worker in ``X-RAGstream-Worker``), the bearer token reaches them, a document this process
-ingests afterwards is found by both without a restart, and SIGTERM stops them all gracefully."""
+base ingested in this process, on the default engine and on a Milvus server. Both workers
+answer /health and /retrieve (each response names its worker in ``X-RAGstream-Worker``), the
+bearer token reaches them, a document this process ingests afterwards is found by both
+without a restart, and SIGTERM stops them all gracefully."""
 
 from __future__ import annotations
 
@@ -37,27 +38,40 @@ gauge to seven zorbs, wait for the flux needle to settle, then record the quinte
 NEW_QUERY = "How is the zorblatt flux capacitor calibrated with the quintessence gauge?"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[tuple[Service, Engine, Path]]:
-    """Two bundled articles ingested here, then ``serve --workers 2`` over the same store."""
+@pytest.fixture(scope="module", params=["default engine", "milvus server"])
+def served(request, tmp_path_factory) -> Iterator[tuple[Service, Engine, Path]]:
+    """Two bundled articles ingested here, then ``serve --workers 2`` over the same store: the
+    default engine's folder, or a Milvus server on loopback (``tests/milvus_server.py``) that
+    this process and both workers reach over the network."""
     root = tmp_path_factory.mktemp("workers")
     docs = root / "kb"
     docs.mkdir()
     for name in ("reranking.md", "faq.md"):
         shutil.copy(KB / name, docs / name)
-    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
-    assert engine.ingest(docs).failed == 0
-    env = {**service_env(root / "index"), "RAGSTREAM_KB_DIR": str(docs)}
-    service = Service(env, workers=2, token=TOKEN)
+    extra = {"RAGSTREAM_KB_DIR": str(docs)}
+    server = None
+    if request.param == "milvus server":
+        pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (requirements.txt pins it)")
+        from tests.milvus_server import MilvusServer
+
+        server = MilvusServer(root / "milvus-data").start()
+        extra["RAGSTREAM_MILVUS_URL"] = server.url
     try:
-        service.wait_ready(timeout=240)
-        yield service, engine, docs
+        engine = Engine(make_config(root / "index", **extra))
+        assert engine.ingest(docs).failed == 0
+        service = Service({**service_env(root / "index"), **extra}, workers=2, token=TOKEN)
+        try:
+            service.wait_ready(timeout=240)
+            yield service, engine, docs
+        finally:
+            code = service.stop()
+            assert code == 0, service.output()
+            out = service.output(200)
+            assert out.count("Finished server process") == 2, out  # both stopped gracefully
+            assert "RAGstream: 2 workers stopped" in out
     finally:
-        code = service.stop()
-        assert code == 0, service.output()
-        out = service.output(200)
-        assert out.count("Finished server process") == 2, out  # both stopped gracefully
-        assert "RAGstream: 2 workers stopped" in out
+        if server is not None:
+            server.stop()
 
 
 def _until_both(service: Service, request: Callable[[httpx.Client], httpx.Response],

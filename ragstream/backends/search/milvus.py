@@ -107,6 +107,8 @@ BATCH = 500
 #: unflushed rows are re-indexed for BM25 at every search, in Python: 1.7 s per query with
 #: 4,000 of them, 20 ms once flushed)
 FLUSH_ROWS = 1000
+#: the deadline of a write or a collection call (a read's is ``request_timeout_s``)
+WRITE_TIMEOUT_S = 120.0
 #: ids per ``in`` filter or primary-key read
 IDS_PER_CALL = 1000
 #: keyword candidates Milvus is asked for at least (re-scored here; k may be 1)
@@ -142,11 +144,29 @@ class _NoSessionTs(logging.Filter):
         return True
 
 
-def _quiet_lite() -> None:
-    for name in ("pymilvus.client.iterator.query_iterator", "grpc._server"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _NoSessionTs) for f in logger.filters):
-            logger.addFilter(_NoSessionTs())
+class _Reported(logging.Filter):
+    """pymilvus logs every failed call at ERROR with its traceback, and every failed
+    reconnection at WARNING, before raising. The engine turns those failures into its typed
+    error (``MilvusUnavailableError``, naming what to start), and tries the ``whitespace``
+    tokenizer before Milvus Lite's ``standard`` on purpose: those records are dropped, so a
+    person sees the typed error once, not a traceback before it."""
+
+    SAID = ("fail connecting", "unavailable", "deadline exceeded", "retry timeout",
+            "connection recovery failed", "unknown tokenizer type")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage().lower()
+        return not any(s in text for s in self.SAID)
+
+
+def _quiet() -> None:
+    """Drop pymilvus's and Milvus Lite's records that say nothing the engine does not (above)."""
+    for names, kind in ((("pymilvus.client.iterator.query_iterator", "grpc._server"), _NoSessionTs),
+                        (("pymilvus.decorators", "pymilvus.client.connection_manager"), _Reported)):
+        for name in names:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, kind) for f in logger.filters):
+                logger.addFilter(kind())
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -161,18 +181,31 @@ class MilvusUnavailableError(VectorDBUnavailableError):
             self,
             f"The Milvus server at {url} cannot be reached"
             + (f" while {during}" if during else "") + (f" ({detail})" if detail else "")
-            + ". Start it (docker compose up -d with Milvus's standalone compose file, or "
-            "`milvus-server`), check its host and port, and try again; or use Milvus Lite "
-            "(a local path ending in .db) or the default engine (vector_store.mode \"persistent\").")
+            + ". Start it (Milvus standalone: `docker compose up -d` with Milvus's compose file; "
+            "on one machine, Milvus Lite's server: `python -m milvus_lite server --data-dir DIR "
+            f"--host HOST --port PORT` with the host and port of {url}) and try again: no restart "
+            "of RAGstream is needed. Or use Milvus Lite in this process (vector_store.url empty "
+            "or a path ending in .db) or the default engine (vector_store.mode \"persistent\").")
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and every exception it was raised from or during (pymilvus raises ``e from e``,
+    so a plain walk of ``__cause__`` goes round in a circle)."""
+    todo, seen = [err], set()
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [x for x in (e.__cause__, e.__context__) if x is not None]
 
 
 def _unreachable(err: BaseException) -> bool:
     """True when ``err`` (or what caused it) says the server is not there or not answering."""
     import grpc
 
-    seen: set[int] = set()
-    e: BaseException | None = err
-    while e is not None and id(e) not in seen:
+    for e in _chain(err):
         if isinstance(e, grpc.RpcError) and getattr(e, "code", lambda: None)() in (
                 grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return True
@@ -183,9 +216,29 @@ def _unreachable(err: BaseException) -> bool:
                 s in text for s in ("unavailable", "fail connecting", "connection refused",
                                     "deadline exceeded", "server is not ready")):
             return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
     return False
+
+
+def _describe(err: BaseException) -> str:
+    """One line for a failure to reach Milvus: the gRPC status and its details when the
+    failure holds one (pymilvus's own text repeats a multi-line gRPC dump)."""
+    import grpc
+
+    for e in _chain(err):
+        if isinstance(e, grpc.RpcError) and hasattr(e, "code") and hasattr(e, "details"):
+            return f"gRPC {e.code().name}: {e.details()}"
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+def _timed_out(err: BaseException) -> bool:
+    """True when ``err`` (or what caused it) is a call that ran out of its deadline."""
+    import grpc
+
+    return any(
+        (isinstance(e, grpc.RpcError)
+         and getattr(e, "code", lambda: None)() == grpc.StatusCode.DEADLINE_EXCEEDED)
+        or "deadline exceeded" in str(e).lower() or "retry timeout" in str(e).lower()
+        for e in _chain(err))
 
 
 def _guarded(during: str) -> Callable[[Callable[Concatenate[MilvusEngine, _P], _R]],
@@ -202,8 +255,8 @@ def _guarded(during: str) -> Callable[[Callable[Concatenate[MilvusEngine, _P], _
                 raise
             except Exception as err:
                 if _unreachable(err):
-                    raise MilvusUnavailableError(self.location, f"{type(err).__name__}: {err}",
-                                                 during) from err
+                    self.close()  # the next call connects anew (see ``client``)
+                    raise self._unavailable(err, during) from err
                 raise VectorStoreError(
                     f"Milvus ({self.location}, collection {self.collection!r}) failed while "
                     f"{during}: {type(err).__name__}: {err}. If the collection was made by "
@@ -299,19 +352,52 @@ def _safe_name(name: str) -> str:
 # -- the engine ---------------------------------------------------------------------------
 
 
+class _Timed:
+    """A ``MilvusClient`` whose every call has a deadline (``timeout=``) unless it names one.
+    pymilvus applies the client's own ``timeout`` only to connecting: a call without one is
+    retried by count, and a server that accepts connections but never answers (stopped,
+    overloaded) held a call for 66 s here. Reads get the request timeout (a query waits on
+    them); writes and collection calls get ``WRITE_TIMEOUT_S`` (Milvus Lite's server takes
+    seconds for a batch of rows)."""
+
+    #: the calls that reach the server (the others, such as ``prepare_index_params``, do not
+    #: take a deadline), by kind
+    READS = frozenset({"search", "query", "query_iterator", "has_collection"})
+    WRITES = frozenset({"insert", "upsert", "delete", "flush", "load_collection",
+                        "create_collection", "drop_collection"})
+
+    def __init__(self, client: Any, read_s: float, write_s: float):
+        self._client, self._read_s, self._write_s = client, read_s, write_s
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in self.READS and name not in self.WRITES:
+            return attr
+        deadline = self._read_s if name in self.READS else self._write_s
+
+        @functools.wraps(attr)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", deadline)
+            return attr(*args, **kwargs)
+        return timed
+
+
 class MilvusEngine:
     """A knowledge base in one Milvus collection (and its small statistics companion): the
     store the ingestion writes and the ``SearchEngine`` retrieval reads."""
 
     def __init__(self, uri: str, collection: str = "ragstream_kb", stemmer: str = "english",
                  stopwords: str = "en", token: str = "", timeout_s: float = 10.0,
-                 index_dir: Path | None = None):
+                 index_dir: Path | None = None, connect_timeout_s: float | None = None):
         self.uri = str(uri)
         self.collection = _safe_name(collection)
         self.stats_collection = f"{self.collection}__stats"
         self.tokenizer = KeywordIndex(stemmer, stopwords)
         self.token = token
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # each call's deadline
+        #: how long connecting may take: short, so that a server that hangs costs one call's
+        #: deadline, then this, not two deadlines (a pass asks for the version, then searches)
+        self.connect_timeout_s = connect_timeout_s if connect_timeout_s is not None else timeout_s
         self.index_dir = Path(index_dir) if index_dir else (
             Path(self.uri).parent if self.lite else Path("."))
         self.settings: Any = None  # the vector_store settings, when made by from_settings
@@ -327,7 +413,8 @@ class MilvusEngine:
         url = getattr(settings, "url", "") or str(Path(index_dir) / "milvus.db")
         engine = cls(url, settings.collection, stemmer, stopwords,
                      timeout_s=float(getattr(settings, "request_timeout_s", 10.0)),
-                     index_dir=Path(index_dir))
+                     index_dir=Path(index_dir),
+                     connect_timeout_s=float(getattr(settings, "connect_timeout_s", 2.0)))
         engine.settings = settings
         return engine
 
@@ -356,10 +443,17 @@ class MilvusEngine:
             from pymilvus import MilvusClient
 
             try:
+                _quiet()
                 if self.lite:
                     Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
-                    _quiet_lite()
-                self._client = MilvusClient(uri=self.uri, token=self.token, timeout=self.timeout_s)
+                # a server's connection is this engine's own (``dedicated``): pymilvus shares
+                # one per address by default, and a shared one whose reconnection failed stays
+                # closed for every later client (pymilvus 3.0.2), so a server that came back
+                # was never reached again without a restart
+                self._client = _Timed(MilvusClient(uri=self.uri, token=self.token,
+                                                   timeout=self.connect_timeout_s,
+                                                   dedicated=not self.lite),
+                                      self.timeout_s, max(self.timeout_s, WRITE_TIMEOUT_S))
             except Exception as err:
                 if self.lite:
                     raise VectorStoreError(
@@ -367,9 +461,19 @@ class MilvusEngine:
                         "lets one process hold a database: close the other process using it "
                         "(or run a Milvus server for several processes), and check that the "
                         "folder is writable.") from err
-                raise MilvusUnavailableError(self.uri, f"{type(err).__name__}: {err}",
-                                             "connecting") from err
+                raise self._unavailable(err, "connecting") from err
         return self._client
+
+    def _unavailable(self, err: BaseException, during: str) -> MilvusUnavailableError:
+        """The typed error for ``err``, a failure to reach the server while ``during``."""
+        detail = _describe(err)
+        if _timed_out(err):
+            if during.startswith(("writing", "deleting", "recounting")):  # reads and writes
+                detail = f"no answer in time: {detail}"
+            else:
+                limit = self.connect_timeout_s if during == "connecting" else self.timeout_s
+                detail = f"no answer within {limit:g} s: {detail}"
+        return MilvusUnavailableError(self.location, detail, during)
 
     def close(self) -> None:
         """Forget the client (a Milvus Lite database is released when its process exits)."""
