@@ -4,7 +4,8 @@ standalone server or cluster answers (``RAGSTREAM_MILVUS_URL``). The pipeline on
 what it gives on Milvus Lite in this process; the server killed mid-session is a typed error
 naming it and what to start, in far less than the seed's 10 s, for every call, and the same
 engine works again when it is back (its data survived the kill); a server that hangs is
-reported within the request timeout; the CLI says the same without a traceback. Two app
+reported within the request timeout; the CLI says the same without a traceback; a server
+killed in the middle of an ingest stops it typed, and the next ingest completes it. Two app
 processes sharing one server: ``tests/test_serve_workers.py`` (``serve --workers 2``)."""
 
 from __future__ import annotations
@@ -160,3 +161,52 @@ def test_the_cli_names_an_unreachable_milvus_server_without_a_traceback(tmp_path
     assert f"Error (vector store unavailable): The Milvus server at {url} cannot be reached" in done.stderr
     assert "python -m milvus_lite server" in done.stderr
     assert "Traceback" not in done.stderr and "_InactiveRpcError" not in done.stderr
+
+
+def test_a_server_killed_during_an_ingest_stops_it_typed_and_the_next_ingest_completes(
+        milvus, tmp_path, embedder):
+    """Milvus has no transactions: the kill lands after the first rows are inserted, before
+    the statistics and the document rows say so. The next ingest finds the write marked as
+    cut short, recounts, and writes the documents whole."""
+    engine = on(milvus.url, tmp_path / "idx", embedder)
+    store = engine.services.store
+    assert isinstance(store, MilvusEngine)
+    real = store.client  # connected
+
+    class KilledAfterInsert:
+        def __init__(self, client):
+            self._client = client
+
+        def __getattr__(self, name):
+            attr = getattr(self._client, name)
+            if name != "insert":
+                return attr
+
+            def insert(*args, **kwargs):
+                out = attr(*args, **kwargs)
+                milvus.kill()
+                return out
+            return insert
+
+    store._client = KilledAfterInsert(real)
+    kb = tiny_kb(tmp_path)
+    with pytest.raises(VectorDBUnavailableError, match="while writing documents") as caught:
+        engine.ingest(kb)  # not a report with every file "failed": the run stops
+    assert_unavailable(caught.value, milvus.url)
+
+    milvus.start()
+    cut = store.documents()  # listed before the kill, incomplete: no hash yet
+    assert cut and not any(d.doc_hash for d in cut.values())
+    report = engine.ingest(kb)
+    assert (report.processed, report.failed) == (2, 0)
+    docs = store.documents()
+    assert sorted(docs) == ["kb/fruit.md", "kb/servers.md"] and all(d.doc_hash for d in docs.values())
+    # the statistics are the documents' own: as a clean ingest into a new collection gives
+    clean = Engine(make_config(tmp_path / "idx-clean", RAGSTREAM_MILVUS_URL=milvus.url,
+                               RAGSTREAM_COLLECTION="clean_kb"))
+    clean.services.embedder = embedder
+    assert clean.ingest(kb).processed == 2
+    assert store.stats() == clean.services.store.stats()
+    terms = ["banana", "server", "process", "ripen"]
+    assert store.doc_freqs(terms) == clean.services.store.doc_freqs(terms)
+    assert engine.run(PROMPT).base_context_chunks[0].source == "kb/servers.md"
