@@ -119,8 +119,7 @@ def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
     divided by the piece's best score anywhere (so pieces weigh alike). ``found``: the
     keyword hits already scored (only the other candidates are asked for their BM25; without
     filters, a piece's first hit is its best anywhere)."""
-    dense = (np.vstack([best_cosines(held[c], vectors) for c in ordered]) if ordered
-             else np.zeros((0, len(vectors)), dtype=np.float32))
+    dense = best_cosines([held[c] for c in ordered], vectors)
     kw = np.zeros((len(ordered), len(terms)), dtype=np.float64)
     if not ordered:
         return dense, kw

@@ -103,8 +103,18 @@ def evidence_of(stored: StoredChunk) -> Evidence:
                     spans=list(stored.spans))
 
 
-def best_cosines(stored: StoredChunk, vectors: np.ndarray) -> np.ndarray:
-    """The chunk's best-window cosine to each of ``vectors`` (unit vectors)."""
-    if not len(stored.window_vectors):
-        return np.full(len(vectors), -1.0, dtype=np.float32)
-    return (stored.window_vectors @ np.asarray(vectors, dtype=np.float32).T).max(axis=0)
+def best_cosines(stored: Sequence[StoredChunk], vectors: np.ndarray) -> np.ndarray:
+    """(chunks × vectors): each chunk's best-window cosine to each of ``vectors`` (unit
+    vectors); -1 for a chunk without windows. One product over every chunk's windows at
+    once: at 100k chunks a query scores ~400 candidates, and one small product per chunk cost
+    ~15 µs each in numpy's call overhead."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    out = np.full((len(stored), len(vectors)), -1.0, dtype=np.float32)
+    windows = [s.window_vectors for s in stored]
+    counts = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
+    held = np.flatnonzero(counts)
+    if len(held) and len(vectors):
+        cosines = np.concatenate([windows[i] for i in held]) @ vectors.T
+        starts = np.concatenate(([0], np.cumsum(counts[held])[:-1]))
+        out[held] = np.maximum.reduceat(cosines, starts, axis=0)
+    return out

@@ -1,7 +1,7 @@
 """What the later stages read for a candidate, kept beside the keyword index: a SQLite table.
 
-Each chunk's row holds the chunk (JSON), its window vectors (float32), its evidence
-sentences' spans and vectors (float16), keyed by ``(key, written)``: the chunk id's 64-bit
+Each chunk's row holds the chunk (JSON) and its id, its window vectors (float32), its
+evidence sentences' spans and vectors (float16), keyed by ``(key, written)``: the chunk id's 64-bit
 hash and the time its document was written, the two columns tantivy names a hit by. A
 document written again gets new rows (a new time); its old rows go once tantivy has
 committed the new chunks, so a search's hits always have their rows (but for a reader whose
@@ -43,15 +43,17 @@ CREATE TABLE IF NOT EXISTS chunks (
     windows BLOB NOT NULL,
     n_windows INTEGER NOT NULL,
     sentences BLOB NOT NULL,
-    spans TEXT NOT NULL
+    spans TEXT NOT NULL,
+    chunk_id TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks (key, written);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, written);
 """
 
 #: a row as ``rows`` gives it: (key, written, doc_id, doc_hash, chunk JSON, windows,
-#: n_windows, sentences, spans JSON)
-Row = tuple[int, int, str, str, str, bytes, int, bytes, str]
+#: n_windows, sentences, spans JSON, chunk id). The id is also in the JSON: a hit is named
+#: by its id without parsing the chunk (~20 µs each, ~400 hits a query at 100k chunks)
+Row = tuple[int, int, str, str, str, bytes, int, bytes, str, str]
 
 
 class ChunkStore:
@@ -99,7 +101,7 @@ class ChunkStore:
             db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                db.executemany("INSERT OR IGNORE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                rows)
                 db.execute("COMMIT")
             except BaseException:

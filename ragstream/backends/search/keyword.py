@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +56,7 @@ WRITE_WAIT_S = 30.0
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is set aside, and rebuilt from
 #: the store by the next ingest or the next process that opens it (``LocalEngine.version``)
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: stored chunks kept by an engine, across versions (each ~ 12 KB: ≤ ~25 MB)
 CHUNKS_KEPT = 2048
 _EPOCH = dt.date(1970, 1, 1)
@@ -84,6 +84,11 @@ class StoredChunk:
     written_ns: int  # when its document was written (ns since the epoch)
     ingested_at: str = ""  # when its document was ingested (ISO 8601), as the store says
     root: str = ""  # the folder (or API) its document came from
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id (a ``RowChunk`` has it without parsing the chunk)."""
+        return self.chunk.id
 
 
 def glob_parts(pattern: str) -> list[tuple[str, str]]:
@@ -383,7 +388,7 @@ class KeywordEngine:
     def _ids(self, searcher, hits, known: dict[int, str] | None = None) -> list[tuple[str, float]]:
         """``(chunk id, score)`` of each hit (but one whose row is gone)."""
         named = self._read(searcher, [addr for _, addr in hits], known)
-        return [(n if isinstance(n, str) else n.chunk.id, float(score))
+        return [(n if isinstance(n, str) else n.chunk_id, float(score))
                 for n, (score, _) in zip(named, hits) if n is not None]
 
     def _chunks(self, searcher, hits) -> list[StoredChunk]:
@@ -503,7 +508,7 @@ class KeywordEngine:
         searcher = self._searcher()
         hits = searcher.search(tantivy.Query.term_set_query(self._schema, "id", ids), len(ids),
                                count=False).hits
-        return {s.chunk.id: s for s in self._chunks(searcher, hits)}
+        return {s.chunk_id: s for s in self._chunks(searcher, hits)}
 
     def written_since(self, written_ns: int, limit: int = 100_000,
                       besides: Iterable[int] = ()) -> list[StoredChunk]:
@@ -547,6 +552,31 @@ class KeywordEngine:
         return RowChunk(row)
 
 
+class _parsed:
+    """``functools.cached_property`` without its lock (Python 3.11 takes an ``RLock`` at every
+    first read: ~6 µs, and a query at 100k chunks reads ~750 fields of ~300 rows first): the
+    value is computed once and put in the instance's ``__dict__``, where later reads find it
+    before this descriptor. Two threads reading one field of a kept row at once both parse
+    it, into equal values: harmless."""
+
+    def __init__(self, fn: Any):
+        self.fn, self.name = fn, fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
+if TYPE_CHECKING:  # the checker reads the fields as the cached properties they behave as
+    _parsed = cached_property  # type: ignore[misc,assignment]
+
+
 class RowChunk(StoredChunk):
     """A ``StoredChunk`` read from its row, each field parsed when first read: Retrieval
     reads every candidate's window vectors but the chunk of its top N1 only, and the
@@ -559,39 +589,44 @@ class RowChunk(StoredChunk):
     def __init__(self, row: Row):
         object.__setattr__(self, "_row", row)  # the dataclass's fields are parsed, not set
 
-    @cached_property
+    @_parsed
     def chunk(self) -> Chunk:
         """The chunk."""
         return Chunk.model_validate_json(self._row[4])
 
-    @cached_property
+    @_parsed
+    def chunk_id(self) -> str:
+        """The chunk's id, from its column."""
+        return self._row[9]
+
+    @_parsed
     def doc_id(self) -> str:
         """Its document."""
         return self._row[2]
 
-    @cached_property
+    @_parsed
     def doc_hash(self) -> str:
         """Its document's hash."""
         return self._row[3]
 
-    @cached_property
+    @_parsed
     def written_ns(self) -> int:
         """When its document was written."""
         return int(self._row[1])
 
-    @cached_property
+    @_parsed
     def window_vectors(self) -> np.ndarray:
         """Its windows' vectors (windows × dim)."""
         n = self._row[6]
         windows = np.frombuffer(self._row[5], dtype=np.float32)
         return windows.reshape(n, len(windows) // n if n else 0)
 
-    @cached_property
+    @_parsed
     def spans(self) -> list[tuple[int, int]]:
         """Its evidence sentences' character spans."""
         return [(int(a), int(b)) for a, b in json.loads(self._row[8])]
 
-    @cached_property
+    @_parsed
     def sentence_vectors(self) -> np.ndarray:
         """Its evidence sentences' vectors (sentences × dim)."""
         dim = self.window_vectors.shape[1]
@@ -604,7 +639,8 @@ def _row(s: StoredChunk) -> Row:
     windows, sentences = vectors_bytes(s.window_vectors, s.sentence_vectors)
     return (chunk_key(s.chunk.id), s.written_ns, s.doc_id, s.doc_hash,
             json.dumps(s.chunk.model_dump(mode="json"), ensure_ascii=False),
-            windows, len(s.window_vectors), sentences, json.dumps([list(x) for x in s.spans]))
+            windows, len(s.window_vectors), sentences, json.dumps([list(x) for x in s.spans]),
+            s.chunk.id)
 
 
 _MALLOC_SET = False

@@ -353,7 +353,7 @@ class LocalEngine:
         for stored in delta:  # each chunk's best window against every piece at once
             cosines = (stored.window_vectors @ vectors.T).max(axis=0)
             for best, cos in zip(found, cosines.tolist()):
-                best[stored.chunk.id] = cos
+                best[stored.chunk_id] = cos
         return [sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k] for best in found]
 
     def _hnsw(self, vectors: np.ndarray, k: int, filters: Filters | None) -> list[dict[str, float]]:

@@ -59,7 +59,7 @@ class MemoryEngine:
         for s in self._passing(filters):
             if len(s.window_vectors):
                 for i, cos in enumerate((s.window_vectors @ vectors.T).max(axis=0)):
-                    out[i].append((s.chunk.id, float(cos)))
+                    out[i].append((s.chunk_id, float(cos)))
         return [sorted(found, key=lambda x: (-x[1], x[0]))[:k] for found in out]
 
     def doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
