@@ -127,12 +127,12 @@ def test_a_search_names_its_hits_from_columns_and_reads_each_stored_chunk_once(e
     reads: list[str] = []
     real = KeywordEngine._stored
 
-    def counted(row):
-        got = real(row)
+    def counted(self, row):
+        got = real(self, row)
         reads.append(got.chunk.id)
         return got
 
-    monkeypatch.setattr(KeywordEngine, "_stored", staticmethod(counted))
+    monkeypatch.setattr(KeywordEngine, "_stored", counted)
     terms = engine.query_terms("chunks headings tables")
     first = engine.search(terms, 5)
     assert len(first) >= 2 and sorted(reads) == sorted(ids(first))
@@ -146,11 +146,21 @@ def test_a_search_names_its_hits_from_columns_and_reads_each_stored_chunk_once(e
     got = engine.fetch(["faq/chunking.md#0"])["faq/chunking.md#0"]
     assert reads == ["faq/chunking.md#0"] and got.doc_hash == "hash-2" and got.written_ns == 7
     assert np.array_equal(got.window_vectors, new[0].window_vectors)
+    # the evidence sentences are their own rows, read when first asked for
+    assert got.spans == new[0].spans
+    assert np.allclose(got.sentence_vectors, new[0].sentence_vectors, atol=1e-3)  # float16
     db = engine.chunks._db()
-    assert db.execute("SELECT DISTINCT written FROM chunks WHERE doc_id = 'faq/chunking.md'"
-                      ).fetchall() == [(7,)]
+    for table in ("chunks", "sentences"):
+        assert db.execute(f"SELECT DISTINCT written FROM {table} WHERE doc_id = 'faq/chunking.md'"
+                          ).fetchall() == [(7,)]
+    unread = engine.fetch(["faq/chunking.md#1"])["faq/chunking.md#1"]  # its sentences not read
     engine.delete_document("faq/chunking.md")
-    assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = 'faq/chunking.md'").fetchone() == (0,)
+    # read after its document went: no sentences (the ReRanker scores its windows), never
+    # another chunk's or a mismatched pair
+    assert unread.spans == [] and unread.sentence_vectors.shape == (0, DIM)
+    for table in ("chunks", "sentences"):
+        assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE doc_id = 'faq/chunking.md'"
+                          ).fetchone() == (0,)
 
 
 def test_a_phrase_is_found_in_the_text_case_and_accents_aside(engine):

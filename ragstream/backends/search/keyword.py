@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, index_text
-from ragstream.backends.search.chunk_store import ChunkStore, Row, vectors_bytes
+from ragstream.backends.search.chunk_store import ChunkRow, ChunkStore, Row, vectors_bytes
 from ragstream.errors import KeywordIndexUnreadableError, VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 from ragstream.text import fold
@@ -56,7 +56,7 @@ WRITE_WAIT_S = 30.0
 WRITER_HEAP = 50_000_000
 #: bump when the schema changes: an index of another version is set aside, and rebuilt from
 #: the store by the next ingest or the next process that opens it (``LocalEngine.version``)
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: stored chunks kept by an engine, across versions (each ~ 12 KB: ≤ ~25 MB)
 CHUNKS_KEPT = 2048
 _EPOCH = dt.date(1970, 1, 1)
@@ -547,9 +547,8 @@ class KeywordEngine:
             out[doc_id] = (doc_hash, int(b["doc_count"]), ingested_at, root)
         return dict(sorted(out.items()))
 
-    @staticmethod
-    def _stored(row: Row) -> StoredChunk:
-        return RowChunk(row)
+    def _stored(self, row: ChunkRow) -> StoredChunk:
+        return RowChunk(row, self.chunks)
 
 
 class _parsed:
@@ -580,14 +579,17 @@ if TYPE_CHECKING:  # the checker reads the fields as the cached properties they 
 class RowChunk(StoredChunk):
     """A ``StoredChunk`` read from its row, each field parsed when first read: Retrieval
     reads every candidate's window vectors but the chunk of its top N1 only, and the
-    ReRanker and A4 the sentences of theirs (at 100k chunks, ~300 candidates a query)."""
+    ReRanker and A4 the sentences of theirs (at 100k chunks, ~300 candidates a query), which
+    are read from the store then (their own row: ``chunk_store.ChunkRow``)."""
 
-    _row: Row
+    _row: ChunkRow
+    _store: ChunkStore
     ingested_at = ""
     root = ""
 
-    def __init__(self, row: Row):
+    def __init__(self, row: ChunkRow, store: ChunkStore):
         object.__setattr__(self, "_row", row)  # the dataclass's fields are parsed, not set
+        object.__setattr__(self, "_store", store)
 
     @_parsed
     def chunk(self) -> Chunk:
@@ -597,7 +599,7 @@ class RowChunk(StoredChunk):
     @_parsed
     def chunk_id(self) -> str:
         """The chunk's id, from its column."""
-        return self._row[9]
+        return self._row[7]
 
     @_parsed
     def doc_id(self) -> str:
@@ -622,16 +624,26 @@ class RowChunk(StoredChunk):
         return windows.reshape(n, len(windows) // n if n else 0)
 
     @_parsed
+    def _evidence(self) -> tuple[list[tuple[int, int]], np.ndarray]:
+        """Its evidence sentences' spans and vectors, read from their row (none if the row
+        is gone: its document was written again since this chunk was read)."""
+        dim = self.window_vectors.shape[1]
+        found = self._store.sentences([(self._row[0], self._row[1])]).get((self._row[0], self._row[1]))
+        if found is None:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        spans = [(int(a), int(b)) for a, b in json.loads(found[1])]
+        return spans, (np.frombuffer(found[0], dtype=np.float16).astype(np.float32)
+                       .reshape(len(spans), dim))
+
+    @_parsed
     def spans(self) -> list[tuple[int, int]]:
         """Its evidence sentences' character spans."""
-        return [(int(a), int(b)) for a, b in json.loads(self._row[8])]
+        return self._evidence[0]
 
     @_parsed
     def sentence_vectors(self) -> np.ndarray:
         """Its evidence sentences' vectors (sentences × dim)."""
-        dim = self.window_vectors.shape[1]
-        return (np.frombuffer(self._row[7], dtype=np.float16).astype(np.float32)
-                .reshape(len(self.spans), dim))
+        return self._evidence[1]
 
 
 def _row(s: StoredChunk) -> Row:
