@@ -17,11 +17,12 @@ stage (``StageSnapshot``).
 
 Table ``runs``: ``id`` (never reused), ``created`` and ``updated`` (ISO 8601, UTC, ms, ``Z``),
 ``session`` (who saved it: the page's session, "" from the CLI), ``parent`` (the run it was
-made from, or NULL), ``origin`` ("page", "cli", "import" or "python"), then what a list shows
-without opening the run: ``prompt`` (``sp.user_text``), ``stage`` (``sp.stage``, the stage
-reached), ``answer`` (its first line, "" when none), ``settings`` (the overrides, JSON),
-``filters`` (in words, "" when none), ``edits`` (how many), ``kb`` (the knowledge base's
-fingerprint when Retrieval ran) and ``wall_ms`` (the stages' wall times plus the answer's
+made from, or NULL), ``origin`` ("page", "cli", "import", "python", or "api": the HTTP
+service's OpenAI-compatible chat), then what a list shows without opening the run:
+``prompt`` (``sp.user_text``), ``stage`` (``sp.stage``, the stage reached), ``answer`` (its
+first line, "" when none), ``settings`` (the overrides, JSON), ``filters`` (in words, "" when
+none), ``edits`` (how many), ``kb`` (the knowledge base's fingerprint when Retrieval ran) and
+``wall_ms`` (the stages' wall times plus the answer's
 latency); and the big parts, zlib-compressed: ``sp`` (the SuperPrompt's JSON) and ``stages``
 (the snapshots' JSON). An index on ``session`` finds a session's latest run. After each new
 run the oldest are deleted so that at most ``keep`` remain.
@@ -61,7 +62,7 @@ TABLE = "runs"
 #: at 1, ~70 kB in ~7 ms at the default 6; the page saves after every stage click, so 1
 ZLIB_LEVEL = 1
 #: where a run came from: the Streamlit page, ``ragstream run``, an imported file, Python code
-ORIGINS = ("page", "cli", "import", "python")
+ORIGINS = ("page", "cli", "import", "python", "api")
 #: the columns ``list`` reads: everything but the two compressed parts
 META_COLUMNS = ("id", "created", "updated", "session", "parent", "origin", "prompt", "stage",
                 "answer", "settings", "filters", "edits", "kb", "wall_ms")
@@ -138,7 +139,7 @@ class RunMeta(BaseModel):
     updated: str = Field(description="when it was saved last (= created until updated)")
     session: str = Field("", description="the session that saved it; '' from the CLI")
     parent: int | None = Field(None, description="the run it was made from, if any")
-    origin: str = Field("python", description="'page', 'cli', 'import' or 'python'")
+    origin: str = Field("python", description="'page', 'cli', 'import', 'python' or 'api'")
     prompt: str = Field("", description="the prompt text, sp.user_text")
     stage: str = Field("raw", description="the stage reached, sp.stage")
     answer: str = Field("", description="the answer's first line; '' when not answered")

@@ -10,6 +10,8 @@ Endpoints (the schema is at ``/openapi.json``):
   503 when the vector store cannot be reached.
 * ``POST /retrieve`` — ``RetrieveRequest`` → ``RAGContext`` (``RAGPipeline.retrieve``).
 * ``POST /ingest`` — a list of ``RuleDocument`` → ``IngestionResult`` (``RAGPipeline.ingest``).
+* ``GET /v1/models``, ``POST /v1/chat/completions`` — the knowledge bases as OpenAI-compatible
+  models (``ragstream.service.openai_compat``), errors in OpenAI's shape.
 * ``POST /answer`` — ``AnswerRequest`` → Server-Sent Events (seed 003, "Stream to Frontend"):
   ``token`` events as the answer streams, one ``citation`` event per valid citation, then
   ``done``; ``error`` if the answer fails once streaming has begun. The stages run before the
@@ -404,10 +406,14 @@ def _log_incomplete(engine: Engine, sp: SuperPrompt, text: str, pieces: int, sta
         log.warning("answer stopped: the client disconnected; the Q&A log could not be written: %s", err)
 
 
-async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
-                         started: float) -> AsyncIterator[str]:
-    """The SSE stream of one answer: ``Engine.answer`` runs in a worker thread whose pieces reach
-    this coroutine through an asyncio queue; leaving early makes its next piece raise."""
+async def answer_stream(engine: Engine, sp: SuperPrompt, started: float,
+                        after: Callable[[SuperPrompt, Answer], None] | None = None
+                        ) -> AsyncIterator[tuple[str, Any]]:
+    """One answer as it is made: ``("token", piece)`` for each piece, then ``("done", (sp,
+    answer))`` or ``("error", exception)``. ``Engine.answer`` runs in a worker thread whose
+    pieces reach this coroutine through an asyncio queue; leaving early makes its next piece
+    raise (the answer stops, and is logged incomplete). ``after(sp, answer)`` runs in that
+    thread once the answer is made (keeping the run)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     gone = threading.Event()
@@ -427,7 +433,10 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
 
     def work() -> None:
         try:
-            put(("done", engine.answer(sp, on_token=on_token)))
+            out_sp, ans = engine.answer(sp, on_token=on_token)
+            if after is not None:
+                after(out_sp, ans)
+            put(("done", (out_sp, ans)))
         except _Abandoned:  # the answer closed the model's stream on its way out
             _log_incomplete(engine, sp, "".join(sent), len(sent), started)
         except BaseException as exc:  # handed to the stream
@@ -437,45 +446,54 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
     finished = False
     try:
         worker.start()
-        tokens = 0
         while True:
             kind, value = await queue.get()
-            if kind == "token":
-                tokens += 1
-                yield _sse("token", {"token": value})
-                continue
-            finished = True
-            if kind == "error":
-                if isinstance(value, RagstreamError):
-                    log.error("answer failed (%s): %s", value.kind, value)
-                    yield _sse("error", ErrorBody(error=value.kind, message=str(value)))
-                else:
-                    log.error("answer failed", exc_info=value)
-                    yield _sse("error", ErrorBody(error="internal error",
-                                                  message="The answer failed unexpectedly; see the "
-                                                          "service's log."))
+            finished = kind != "token"
+            yield kind, value
+            if finished:
                 return
-            out_sp, ans = value
-            for c in ans.sources:
-                yield _sse("citation", _citation(c, out_sp))
-            qa = out_sp.extras.qa_log
-            turn = out_sp.extras.turn
-            yield _sse("done", DoneEvent(
-                context_key=context_key, mode=ans.mode, confidence=ans.confidence,
-                confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
-                unsupported=ans.unsupported, extractive_text=ans.extractive_text,
-                set_aside_reason=ans.set_aside_reason,
-                total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
-                token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
-                qa_log_id=qa.id if qa else None, kb=engine.kb,
-                conversation=out_sp.conversation_name,
-                turn=turn.turn if turn is not None and turn.turn else None,
-                remembered=turn.remembered if turn is not None else None,
-                uses=(turn.uses or "") if turn is not None else ""))
-            return
     finally:
         if not finished:
             gone.set()  # the client left (or the server stops): the worker stops at its next piece
+
+
+async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
+                         started: float) -> AsyncIterator[str]:
+    """The SSE stream of one answer (``answer_stream``) in ``/answer``'s events."""
+    tokens = 0
+    async for kind, value in answer_stream(engine, sp, started):
+        if kind == "token":
+            tokens += 1
+            yield _sse("token", {"token": value})
+            continue
+        if kind == "error":
+            if isinstance(value, RagstreamError):
+                log.error("answer failed (%s): %s", value.kind, value)
+                yield _sse("error", ErrorBody(error=value.kind, message=str(value)))
+            else:
+                log.error("answer failed", exc_info=value)
+                yield _sse("error", ErrorBody(error="internal error",
+                                              message="The answer failed unexpectedly; see the "
+                                                      "service's log."))
+            return
+        out_sp, ans = value
+        for c in ans.sources:
+            yield _sse("citation", _citation(c, out_sp))
+        qa = out_sp.extras.qa_log
+        turn = out_sp.extras.turn
+        yield _sse("done", DoneEvent(
+            context_key=context_key, mode=ans.mode, confidence=ans.confidence,
+            confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
+            unsupported=ans.unsupported, extractive_text=ans.extractive_text,
+            set_aside_reason=ans.set_aside_reason,
+            total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
+            token_events=tokens, latency_ms=round((time.perf_counter() - started) * 1000.0),
+            qa_log_id=qa.id if qa else None, kb=engine.kb,
+            conversation=out_sp.conversation_name,
+            turn=turn.turn if turn is not None and turn.turn else None,
+            remembered=turn.remembered if turn is not None else None,
+            uses=(turn.uses or "") if turn is not None else ""))
+        return
 
 
 # --------------------------------------------------------------------------- the app
@@ -506,6 +524,7 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
                max_ingest_body_bytes: int = MAX_INGEST_BODY_BYTES) -> FastAPI:
     """The HTTP face of ``pipeline`` (and its engine); ``token``: the bearer token, if any."""
     from ragstream import __version__
+    from ragstream.service import openai_compat
 
     engine = pipeline.engine
     app = FastAPI(title="RAGstream retrieval service", version=__version__,
@@ -517,25 +536,36 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
     # documents the bearer scheme in the schema; _Guard enforces it (on every path but /health)
     secured = [Security(HTTPBearer(auto_error=False))] if token else []
 
+    def openai_path(request: Request) -> bool:  # the OpenAI-compatible routes' errors
+        return request.url.path.startswith(openai_compat.PATH_PREFIX)
+
     @app.exception_handler(RagstreamError)
     async def ragstream_error(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, RagstreamError)
         status = status_for(err)
         if status >= 500:
             log.error("%s %s failed (%s): %s", request.method, request.url.path, err.kind, err)
+        if openai_path(request):  # OpenAI's clients read 400 as a bad request
+            return openai_compat.error_response(400 if status == 422 else status, str(err), err.kind)
         return _error(status, err.kind, str(err))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, err: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=err)
-        return _error(500, "internal error", "The request failed unexpectedly; see the service's log.")
+        message = "The request failed unexpectedly; see the service's log."
+        if openai_path(request):
+            return openai_compat.error_response(500, message, "internal error")
+        return _error(500, "internal error", message)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, RequestValidationError)
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
                              for e in err.errors())
-        body = ErrorBody(error="invalid request", message=f"The request body is not valid: {problems}")
+        message = f"The request body is not valid: {problems}"
+        if openai_path(request):
+            return openai_compat.error_response(400, message, "invalid request")
+        body = ErrorBody(error="invalid request", message=message)
         return JSONResponse({**body.model_dump(), "detail": jsonable_encoder(err.errors())},
                             status_code=422)
 
@@ -613,6 +643,7 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
                                  media_type=SSE_MEDIA_TYPE,
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    openai_compat.add_routes(app, pipeline, secured)
     return app
 
 
