@@ -596,6 +596,47 @@ def serve(host: str, port: int, token_env: str, workers: int) -> None:
     run_service(RAGPipeline(engine), host, port, token.strip() if token else None)
 
 
+@main.command("mcp", help="Serve the knowledge bases as an MCP server (tools: search, answer, "
+                          "get_chunk, get_document, list_knowledge_bases): over stdin/stdout for a "
+                          "desktop app or an editor, or with --http as streamable HTTP at /mcp.")
+@click.option("--http", "over_http", is_flag=True,
+              help="Serve streamable HTTP on --host:--port (at /mcp) instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="--http: the address.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
+              help="--http: the port.")
+@click.option("--token-env", default="RAGSTREAM_API_TOKEN", show_default=True,
+              help="--http: the environment variable holding the bearer token; when it is set, "
+                   "every request needs 'Authorization: Bearer <token>'.")
+@click.option("--allow-ingest", is_flag=True,
+              help="Also offer the ingest tool (writing documents); off by default.")
+def mcp(over_http: bool, host: str, port: int, token_env: str, allow_ingest: bool) -> None:
+    """Build the pipeline and serve it over MCP until the client leaves (stdio) or until
+    interrupted (--http). On stdio, stdout is the protocol's: everything else goes to stderr."""
+    import os
+
+    from ragstream.service import mcp_server
+    from ragstream.service.api import RAGPipeline
+
+    token = os.environ.get(token_env) if over_http else None
+    if token is not None and not token.strip():
+        raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
+                               f"send, or unset it to serve without one.")
+    try:
+        engine = _engine()
+        engine.warm_up()
+    except RagstreamError as err:
+        _fail(err)
+    pipeline = RAGPipeline(engine)
+    if not over_http:
+        mcp_server.serve_stdio(pipeline, allow_ingest)
+        return
+    click.echo(f"RAGstream MCP server on http://{host}:{port}{mcp_server.HTTP_PATH}; "
+               + (f"bearer token required (from ${token_env})." if token else
+                  f"no token required (set ${token_env} to require one).")
+               + (" The ingest tool is on." if allow_ingest else ""), err=True)
+    mcp_server.serve_http(pipeline, host, port, token.strip() if token else None, allow_ingest)
+
+
 def _emit(result: dict, as_json: bool, out: str | None, as_text) -> None:
     """Print ``result`` as JSON or as text (``as_text(result)``); with ``out``, also write the JSON."""
     text = json.dumps(result, indent=2)

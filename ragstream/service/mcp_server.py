@@ -1,0 +1,258 @@
+"""The knowledge bases as an MCP server (the official ``mcp`` SDK's ``MCPServer``).
+
+    python -m ragstream mcp                      # stdio: a desktop app or an editor starts it
+    python -m ragstream mcp --http [--port 8765] # streamable HTTP on loopback, at /mcp,
+                                                 # bearer token as the HTTP service's
+    python -m ragstream mcp --allow-ingest       # also the ingest tool (off by default)
+
+**Tools** (their descriptions are written for a model that has nothing else to go on):
+
+* ``search`` — the retrieval contract (``RAGPipeline.retrieve``): the chunks most relevant to
+  a question, each with its relevance (0-1), source, section, page, knowledge base, ids and an
+  excerpt (``EXCERPT_CHARS``), most relevant first; ``found`` False with the reason when none
+  reaches the relevance threshold.
+* ``answer`` — the eight stages and the answer (as ``POST /answer``): the answer text, its
+  numbered citations, confidence and mode; kept as a run (origin ``api``).
+* ``get_chunk`` — one chunk whole, by the ``chunk_ref`` (or ``chunk_id``) ``search`` gave.
+* ``get_document`` — one document whole (its chunks' texts in order), by its path.
+* ``list_knowledge_bases`` — the knowledge bases, with their chunk counts.
+* ``ingest`` (only with ``allow_ingest``) — upsert Markdown or text documents.
+
+**Errors** are tool errors (``is_error``) whose text is the typed error's message (an unknown
+knowledge base names the ones there are; an empty question says what to send; the engine
+down names what to start); "nothing found" is a result that says so, never an error.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from ragstream.errors import RagstreamError
+from ragstream.super_prompt import Filters
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.service.api import RAGPipeline
+
+log = logging.getLogger(__name__)
+
+#: characters of a chunk's text ``search`` returns (``get_chunk`` gives the whole chunk)
+EXCERPT_CHARS = 600
+#: the most characters ``get_document`` returns (a longer document is cut, and says so)
+DOCUMENT_MAX_CHARS = 60_000
+#: the path of the streamable HTTP endpoint
+HTTP_PATH = "/mcp"
+DEFAULT_HTTP_PORT = 8765
+
+INSTRUCTIONS = (
+    "RAGstream answers questions from the user's own documents (knowledge bases). Use `search` "
+    "to find the passages that answer a question and cite them by their source and section; "
+    "use `answer` for a finished answer with numbered citations and a confidence. A result "
+    "with found=false means the documents do not cover the question: say so rather than "
+    "guessing. `get_chunk` and `get_document` return whole texts by the ids `search` gives; "
+    "`list_knowledge_bases` names the knowledge bases (the `kb` argument of the other tools).")
+
+
+#: the arguments the tools share, described for the model
+KB = Annotated[str, Field(description="the knowledge base (list_knowledge_bases names them)")]
+Query = Annotated[str, Field(description="the question, in plain words (at most 2,000 characters)")]
+
+
+def _typed(err: RagstreamError) -> ToolError:
+    return ToolError(f"{err.kind}: {err}")
+
+
+def _filters(doc_type: list[str] | None, source: list[str] | None) -> Filters:
+    return Filters(doc_type=tuple(doc_type or ()), source=tuple(source or ()))
+
+
+def build_server(pipeline: RAGPipeline, allow_ingest: bool = False) -> MCPServer:
+    """The MCP server over ``pipeline``'s knowledge bases."""
+    from ragstream import __version__
+
+    engine = pipeline.engine
+    mcp = MCPServer("ragstream", title="RAGstream", instructions=INSTRUCTIONS, version=__version__)
+
+    def run(work):
+        try:
+            return work()
+        except RagstreamError as err:
+            raise _typed(err) from err
+
+    @mcp.tool(title="Search the documents")
+    def search(query: Query, kb: KB = "default",
+               max_chunks: Annotated[int, Field(ge=1, le=100, description="at most this many "
+                                                "passages")] = 5,
+               min_relevance: Annotated[float | None, Field(ge=0, le=1, description=(
+                   "keep passages at least this relevant (default: the server's, 0.6)"))] = None,
+               doc_type: Annotated[list[str] | None, Field(description=(
+                   "only these document types"))] = None,
+               source: Annotated[list[str] | None, Field(description=(
+                   "only documents whose path or source name matches one of these shell "
+                   "patterns, e.g. 'guides/*'"))] = None) -> dict[str, Any]:
+        """Find the passages of a knowledge base that answer `query` (a question in plain
+        words). Returns `chunks`, most relevant first, each with `relevance` (0-1, the estimated
+        probability that it answers), `source` (the document), `section`, `page` (PDFs),
+        `chunk_ref` (pass it to get_chunk), `path` (pass it to get_document) and an `excerpt`
+        of its text. `found` is false, with `reason`, when no passage is relevant enough: the
+        documents do not cover the question. `kb` names the knowledge base
+        (list_knowledge_bases); `max_chunks` 1-100; `doc_type` and `source` (shell patterns
+        such as "guides/*") narrow the search."""
+        ctx = run(lambda: pipeline.retrieve(query, "mcp", max_chunks=max_chunks,
+                                            min_relevance=min_relevance,
+                                            filters=_filters(doc_type, source), kb=kb))
+        return {
+            "kb": ctx.kb, "found": ctx.meets_threshold, "reason": ctx.no_documents_reason,
+            "chunks": [{
+                "chunk_ref": c.metadata["chunk_ref"], "chunk_id": str(c.chunk_id),
+                "relevance": c.relevance_score, "source": c.metadata["source"],
+                "path": c.metadata["path"], "section": c.metadata["section"],
+                "title": c.metadata["title"], "page": c.metadata.get("page"),
+                "kb": c.metadata["kb"],
+                "excerpt": c.text if len(c.text) <= EXCERPT_CHARS
+                else c.text[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …",
+            } for c in ctx.document_chunks],
+        }
+
+    @mcp.tool(title="Answer from the documents")
+    def answer(question: Query, kb: KB = "default") -> dict[str, Any]:
+        """Answer `question` from a knowledge base, with numbered citations. Returns `text`
+        (the answer; [n] marks cite `citations` n), `citations` (n, source, section, page,
+        chunk_ref), `confidence` (High / Medium / Low) with `confidence_reason`, and `mode`
+        ("llm", "extractive": sentences quoted from the documents, or "no-results": the
+        documents do not answer it). Slower than search: it runs the whole pipeline."""
+        from ragstream.service.openai_compat import keep_run
+
+        def work() -> dict[str, Any]:
+            kb_engine = pipeline.engine_for(kb)
+            sp = kb_engine.run(kb_engine.new(pipeline.checked_query(question)))
+            out_sp, ans = kb_engine.answer(sp)
+            run_id = keep_run(kb_engine, out_sp)
+            return {"kb": kb_engine.kb, "text": ans.text, "mode": ans.mode,
+                    "confidence": ans.confidence, "confidence_reason": ans.confidence_reason,
+                    "unsupported": ans.unsupported, "run_id": run_id,
+                    "citations": [{"n": c.n, "source": c.source, "section": c.section,
+                                   "page": c.page, "title": c.title, "chunk_ref": c.chunk_id,
+                                   "label": c.label} for c in ans.sources]}
+        return run(work)
+
+    @mcp.tool(title="Get a chunk")
+    def get_chunk(chunk_ref: Annotated[str, Field(description=(
+                      "a passage's chunk_ref from search, e.g. 'kb/faq.md#3'"))],
+                  kb: KB = "default") -> dict[str, Any]:
+        """One passage whole, by the `chunk_ref` a search result gave (e.g. "kb/faq.md#3"):
+        its full `text`, `source`, `section`, `page`, `path` and its place in the document."""
+        def work() -> dict[str, Any]:
+            corpus = pipeline.engine_for(kb).services.index()
+            chunk = corpus.chunk(chunk_ref)
+            if chunk is None:
+                raise ToolError(f"There is no chunk {chunk_ref!r} in knowledge base {kb!r}. Pass "
+                                "a chunk_ref that search returned (the path, '#', its number).")
+            return {"chunk_ref": chunk.id, "kb": kb, "text": chunk.text,
+                    "source": chunk.source_name or chunk.source, "path": chunk.source,
+                    "section": chunk.section, "title": chunk.title, "page": chunk.page,
+                    "position_in_doc": chunk.chunk_index}
+        return run(work)
+
+    @mcp.tool(title="Get a document")
+    def get_document(path: Annotated[str, Field(description=(
+                         "a document's path from search, e.g. 'kb/faq.md'"))],
+                     kb: KB = "default") -> dict[str, Any]:
+        """One document whole, by the `path` a search result gave (e.g. "kb/faq.md"): its
+        sections' texts in order, joined (`text`), with its `title`; a very long document is
+        cut (`truncated`)."""
+        def work() -> dict[str, Any]:
+            kb_engine = pipeline.engine_for(kb)
+            ids = kb_engine.services.store.document_chunks(path)
+            if not ids:
+                raise ToolError(f"There is no document {path!r} in knowledge base {kb!r}. Pass a "
+                                "path that search returned.")
+            held = kb_engine.services.index().fetch(ids)
+            chunks = sorted((s.chunk for s in held.values()), key=lambda c: c.chunk_index)
+            text = "\n\n".join(c.text for c in chunks)
+            return {"path": path, "kb": kb, "title": chunks[0].title if chunks else "",
+                    "chunks": len(chunks), "text": text[:DOCUMENT_MAX_CHARS],
+                    "truncated": len(text) > DOCUMENT_MAX_CHARS}
+        return run(work)
+
+    @mcp.tool(title="List the knowledge bases")
+    def list_knowledge_bases() -> dict[str, Any]:
+        """The knowledge bases this server answers from: `name` (the `kb` argument of the
+        other tools) and `chunks` (how many passages it holds)."""
+        def work() -> dict[str, Any]:
+            out = []
+            for kb in engine.knowledge_bases().all():
+                try:
+                    chunks: int | None = pipeline.engine_for(kb.name).services.index().n_chunks
+                except RagstreamError:
+                    chunks = None
+                out.append({"name": kb.name, "chunks": chunks})
+            return {"knowledge_bases": out}
+        return run(work)
+
+    if allow_ingest:
+        @mcp.tool(title="Add or replace documents")
+        def ingest(filename: Annotated[str, Field(description="e.g. 'notes/meeting.md'")],
+                   content: Annotated[str, Field(description="the document's Markdown or text")],
+                   kb: KB = "default",
+                   document_id: Annotated[str | None, Field(description=(
+                       "replaces the document with this id (default: the file name)"))] = None,
+                   ) -> dict[str, Any]:
+            """Add a Markdown or text document to a knowledge base (or replace the one with the
+            same `document_id`, default the file name): `filename` such as "notes/meeting.md",
+            `content` its text. Returns how many were written and any errors."""
+            result = run(lambda: pipeline.ingest(
+                [{"document_id": document_id or filename, "filename": filename.rsplit("/", 1)[-1],
+                  "content": content}], kb=kb))
+            return {"processed": result.documents_processed, "failed": result.documents_failed,
+                    "errors": result.errors, "warnings": result.warnings}
+
+    return mcp
+
+
+class BearerGuard:
+    """ASGI middleware: every request needs ``Authorization: Bearer <token>`` (401 without)."""
+
+    def __init__(self, app: Any, token: str):
+        self.app, self._token = app, token.encode("utf-8")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Refuse an HTTP request without the token; pass everything else on (the lifespan)."""
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            given = headers.get(b"authorization", b"")
+            if not (given.startswith(b"Bearer ") and hmac.compare_digest(given[7:].strip(), self._token)):
+                body = (b'{"error": "unauthorized", "message": "This MCP server needs '
+                        b'Authorization: Bearer <token>."}')
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(pipeline: RAGPipeline, token: str | None, allow_ingest: bool = False) -> Any:
+    """The streamable HTTP app (at ``HTTP_PATH``), behind the bearer token when one is given."""
+    server = build_server(pipeline, allow_ingest)
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH)
+    return BearerGuard(app, token) if token else app
+
+
+def serve_stdio(pipeline: RAGPipeline, allow_ingest: bool = False) -> None:
+    """Serve over stdin/stdout until the client closes them."""
+    build_server(pipeline, allow_ingest).run("stdio")
+
+
+def serve_http(pipeline: RAGPipeline, host: str, port: int, token: str | None,
+               allow_ingest: bool = False) -> None:
+    """Serve streamable HTTP on ``host:port`` with uvicorn (its lifespan runs the SDK's
+    session manager)."""
+    import uvicorn
+
+    uvicorn.run(http_app(pipeline, token, allow_ingest), host=host, port=port, log_level="info")
