@@ -441,6 +441,21 @@ class ConversationSettings(_Strict):
         "it (ReRanker) and the A3 gate drops it as a duplicate of it"))
 
 
+class TelemetrySettings(_Strict):
+    """OpenTelemetry traces of each pass: off unless an OTLP endpoint is named. Headers a
+    tracing service needs (its key) come from the environment, as the OTLP exporters read
+    them: ``OTEL_EXPORTER_OTLP_HEADERS`` (never from this file, never logged)."""
+
+    otlp_endpoint: str = Field("", description=(
+        "where the spans go: an OTLP endpoint (http/protobuf: e.g. http://127.0.0.1:4318/v1/traces; "
+        "grpc: e.g. http://127.0.0.1:4317); empty: no traces, nothing leaves the machine"))
+    otlp_protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    service_name: str = Field("ragstream", min_length=1, max_length=100)
+    capture_content: bool = Field(False, description=(
+        "also put the prompt, the answer and the LLM's messages in the spans (off: counts, "
+        "decisions, timings and models only)"))
+
+
 class Settings(_Strict):
     """Everything in settings.json, one section per field."""
 
@@ -456,6 +471,7 @@ class Settings(_Strict):
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     runs: RunsSettings = Field(default_factory=RunsSettings)
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
 
 # --------------------------------------------------------------------------- agents
@@ -867,6 +883,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "RAGSTREAM_RERANKER_MODEL": ("reranker", "model"),
     "RAGSTREAM_LLM_BASE_URL": ("llm", "base_url"),
     "RAGSTREAM_LLM_MODEL": ("llm", "model"),
+    "RAGSTREAM_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 
 AGENT_FILES = {

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ragstream import staleness
+from ragstream.backends import telemetry
 from ragstream.config import AppConfig
 from ragstream.edits import Edit, merged
 from ragstream.errors import (
@@ -130,21 +131,39 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
         raise StaleResultError(name, stale.stage, stale.reasons)
     work = sp.working_copy()
     discard_from(work, idx)
-    started = time.perf_counter()
-    try:
-        work = st.run(work, cfg, services)
-    except RagstreamError:
-        raise
-    except Exception as err:
-        raise StageError(name, f"{type(err).__name__}: {err}") from err
-    wall_ms = (time.perf_counter() - started) * 1000.0
-    work.stage = st.value
-    work.history_of_stages.append(st.recorded)
-    work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
-    work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb, st.uses_llm)
-    if work.resume_to is not None and STAGE_NAMES.index(work.resume_to) <= idx:
-        work.resume_to = None
+    with telemetry.span(f"ragstream.stage {name}", {"ragstream.stage": name}) as span:
+        started = time.perf_counter()
+        try:
+            work = st.run(work, cfg, services)
+        except RagstreamError:
+            raise
+        except Exception as err:
+            raise StageError(name, f"{type(err).__name__}: {err}") from err
+        wall_ms = (time.perf_counter() - started) * 1000.0
+        work.stage = st.value
+        work.history_of_stages.append(st.recorded)
+        work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
+        work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb, st.uses_llm)
+        if work.resume_to is not None and STAGE_NAMES.index(work.resume_to) <= idx:
+            work.resume_to = None
+        if span.is_recording():
+            telemetry.set_attributes(span, stage_attributes(work, st, wall_ms))
     return work
+
+
+def stage_attributes(sp: SuperPrompt, st: Stage, wall_ms: float) -> dict[str, Any]:
+    """A stage's span attributes: its mode and time, and, for a stage that ranks chunks, its
+    view's counts by status and by who decided (``decided_by``: the rule, a model, a person)."""
+    out: dict[str, Any] = {"ragstream.stage.mode": st.mode_of(sp),
+                           "ragstream.stage.wall_ms": round(wall_ms, 1), "ragstream.edits": len(sp.edits)}
+    if st.view:
+        rows = sp.view(st.view)
+        out["ragstream.view.rows"] = len(rows)
+        for status in sorted({r.status for r in rows}):
+            out[f"ragstream.view.{status}"] = sum(r.status == status for r in rows)
+        for who in sorted({r.decided_by for r in rows}):
+            out[f"ragstream.decided_by.{who}"] = sum(r.decided_by == who for r in rows)
+    return out
 
 
 def start_index(sp: SuperPrompt, stale: staleness.Stale | None = None) -> int:

@@ -34,10 +34,11 @@ import gc
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragstream import controller, edits, staleness
 from ragstream import replay as replays
+from ragstream.backends import telemetry
 from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
@@ -68,6 +69,8 @@ class Engine:
         base to work on (None: the default); ``KnowledgeBaseError`` when there is no such one."""
         self.base_cfg = cfg or load_config()
         self.cfg = self.base_cfg
+        if self.cfg.settings.telemetry.otlp_endpoint:  # tracing is off unless one is named
+            telemetry.configure(self.cfg.settings.telemetry)
         self.services = services or build_services(self.cfg)
         self.kb = DEFAULT
         #: the engines of the other knowledge bases, by collection, shared by all of them
@@ -246,9 +249,18 @@ class Engine:
         interaction, and return ``(sp with .answer, answer)``."""
         from ragstream.answer import answer_and_log
 
-        out, ans = answer_and_log(cfg or self.cfg, self.services_for(sp), sp, on_token=on_token)
-        if sp.conversation_name:
-            self._add_turn(out, ans)
+        with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb}) as span:
+            out, ans = answer_and_log(cfg or self.cfg, self.services_for(sp), sp, on_token=on_token)
+            if sp.conversation_name:
+                self._add_turn(out, ans)
+            telemetry.set_attributes(span, {
+                "ragstream.answer.mode": ans.mode, "ragstream.answer.confidence": ans.confidence,
+                "ragstream.answer.sources": len(ans.sources),
+                "ragstream.answer.invalid_citations": len(ans.invalid_citations),
+                "ragstream.answer.unsupported": bool(ans.unsupported),
+                "gen_ai.usage.input_tokens": ans.usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": ans.usage.completion_tokens,
+                "ragstream.answer.text": ans.text if telemetry.capture_content() else None})
         return out, ans
 
     def _add_turn(self, sp: SuperPrompt, ans) -> None:
@@ -440,5 +452,16 @@ class Engine:
         ``until`` if given; ``before_stage(name)`` as each starts, ``on_stage(name, sp)`` after."""
         sp = self.new(prompt, edits_from=edits_from) if isinstance(prompt, str) else prompt
         self.check_conversation(sp)
-        return controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=until,
-                                  on_stage=on_stage, before_stage=before_stage)
+        attributes: dict[str, Any] = {"ragstream.kb": self.kb, "ragstream.until": until,
+                                      "ragstream.prompt.chars": len(sp.user_text)}
+        if telemetry.capture_content():
+            attributes["ragstream.prompt"] = sp.user_text
+        with telemetry.span("ragstream.pass", attributes) as span:
+            out = controller.run_all(sp, cfg or self.cfg, self.services_for(sp), until=until,
+                                     on_stage=on_stage, before_stage=before_stage)
+            telemetry.set_attributes(span, {
+                "ragstream.stages_run": len(out.stage_runs) - len(sp.stage_runs),
+                "ragstream.stage": out.stage,
+                "ragstream.final_selection": len(out.final_selection_ids),
+                "ragstream.conversation_turns": len(out.recent_conversation)})
+            return out

@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from ragstream.backends import telemetry
 from ragstream.config import LLMSettings
 from ragstream.errors import RagstreamError
 
@@ -496,29 +497,43 @@ class LLMClient:
         if json_schema is not None:
             result.form = self.structured_form()
             extra = self._response_format(result.form, name, json_schema)
-        with self._errors():
-            stream = self._client.chat.completions.create(
-                model=result.model, messages=_for_openai(messages), temperature=temperature,
-                max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
-                **extra)
-        result.usage.calls += 1
+        # a span that is not made current: a generator suspended at each piece must not leave
+        # it current in its caller's context
+        span = telemetry.start_span(f"chat {result.model}", chat_attributes(result.model, name))
         try:
-            for chunk in stream:
-                if getattr(chunk, "usage", None):
-                    result.usage.add(chunk.usage)
-                if not chunk.choices:
-                    continue
-                piece = chunk.choices[0].delta.content or ""
-                if piece:
-                    if result.first_token_ms is None:
-                        result.first_token_ms = (time.perf_counter() - started) * 1000
-                    result.text += piece
-                    yield piece
-        except Exception as err:
-            raise LLMError(self.redact(
-                f"the answer stream from {self.describe()} broke off: {err}")) from None
+            with self._errors():
+                stream = self._client.chat.completions.create(
+                    model=result.model, messages=_for_openai(messages),
+                    temperature=temperature, max_tokens=max_tokens, stream=True,
+                    stream_options={"include_usage": True}, **extra)
+            result.usage.calls += 1
+            try:
+                for chunk in stream:
+                    if getattr(chunk, "usage", None):
+                        result.usage.add(chunk.usage)
+                    if not chunk.choices:
+                        continue
+                    piece = chunk.choices[0].delta.content or ""
+                    if piece:
+                        if result.first_token_ms is None:
+                            result.first_token_ms = (time.perf_counter() - started) * 1000
+                        result.text += piece
+                        yield piece
+            except Exception as err:
+                raise LLMError(self.redact(
+                    f"the answer stream from {self.describe()} broke off: {err}")) from None
+            finally:
+                stream.close()  # the client's Stream sits in a reference cycle: never wait for it
         finally:
-            stream.close()  # the client's Stream sits in a reference cycle: never wait for GC
+            if span.is_recording():
+                telemetry.set_attributes(span, {
+                    "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": result.usage.completion_tokens,
+                    "ragstream.llm.stream": True,
+                    "ragstream.llm.first_token_ms": (round(result.first_token_ms, 1)
+                                                     if result.first_token_ms else None),
+                    **_content(messages, result.text)})
+            span.end()
 
 
 def _answer_key(token: str) -> str:
@@ -557,15 +572,40 @@ def _watched(log: CallLog, agent: str, model: str) -> Iterator[None]:
     watcher = _WATCHER.get()
     if watcher is not None:
         watcher.call_started(agent, model)
-    try:
-        yield
-    except (LLMError, AgentOutputError) as err:
-        log.error = str(err)
-        raise
-    finally:
-        log.seconds = round(time.perf_counter() - started, 3)
-        if watcher is not None:
-            watcher.call_ended(agent)
+    with telemetry.span(f"chat {model}", chat_attributes(model, agent)) as span:
+        try:
+            yield
+        except (LLMError, AgentOutputError) as err:
+            log.error = str(err)
+            raise
+        finally:
+            log.seconds = round(time.perf_counter() - started, 3)
+            if watcher is not None:
+                watcher.call_ended(agent)
+            if span.is_recording():
+                telemetry.set_attributes(span, {
+                    "gen_ai.usage.input_tokens": log.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": log.usage.completion_tokens,
+                    "gen_ai.response.finish_reasons": [log.finish_reason] if log.finish_reason else None,
+                    "ragstream.llm.form": log.form or None,
+                    "ragstream.llm.repaired": log.repaired,
+                    **_content(log.messages, log.raw)})
+
+
+def chat_attributes(model: str, agent: str) -> dict[str, Any]:
+    """An LLM call's span attributes at its start, in the GenAI semantic conventions' names
+    (the endpoint speaks OpenAI's API, whatever serves it)."""
+    return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": model, "ragstream.agent": agent}
+
+
+def _content(messages: list[dict[str, str]], reply: str) -> dict[str, Any]:
+    """The messages and the reply, for a span, only with ``telemetry.capture_content``."""
+    if not telemetry.capture_content():
+        return {}
+    return {"gen_ai.input.messages": json.dumps(messages, ensure_ascii=False),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": reply}],
+                                                 ensure_ascii=False)}
 
 
 def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
