@@ -178,3 +178,22 @@ def test_over_http_behind_the_token_with_ingest_when_asked_for(http_server):
     assert got["tools"] == TOOLS | {"ingest"}
     assert got["ingest"]["processed"] == 1 and got["ingest"]["failed"] == 0
     assert got["search"]["found"] and "quintessence" in got["search"]["chunks"][0]["excerpt"]
+
+
+def test_the_engine_down_is_a_tool_error_naming_what_to_start(tmp_path, embedder):
+    """Not an empty result that would read as "nothing found"."""
+    from ragstream.service.api import RAGPipeline
+    from ragstream.service.mcp_server import build_server
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    engine = Engine(make_config(tmp_path / "index", RAGSTREAM_CHROMA_URL=url))
+    engine.services.embedder = embedder
+
+    async def session() -> list[str]:
+        async with Client(build_server(RAGPipeline(engine))) as client:
+            return [error_text(await client.call_tool(name, args)) for name, args in (
+                ("search", {"query": QUESTION}), ("answer", {"question": QUESTION}))]
+
+    for text in asyncio.run(session()):
+        assert "vector store unavailable" in text and f"The Chroma server at {url} cannot be reached" in text
+        assert "chroma run" in text

@@ -174,3 +174,20 @@ def test_with_an_llm_the_answer_streams_token_by_token_behind_the_token(with_mod
     wrong = openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         wrong.models.list()
+
+
+def test_the_engine_down_is_a_503_in_openais_shape(tmp_path, embedder):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens there
+    engine = Engine(make_config(tmp_path / "index", RAGSTREAM_CHROMA_URL=url))
+    engine.services.embedder = embedder
+    with serving(create_app(RAGPipeline(engine), token=None)) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=60)
+        with pytest.raises(openai.InternalServerError) as caught:
+            ask(client)
+    assert caught.value.status_code == 503
+    assert f"The Chroma server at {url} cannot be reached" in caught.value.body["message"]
+    assert caught.value.body["type"] == "server_error"
