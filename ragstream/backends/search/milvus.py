@@ -249,14 +249,19 @@ def _guarded(during: str) -> Callable[[Callable[Concatenate[MilvusEngine, _P], _
                  ) -> Callable[Concatenate[MilvusEngine, _P], _R]:
         @functools.wraps(method)
         def guarded(self: MilvusEngine, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            self._check_quiet(during)
             try:
                 return method(self, *args, **kwargs)
-            except VectorStoreError:
+            except VectorStoreError as err:
+                if isinstance(err, MilvusUnavailableError):
+                    self._went_quiet(err)
                 raise
             except Exception as err:
                 if _unreachable(err):
                     self.close()  # the next call connects anew (see ``client``)
-                    raise self._unavailable(err, during) from err
+                    unavailable = self._unavailable(err, during)
+                    self._went_quiet(unavailable)
+                    raise unavailable from err
                 raise VectorStoreError(
                     f"Milvus ({self.location}, collection {self.collection!r}) failed while "
                     f"{during}: {type(err).__name__}: {err}. If the collection was made by "
@@ -403,6 +408,8 @@ class MilvusEngine:
         self.settings: Any = None  # the vector_store settings, when made by from_settings
         self._client: Any = None
         self._ready = False  # both collections exist and are loaded
+        #: (until when, why): the server did not answer a call just now (``_went_quiet``)
+        self._quiet: tuple[float, str] = (0.0, "")
         self._lock = threading.RLock()
 
     @classmethod
@@ -463,6 +470,19 @@ class MilvusEngine:
                         "folder is writable.") from err
                 raise self._unavailable(err, "connecting") from err
         return self._client
+
+    def _went_quiet(self, err: MilvusUnavailableError) -> None:
+        """A server that let a call run out of its deadline is not asked again for
+        ``connect_timeout_s``: a pass asks for the version, then searches, and each would wait
+        a deadline (6 s + 6 s, over the seed's 10 s) for the same silence."""
+        if "no answer" in err.detail:
+            self._quiet = (time.monotonic() + self.connect_timeout_s, err.detail)
+
+    def _check_quiet(self, during: str) -> None:
+        until, detail = self._quiet
+        if time.monotonic() < until:
+            raise MilvusUnavailableError(self.location, f"{detail}; not asked again for "
+                                         f"{self.connect_timeout_s:g} s", during)
 
     def _unavailable(self, err: BaseException, during: str) -> MilvusUnavailableError:
         """The typed error for ``err``, a failure to reach the server while ``during``."""
