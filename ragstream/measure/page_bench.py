@@ -52,13 +52,18 @@ START_TIMEOUT_S = 240.0
 #: how long one click may take before the benchmark gives up on it
 CLICK_TIMEOUT_MS = 60_000
 
+#: how long a click may go without its script starting before it counts as lost (the button
+#: was drawn again between being found and being clicked, as a page busy redrawing does on a
+#: loaded machine) and the button, found again, is clicked again
+LOST_CLICK_MS = 10_000
+
 #: clicks the button ``arguments[0]`` (a CSS selector), then resolves with the milliseconds
-#: until the page's script has run (at least once) and the redraw is painted
+#: until the page's script has run (at least once) and the redraw is painted, and how many
+#: clicks were lost (the time counts from the click that ran)
 _CLICK_AND_WAIT = """
 async (selector) => {
   const root = document.querySelector("[data-testid='stApp']");
-  const button = document.querySelector(selector);
-  if (!root || !button) { throw new Error("not on the page: " + selector); }
+  if (!root || !document.querySelector(selector)) { throw new Error("not on the page: " + selector); }
   let ran = false;
   // a change away from notRunning, even one undone before this callback runs, shows in a
   // record's old value
@@ -69,8 +74,10 @@ async (selector) => {
   seen.observe(root, {attributes: true, attributeOldValue: true,
                       attributeFilter: ["data-test-script-state"]});
   const frame = () => new Promise(r => requestAnimationFrame(() => r()));
-  const t0 = performance.now();
-  button.click();
+  let t0 = performance.now();
+  const start = t0;
+  let lost = 0;
+  document.querySelector(selector).click();
   try {
     while (true) {
       await frame();
@@ -79,12 +86,16 @@ async (selector) => {
         await frame(); await frame();
         if (root.getAttribute("data-test-script-state") === "notRunning") { break; }
       }
-      if (performance.now() - t0 > TIMEOUT_MS) { throw new Error("no redraw after " + selector); }
+      if (!ran && idle && performance.now() - t0 > LOST_MS) {
+        const again = document.querySelector(selector + ":not([disabled])");
+        if (again) { lost += 1; t0 = performance.now(); again.click(); }
+      }
+      if (performance.now() - start > TIMEOUT_MS) { throw new Error("no redraw after " + selector); }
     }
   } finally { seen.disconnect(); }
-  return performance.now() - t0;
+  return {ms: performance.now() - t0, lost: lost};
 }
-""".replace("TIMEOUT_MS", str(CLICK_TIMEOUT_MS))
+""".replace("TIMEOUT_MS", str(CLICK_TIMEOUT_MS)).replace("LOST_MS", str(LOST_CLICK_MS))
 
 
 def _free_port() -> int:
@@ -134,6 +145,7 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None, tab: str | N
     app_path = Path(app).resolve() if app else APP
     proc, url = _start_page(app_path, dict(os.environ))
     times: dict[str, list[float]] = {name: [] for name in controller.STAGE_NAMES}
+    lost: dict[str, int] = dict.fromkeys(controller.STAGE_NAMES, 0)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
@@ -149,9 +161,10 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None, tab: str | N
                 for name in controller.STAGE_NAMES:
                     selector = f".st-key-stage_{name} button"
                     page.wait_for_selector(f"{selector}:not([disabled])", timeout=CLICK_TIMEOUT_MS)
-                    ms = float(page.evaluate(_CLICK_AND_WAIT, selector))
+                    got = page.evaluate(_CLICK_AND_WAIT, selector)
+                    lost[name] += int(got["lost"])
                     if r:  # round 0 warms up
-                        times[name].append(ms)
+                        times[name].append(float(got["ms"]))
                 if progress:
                     progress(f"round {r}/{rounds}" + (" (warm-up)" if not r else ""))
             browser.close()
@@ -160,7 +173,8 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None, tab: str | N
         proc.wait(timeout=30)
     buttons = {name: {"median_ms": round(statistics.median(v), 1),
                       "p95_ms": round(_percentile(v, 0.95), 1),
-                      "min_ms": round(min(v), 1), "max_ms": round(max(v), 1), "clicks": len(v)}
+                      "min_ms": round(min(v), 1), "max_ms": round(max(v), 1), "clicks": len(v),
+                      "lost_clicks": lost[name]}
                for name, v in times.items()}
     every = [t for v in times.values() for t in v]
     return {"app": str(app_path), "tab": tab or "(the first)",
@@ -180,6 +194,10 @@ def format_page_report(result: dict[str, Any]) -> str:
         lines.append(f"{name:<22}{b['median_ms']:>11.1f}{b['p95_ms']:>9.1f}{b['min_ms']:>8.1f}"
                      f"{b['max_ms']:>8.1f}")
     every = result["all"]
+    gone = sum(b.get("lost_clicks", 0) for b in result["buttons"].values())
+    if gone:
+        lines.append(f"({gone} clicks were lost, the button drawn again as it was clicked; each "
+                     f"was clicked again after {LOST_CLICK_MS / 1000:g} s, timed from then)")
     lines.append(f"{'every click':<22}{every['median_ms']:>11.1f}{every['p95_ms']:>9.1f}"
                  f"   (target: median <= {result['target_median_ms']} ms)")
     return "\n".join(lines)
