@@ -621,9 +621,14 @@ def mcp(over_http: bool, host: str, port: int, token_env: str, allow_ingest: boo
     if token is not None and not token.strip():
         raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
                                f"send, or unset it to serve without one.")
+    import contextlib
+
     try:
-        engine = _engine()
-        engine.warm_up()
+        # on stdio, stdout is the protocol's from the first byte: whatever the start-up prints
+        # goes to stderr (the SDK itself diverts stdout once it serves)
+        with contextlib.redirect_stdout(sys.stderr if not over_http else sys.stdout):
+            engine = _engine()
+            engine.warm_up()
     except RagstreamError as err:
         _fail(err)
     pipeline = RAGPipeline(engine)

@@ -17,12 +17,12 @@ stage (``StageSnapshot``).
 
 Table ``runs``: ``id`` (never reused), ``created`` and ``updated`` (ISO 8601, UTC, ms, ``Z``),
 ``session`` (who saved it: the page's session, "" from the CLI), ``parent`` (the run it was
-made from, or NULL), ``origin`` ("page", "cli", "import", "python", or "api": the HTTP
-service's OpenAI-compatible chat), then what a list shows without opening the run:
-``prompt`` (``sp.user_text``), ``stage`` (``sp.stage``, the stage reached), ``answer`` (its
-first line, "" when none), ``settings`` (the overrides, JSON), ``filters`` (in words, "" when
-none), ``edits`` (how many), ``kb`` (the knowledge base's fingerprint when Retrieval ran) and
-``wall_ms`` (the stages' wall times plus the answer's
+made from, or NULL), ``origin`` ("page", "cli", "import", "python", or "api": answered through
+the OpenAI-compatible route or the MCP server), then what a list shows without opening the
+run: ``prompt`` (``sp.user_text``), ``stage`` (``sp.stage``, the stage reached), ``answer``
+(its first line, "" when none), ``settings`` (the overrides, JSON), ``filters`` (in words, ""
+when none), ``edits`` (how many), ``kb`` (the knowledge base's fingerprint when Retrieval ran)
+and ``wall_ms`` (the stages' wall times plus the answer's
 latency); and the big parts, zlib-compressed: ``sp`` (the SuperPrompt's JSON) and ``stages``
 (the snapshots' JSON). An index on ``session`` finds a session's latest run. After each new
 run the oldest are deleted so that at most ``keep`` remain.

@@ -51,7 +51,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -217,7 +217,7 @@ def add_routes(app: FastAPI, pipeline: RAGPipeline, secured: list) -> None:
                       "sources (OpenAI's chat completions; stream or not)",
               description=__doc__.split("**The reply**", 1)[1].split("**Errors**", 1)[0]
               if __doc__ else "")
-    async def chat(body: ChatRequest, request: Request) -> Any:
+    async def chat(body: ChatRequest) -> Any:
         started = time.perf_counter()
         kb_engine = pipeline.engine_for(body.kb())
         model = f"{MODEL_PREFIX}{kb_engine.kb}"
