@@ -223,9 +223,28 @@ class ChromaStore:
                 if self._client is None:
                     self._open_client()
                     if self.on_open is not None:
-                        self.on_open()
+                        self._run_on_open()
         assert self._client is not None  # _open_client raises when it cannot open one
         return self._client
+
+    def _run_on_open(self) -> None:
+        """The open hook (``LocalEngine`` brings tantivy in step), its first reads of the store:
+        a store Chroma opens but cannot read (seen after a writer was killed in the middle of a
+        write at 1M chunks: ``InternalError: ... Failed to apply logs to the hnsw segment
+        writer`` on every call) is ``StoreUnreadableError``, naming the repair, not Chroma's
+        own error; the client is dropped, so the next call tries again."""
+        from ragstream.errors import RagstreamError
+
+        assert self.on_open is not None
+        try:
+            self.on_open()
+        except RagstreamError:
+            raise
+        except Exception as err:
+            if self.settings.mode != "persistent":
+                raise
+            self.close()
+            raise StoreUnreadableError(self.location, f"{type(err).__name__}: {err}") from err
 
     def _open_client(self) -> None:
         import chromadb

@@ -353,3 +353,33 @@ def test_a_pass_made_between_the_two_writes_of_a_change_is_out_of_date_after_the
     assert fresh_engine.stale(half) is not None
     whole = fresh_engine.resume(half)
     assert whole.kept_ids(View.RETRIEVAL)[0].startswith("kb/plums.md")
+
+
+def test_a_store_chroma_opens_but_cannot_read_is_a_typed_error_naming_the_repair(fresh_engine, tmp_path):
+    """Seen at 1M chunks after a writer was killed in the middle of a Chroma write: Chroma
+    opened the folder, then every call failed with its own ``InternalError`` ("Failed to
+    apply logs to the hnsw segment writer"), raised raw from the open hook's first read. The
+    damage itself was not reproduced on demand; Chroma's error is raised from that read."""
+    from chromadb.errors import InternalError
+
+    from ragstream.errors import StoreUnreadableError
+
+    write(tmp_path / "kb", "fruit.md", DOC)
+    assert fresh_engine.ingest(tmp_path / "kb").processed == 1
+    store = fresh_engine.services.store
+    store.close()
+    chroma = store.chroma
+    real = chroma.documents
+
+    def damaged(*args, **kwargs):
+        raise InternalError("Error executing plan: Error sending backfill request to compactor: "
+                            "Failed to apply logs to the hnsw segment writer")
+
+    chroma.documents = damaged
+    store.keyword_engine.folder.joinpath("in-step").unlink()  # the open hook reads the store
+    with pytest.raises(StoreUnreadableError) as caught:
+        store.version()
+    assert "python -m ragstream repair" in str(caught.value)
+    assert "Failed to apply logs to the hnsw segment writer" in str(caught.value)
+    chroma.documents = real  # the next call opens it again
+    assert store.version()
