@@ -551,6 +551,17 @@ def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance
                + f", from knowledge base {ctx.kb!r}")
 
 
+def _bearer_token(token_env: str) -> str | None:
+    """The bearer token in ``$token_env`` (None when unset); a usage error when it is set but empty."""
+    import os
+
+    token = os.environ.get(token_env)
+    if token is not None and not token.strip():
+        raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
+                               f"send, or unset it to serve without one.")
+    return token
+
+
 @main.command(help="Serve the retrieval contract over HTTP (FastAPI + uvicorn): GET /health, "
                    "POST /retrieve, /ingest, /answer (Server-Sent Events); schema at /openapi.json.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
@@ -566,16 +577,12 @@ def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance
 def serve(host: str, port: int, token_env: str, workers: int) -> None:
     """Build the pipeline, warm its models up and serve it until interrupted (with
     ``--workers N`` > 1, every worker process builds its own: ``http.serve_workers``)."""
-    import os
 
     from ragstream.service.api import RAGPipeline
     from ragstream.service.http import serve as run_service
     from ragstream.service.http import serve_workers
 
-    token = os.environ.get(token_env)
-    if token is not None and not token.strip():
-        raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
-                               f"send, or unset it to serve without one.")
+    token = _bearer_token(token_env)
     try:
         engine = _engine()  # a bad configuration fails here, before any worker starts
     except RagstreamError as err:
@@ -612,15 +619,11 @@ def serve(host: str, port: int, token_env: str, workers: int) -> None:
 def mcp(over_http: bool, host: str, port: int, token_env: str, allow_ingest: bool) -> None:
     """Build the pipeline and serve it over MCP until the client leaves (stdio) or until
     interrupted (--http). On stdio, stdout is the protocol's: everything else goes to stderr."""
-    import os
 
     from ragstream.service import mcp_server
     from ragstream.service.api import RAGPipeline
 
-    token = os.environ.get(token_env) if over_http else None
-    if token is not None and not token.strip():
-        raise click.UsageError(f"${token_env} is set but empty: set it to the token clients must "
-                               f"send, or unset it to serve without one.")
+    token = _bearer_token(token_env) if over_http else None
     import contextlib
 
     try:

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ragstream.engine import Engine
 from ragstream.service.mcp_server import EXCERPT_CHARS, HTTP_PATH
 from tests.conftest import KB, ROOT, make_config
+from tests.milvus_server import free_port
 
 TOKEN = "mcp-test-token-7d41c0"
 TOOLS = {"search", "answer", "get_chunk", "get_document", "list_knowledge_bases"}
@@ -120,12 +121,6 @@ def test_over_stdio_the_tools_search_fetch_and_answer(index):
     assert "The query is empty" in got["empty"]
     assert "There is no knowledge base 'nowhere'" in got["unknown"] and "default" in got["unknown"]
     assert "There is no chunk 'kb/none.md#0'" in got["no_chunk"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
