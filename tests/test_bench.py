@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
+from ragstream.config import PROJECT_ROOT
 from ragstream.measure import bench, scale
 
 N = 1_000
@@ -121,6 +126,50 @@ def test_a_stopped_build_resumes_where_it_stopped(docs, tmp_path, monkeypatch, e
     assert done["reused"] is False and done["build_runs"] == 2 and done["chunks"] == 100
     assert written[0] == 9 and written[-1] == 10  # documents 6..9 only
     assert scale.build_store(100, folder, docs, embedder.dimension)["reused"] is True
+
+
+BUILDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from ragstream.measure import bench, scale
+    scale.DOCS_PER_WRITE = 2
+    docs = [d for d in bench.load_scifact(0).docs if d.text.strip()]
+    def tick(_phase, done, _total):
+        print("done", done, flush=True)
+        time.sleep(0.05)
+    scale.build_store(400, Path(sys.argv[1]), docs, int(sys.argv[2]), tick)
+""")
+
+
+@pytest.mark.parametrize("signum, returncode", [(signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT)])
+def test_a_signal_stops_the_build_between_two_writes_and_it_resumes(docs, tmp_path, embedder,
+                                                                   signum, returncode):
+    """Killed in the middle of Chroma's write, a 1M build was left unreadable: a signal now
+    takes effect after the write in progress, says so, and the same build resumes."""
+    folder = scale.size_folder(tmp_path, 400)
+    proc = subprocess.Popen([sys.executable, "-c", BUILDER, str(folder), str(embedder.dimension)],
+                            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if line.split() == ["done", "4"]:
+                proc.send_signal(signum)
+                break
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == returncode, err[-2000:]
+    assert "stopping after the write in progress" in err and "the same command resumes it" in err
+    done = scale.read_progress(folder, 400)["documents_done"]
+    assert 4 <= done < 40 and done % 2 == 0
+    from ragstream.services import open_store
+
+    store = open_store(bench.bench_config(folder / "index"))
+    try:  # readable, and holding exactly the documents written
+        assert store.count() == done * scale.CHUNKS_PER_DOC
+    finally:
+        store.close()
+    resumed = scale.build_store(400, folder, docs, embedder.dimension)
+    assert resumed["chunks"] == 400 and resumed["build_runs"] == 2
 
 
 def test_a_change_by_another_process_is_seen_by_the_serving_process(measured):

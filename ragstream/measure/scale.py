@@ -16,7 +16,8 @@ evidence sentence (``text.evidence_units``, the first ``SENTENCES_MAX``), stored
 stores them. It is built once and kept in ``<cache>/<N>-v<FORMAT>/`` (``cache_root``:
 ``~/.cache/ragstream/bench-scale`` or ``RAGSTREAM_BENCH_SCALE_CACHE``), reused by later runs;
 the build time, chunks/s and size on disk are recorded in its ``manifest.json``. A build
-that was stopped (Ctrl-C) resumes where it stopped on the next run (``progress.json``).
+that was stopped (Ctrl-C or SIGTERM: either takes effect after the write in progress, so that
+the store stays readable) resumes where it stopped on the next run (``progress.json``).
 
 **Per size**, three separate processes (``sys.executable``, this checkout), as the app runs:
 
@@ -53,12 +54,14 @@ no process's peak memory grows by more than 10 % with a change.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
 import os
 import queue
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -262,6 +265,39 @@ def read_progress(folder: Path, n: int) -> dict[str, Any] | None:
     return got if ok else None
 
 
+@contextlib.contextmanager
+def _stop_between_writes(say: Callable[[str], None]):
+    """While the store is built, SIGINT (Ctrl-C) and SIGTERM take effect between two writes:
+    a process killed in the middle of Chroma's write can leave its folder unreadable (seen at
+    1M: ``Failed to apply logs to the hnsw segment writer`` on every call), and the hours of
+    build before it are lost. Yields the signals received; the caller stops at the next
+    boundary. A second Ctrl-C stops at once, as the person insists. Only in the main thread
+    (elsewhere signals cannot be caught, and nothing changes)."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def note(signum: int, _frame: Any) -> None:
+        if got and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if not got:
+            say("stopping after the write in progress, so that the store stays readable "
+                "(Ctrl-C again stops at once and can leave it unreadable)")
+        got.append(signum)
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _say_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def build_store(n: int, folder: Path, docs: list[Abstract], dim: int,
                 progress: Progress | None = None, label: str = "") -> dict[str, Any]:
     """The ``n``-chunk knowledge base in ``folder``: reused when a complete one of this
@@ -303,15 +339,22 @@ def build_store(n: int, folder: Path, docs: list[Abstract], dim: int,
             held = store.keyword_engine.documents()  # a document written half has no hash
         todo = [d for d in range(n_docs)
                 if held.get(f"{ROOT}/{d:07d}.md") != f"synthetic-v{FORMAT}-{d}"]
-        for k in range(0, len(todo), DOCS_PER_WRITE):
-            batch = [corpus.document(d, n) for d in todo[k:k + DOCS_PER_WRITE]]
-            t0 = time.perf_counter()
-            store.replace_documents(batch, now, ROOT)
-            write_s += time.perf_counter() - t0
-            done = n_docs - len(todo) + min(k + DOCS_PER_WRITE, len(todo))
-            save(done)
-            if progress:
-                progress(phase, done, n_docs)
+        with _stop_between_writes(_say_stderr) as signals:
+            for k in range(0, len(todo), DOCS_PER_WRITE):
+                batch = [corpus.document(d, n) for d in todo[k:k + DOCS_PER_WRITE]]
+                t0 = time.perf_counter()
+                store.replace_documents(batch, now, ROOT)
+                write_s += time.perf_counter() - t0
+                done = n_docs - len(todo) + min(k + DOCS_PER_WRITE, len(todo))
+                save(done)
+                if progress:
+                    progress(phase, done, n_docs)
+                if signals:
+                    _say_stderr(f"{phase} stopped after {done:,} of {n_docs:,} documents, kept in "
+                                f"{folder}: the same command resumes it")
+                    if signals[0] == signal.SIGINT:
+                        raise KeyboardInterrupt
+                    raise SystemExit(128 + signals[0])
         save(n_docs)
         chunks, windows = store.count(), store.count_windows()
     finally:
