@@ -5,7 +5,9 @@
    merged (smallest pair first) until at most N0 remain.
 3. Candidates, from the engine's own indexes (``services.index()``, a ``Corpus``): per piece,
    its N1 nearest chunks (the engine's ANN index over the windows) and its N1 best BM25
-   matches (the engine's keyword index), filters applied in the engine.
+   matches (the engine's keyword index), filters applied in the engine. The keyword search
+   (and the reading of its hits) runs on a second thread while the pieces are encoded and
+   the dense index asked.
 4. The candidates are fetched (chunk, window vectors) and scored exactly: each one's cosine
    to every piece (its best window) from its stored vectors, and its BM25 for every piece
    from the engine, each piece's BM25 divided by that piece's best score anywhere so pieces
@@ -38,6 +40,8 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ragstream import edits, staleness
@@ -54,6 +58,10 @@ from ragstream.text import sentences
 
 NAME = "Retrieval"
 DIGITS = 6  # scores are rounded so that views are byte-identical across runs
+#: a pass's keyword search, and the reading of its hits' rows, run here while the main thread
+#: encodes the pieces and asks the dense index: the encoder, both engines and SQLite work
+#: outside Python's lock, so on two cores the two overlap (one per pass in flight)
+_BESIDE = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ragstream-keyword")
 
 
 def split_query(query: str, max_pieces: int, min_words: int) -> list[str]:
@@ -100,7 +108,8 @@ class Candidates:
     asked again for those)."""
 
     def __init__(self, corpus, vectors: np.ndarray, terms: list[list[str]], n: int,
-                 filters: Filters | None, dense: bool = True, keyword: bool = True):
+                 filters: Filters | None, dense: bool = True, keyword: bool = True,
+                 keyword_hits: list[list[tuple[str, float]]] | None = None):
         self.ids: set[str] = set()
         self.filtered = filters is not None
         self.bm25: list[dict[str, float]] = [{} for _ in terms]
@@ -108,9 +117,20 @@ class Candidates:
             for near in corpus.dense(vectors, n, filters):
                 self.ids.update(c for c, _ in near)
         if keyword:
-            self.bm25 = [dict(hits) for hits in corpus.keyword_many(terms, n, filters)]
+            if keyword_hits is None:
+                keyword_hits = corpus.keyword_many(terms, n, filters)
+            self.bm25 = [dict(hits) for hits in keyword_hits]
             for hits in self.bm25:
                 self.ids.update(hits)
+
+
+def keyword_candidates(corpus, terms: list[list[str]], n: int,
+                       filters: Filters | None) -> list[list[tuple[str, float]]]:
+    """Each piece's ``n`` best keyword matches, their rows read (and kept by the corpus, so
+    the fetch of every candidate reads only the dense ones)."""
+    hits = corpus.keyword_many(terms, n, filters)
+    corpus.fetch(sorted({c for piece in hits for c, _ in piece}))
+    return hits
 
 
 def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
@@ -187,10 +207,11 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     pieces = split_query(query, limits.N0_QUERY_PIECES, rs.min_piece_tokens)
     n1 = limits.N1_RETR_MAX_CANDIDATES
     chunk_edits = edits.chunk_edits(sp.edits)
-    vectors = services.embedder.embed(pieces)
     terms = corpus.tokenizer.tokens(pieces)
+    keyword_hits = _BESIDE.submit(keyword_candidates, corpus, terms, n1, filters)
+    vectors = services.embedder.embed(pieces)
+    found = Candidates(corpus, vectors, terms, n1, filters, keyword_hits=keyword_hits.result())
     # a chunk the person added is a candidate whatever the filters say
-    found = Candidates(corpus, vectors, terms, n1, filters)
     held = corpus.fetch(sorted(found.ids | set(chunk_edits.added)))
     ordered = sorted(held)  # chunk id order
     dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms, found)
