@@ -249,7 +249,8 @@ class Engine:
         interaction, and return ``(sp with .answer, answer)``."""
         from ragstream.answer import answer_and_log
 
-        with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb}) as span:
+        with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb},
+                            parent=sp._trace_link) as span:
             out, ans = answer_and_log(cfg or self.cfg, self.services_for(sp), sp, on_token=on_token)
             if sp.conversation_name:
                 self._add_turn(out, ans)
@@ -464,4 +465,5 @@ class Engine:
                 "ragstream.stage": out.stage,
                 "ragstream.final_selection": len(out.final_selection_ids),
                 "ragstream.conversation_turns": len(out.recent_conversation)})
+            out._trace_link = telemetry.link(span)  # its answer joins this trace
             return out

@@ -20,7 +20,7 @@ import fnmatch
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ragstream.records import Edit, Extras, StageInputs
 
@@ -298,6 +298,9 @@ class SuperPrompt(BaseModel):
     prompt_ready: str = ""
     stage_runs: list[StageRun] = Field(default_factory=list)
     answer: Answer | None = Field(None, description="the final answer (auto mode), once given")
+    #: the traced pass that made this state (``telemetry.link``), so that its answer joins
+    #: that trace; never saved (a state read back from a run starts a trace of its own)
+    _trace_link: tuple[int, int, int] | None = PrivateAttr(default=None)
     edits: list[Edit] = Field(default_factory=list, description=(
         "the person's decisions for this prompt, which the stages apply every run"))
     computed_from: dict[str, StageInputs] = Field(default_factory=dict, description=(

@@ -82,6 +82,8 @@ def test_a_pass_is_one_trace_of_stages_answer_and_llm_calls(kb_engine, fake):
 
     (answer,) = by_name["ragstream.answer"]
     assert answer.attributes["ragstream.answer.mode"] == ans.mode == "llm"
+    # the answer joins the pass that made its state
+    assert answer.context.trace_id == root.context.trace_id and answer.parent.span_id == root.context.span_id
     assert answer.attributes["ragstream.answer.sources"] == len(ans.sources)
 
     chats = [s for s in spans if s.name.startswith("chat ")]
@@ -101,6 +103,43 @@ def test_a_pass_is_one_trace_of_stages_answer_and_llm_calls(kb_engine, fake):
         for key, value in s.attributes.items():
             assert PROMPT not in str(value), (s.name, key)
             assert not key.startswith(("gen_ai.input", "gen_ai.output")), (s.name, key)
+
+
+def test_an_answer_over_http_joins_its_pass_trace_though_it_runs_in_another_thread(kb_engine):
+    """``/answer`` and the OpenAI-compatible route run the pass in the server's thread pool and
+    the answer in a thread of its own: one request is still one trace, the answer under its
+    pass; a state read back (no pass behind it here) starts a trace of its own."""
+    import httpx
+    import openai
+
+    from ragstream.service.api import RAGPipeline
+    from ragstream.service.http import create_app
+    from tests.test_service import serving
+
+    exporter = InMemorySpanExporter()
+    assert telemetry.configure(TelemetrySettings(), exporter=exporter)
+    with serving(create_app(RAGPipeline(kb_engine), token=None)) as url:
+        body = {"query": PROMPT, "context_key": "c:u"}
+        with httpx.stream("POST", f"{url}/answer", json=body, timeout=120) as r:
+            assert r.status_code == 200 and "event: done" in "".join(r.iter_text())
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=120)
+        client.chat.completions.create(model="ragstream/default",
+                                       messages=[{"role": "user", "content": PROMPT}])
+    spans = exporter.get_finished_spans()
+    passes = {s.context.span_id: s for s in spans if s.name == "ragstream.pass"}
+    answers = [s for s in spans if s.name == "ragstream.answer"]
+    assert len(passes) == len(answers) == 2
+    for a in answers:
+        assert a.parent is not None and a.parent.span_id in passes
+        assert a.context.trace_id == passes[a.parent.span_id].context.trace_id
+    assert len({a.context.trace_id for a in answers}) == 2  # two requests, two traces
+
+    exporter.clear()
+    kb_engine.answer(kb_engine.run(PROMPT).model_copy(deep=True))  # a copy keeps its pass
+    kb_engine.answer(type(kb_engine.run(PROMPT)).model_validate_json(
+        kb_engine.run(PROMPT).model_dump_json()))  # read back: no pass behind it
+    answers = [s for s in exporter.get_finished_spans() if s.name == "ragstream.answer"]
+    assert answers[0].parent is not None and answers[1].parent is None
 
 
 def test_content_goes_into_the_spans_only_when_asked_for(kb_engine, fake):

@@ -10,7 +10,9 @@ A pass is one trace:
   chunks its view shows, kept and dropped), its decisions (edits applied, the gate's and the
   condenser's outcomes where the stage makes them), its mode and its time;
 * ``ragstream.answer`` (``Engine.answer``): the mode, the confidence, the sources cited, the
-  tokens;
+  tokens; a child of the pass that made the state it answers, even when it runs later or in
+  another thread (the HTTP routes answer in a worker thread; the state carries the pass's
+  ``link``);
 * each LLM call, a child of the stage or the answer that made it: ``chat <model>``, with the
   GenAI semantic conventions' names (``gen_ai.operation.name`` "chat", ``gen_ai.provider.name``
   "openai" (the API it speaks), ``gen_ai.request.model``, ``gen_ai.response.model``,
@@ -114,11 +116,35 @@ def flush(timeout_ms: int = 5000) -> bool:
     return bool(provider.force_flush(timeout_ms)) if provider is not None else True
 
 
+Link = tuple[int, int, int]  # a span's trace id, span id and trace flags
+
+
+def link(s: trace.Span) -> Link | None:
+    """What names ``s`` as a parent later, in another thread or call (None when it is not
+    recorded): the answer of a pass joins the pass's trace through it."""
+    if not s.is_recording():
+        return None
+    c = s.get_span_context()
+    return (c.trace_id, c.span_id, int(c.trace_flags))
+
+
+def _parent(linked: Link | None):
+    """The context of a span's parent: the current span when there is one, else ``linked``."""
+    if linked is None or trace.get_current_span().get_span_context().is_valid:
+        return None
+    trace_id, span_id, flags = linked
+    return trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
+        trace_id, span_id, is_remote=False, trace_flags=trace.TraceFlags(flags))))
+
+
 @contextmanager
-def span(name: str, attributes: dict[str, Any] | None = None) -> Iterator[trace.Span]:
-    """A span around the block, a child of the current one; an exception that leaves the
-    block is recorded on it (status ERROR, ``error.type``)."""
-    with tracer().start_as_current_span(name, attributes=_clean(attributes or {}),
+def span(name: str, attributes: dict[str, Any] | None = None,
+         parent: Link | None = None) -> Iterator[trace.Span]:
+    """A span around the block, a child of the current one (with none current, of
+    ``parent``: a ``link``); an exception that leaves the block is recorded on it (status
+    ERROR, ``error.type``)."""
+    with tracer().start_as_current_span(name, context=_parent(parent),
+                                        attributes=_clean(attributes or {}),
                                         record_exception=True, set_status_on_exception=True) as s:
         try:
             yield s
