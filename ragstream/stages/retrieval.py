@@ -7,7 +7,7 @@
    its N1 nearest chunks (the engine's ANN index over the windows) and its N1 best BM25
    matches (the engine's keyword index), filters applied in the engine. The keyword search
    (and the reading of its hits) runs on a second thread while the pieces are encoded and
-   the dense index asked.
+   the dense index asked; the BM25 of the dense candidates, while their rows are read.
 4. The candidates are fetched (chunk, window vectors) and scored exactly: each one's cosine
    to every piece (its best window) from its stored vectors, and its BM25 for every piece
    from the engine, each piece's BM25 divided by that piece's best score anywhere so pieces
@@ -133,16 +133,15 @@ def keyword_candidates(corpus, terms: list[list[str]], n: int,
     return hits
 
 
-def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
-                 terms: list[list[str]], found: Candidates | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(candidates × pieces) best-window cosine, from the fetched window vectors, and BM25
-    divided by the piece's best score anywhere (so pieces weigh alike). ``found``: the
-    keyword hits already scored (only the other candidates are asked for their BM25; without
+def keyword_by_piece(corpus, chunk_ids: list[str], terms: list[list[str]],
+                     found: Candidates | None = None) -> list[dict[str, float]]:
+    """Per piece, each of ``chunk_ids``' BM25 divided by the piece's best score anywhere (so
+    pieces weigh alike); a chunk that holds none of the piece's terms is left out. ``found``:
+    the keyword hits already scored (only the other chunks are asked for their BM25; without
     filters, a piece's first hit is its best anywhere)."""
-    dense = best_cosines([held[c] for c in ordered], vectors)
-    kw = np.zeros((len(ordered), len(terms)), dtype=np.float64)
-    if not ordered:
-        return dense, kw
+    out: list[dict[str, float]] = [{} for _ in terms]
+    if not chunk_ids:
+        return out
     known = found.bm25 if found is not None else [{} for _ in terms]
     if found is not None and not found.filtered:
         best = [max(hits.values(), default=0.0) for hits in known]
@@ -152,11 +151,28 @@ def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
         if best[i] <= 0:
             continue
         got = dict(known[i])
-        rest = [c for c in ordered if c not in got]
+        rest = [c for c in chunk_ids if c not in got]
         if rest:
             got.update(corpus.keyword_scores(piece, rest))
-        kw[:, i] = [got.get(c, 0.0) / best[i] for c in ordered]
-    return dense, kw
+        out[i] = {c: got[c] / best[i] for c in chunk_ids if got.get(c, 0.0) > 0}
+    return out
+
+
+def keyword_matrix(by_piece: list[dict[str, float]], ordered: list[str]) -> np.ndarray:
+    """``keyword_by_piece`` as a (chunks × pieces) matrix, 0 where a piece matched nothing."""
+    kw = np.zeros((len(ordered), len(by_piece)), dtype=np.float64)
+    for i, scores in enumerate(by_piece):
+        if scores:
+            kw[:, i] = [scores.get(c, 0.0) for c in ordered]
+    return kw
+
+
+def piece_scores(corpus, held: dict, ordered: list[str], vectors: np.ndarray,
+                 terms: list[list[str]], found: Candidates | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(candidates × pieces) best-window cosine, from the fetched window vectors, and the
+    normalised BM25 (``keyword_by_piece``)."""
+    dense = best_cosines([held[c] for c in ordered], vectors)
+    return dense, keyword_matrix(keyword_by_piece(corpus, ordered, terms, found), ordered)
 
 
 def aggregate_dense(by_piece: np.ndarray, rows: np.ndarray, tau: float) -> np.ndarray:
@@ -212,9 +228,12 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     vectors = services.embedder.embed(pieces)
     found = Candidates(corpus, vectors, terms, n1, filters, keyword_hits=keyword_hits.result())
     # a chunk the person added is a candidate whatever the filters say
-    held = corpus.fetch(sorted(found.ids | set(chunk_edits.added)))
-    ordered = sorted(held)  # chunk id order
-    dense_pp, keyword_pp = piece_scores(corpus, held, ordered, vectors, terms, found)
+    wanted = sorted(found.ids | set(chunk_edits.added))
+    keyword_scored = _BESIDE.submit(keyword_by_piece, corpus, wanted, terms, found)
+    held = corpus.fetch(wanted)
+    ordered = sorted(held)  # chunk id order (a chunk whose row is gone is no candidate)
+    dense_pp = best_cosines([held[c] for c in ordered], vectors)
+    keyword_pp = keyword_matrix(keyword_scored.result(), ordered)
     rows = np.arange(len(ordered))
     dense = dict(zip(ordered, aggregate_dense(dense_pp, rows, rs.tau).tolist()))
     keyword = dict(zip(ordered, aggregate_keyword(keyword_pp, rows, rs.tau).tolist()))
