@@ -1,15 +1,11 @@
 """A real `chroma run` server on loopback as the vector store (vector_store.mode = http),
 including the server going away mid-session and coming back."""
 
-import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,58 +15,10 @@ from ragstream.backends.vector_store import ChromaStore
 from ragstream.engine import Engine
 from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from tests.conftest import KB, ROOT, make_config
+from tests.servers import ChromaServer, free_port
 
-CHROMA = Path(sys.executable).parent / "chroma"
 #: a dead server (connection refused) must be reported within this many seconds
 DEAD_SERVER_MAX_S = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ChromaServer:
-    """A `chroma run` process on loopback that a test can stop, pause and start again
-    (same port, same data folder)."""
-
-    def __init__(self, data: Path, port: int | None = None):
-        self.data, self.port = data, port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "ChromaServer":
-        self.proc = subprocess.Popen([str(CHROMA), "run", "--path", str(self.data), "--host", "127.0.0.1",
-                                      "--port", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=2) as r:
-                    json.loads(r.read())
-                return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.proc.kill()
-                    pytest.fail(f"chroma run did not start on port {self.port}")
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # in case it was paused
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-        self.proc = None
-
-    def pause(self) -> None:
-        """SIGSTOP: the server still accepts connections (the kernel does) but never answers."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ragstream.engine import Engine
 from ragstream.service.mcp_server import EXCERPT_CHARS, HTTP_PATH
 from tests.conftest import KB, ROOT, make_config
-from tests.milvus_server import free_port
+from tests.servers import free_port
 
 TOKEN = "mcp-test-token-7d41c0"
 TOOLS = {"search", "answer", "get_chunk", "get_document", "list_knowledge_bases"}

@@ -41,7 +41,7 @@ NEW_QUERY = "How is the zorblatt flux capacitor calibrated with the quintessence
 @pytest.fixture(scope="module", params=["default engine", "milvus server"])
 def served(request, tmp_path_factory) -> Iterator[tuple[Service, Engine, Path]]:
     """Two bundled articles ingested here, then ``serve --workers 2`` over the same store: the
-    default engine's folder, or a Milvus server on loopback (``tests/milvus_server.py``) that
+    default engine's folder, or a Milvus server on loopback (``tests/servers.py``) that
     this process and both workers reach over the network."""
     root = tmp_path_factory.mktemp("workers")
     docs = root / "kb"
@@ -52,7 +52,7 @@ def served(request, tmp_path_factory) -> Iterator[tuple[Service, Engine, Path]]:
     server = None
     if request.param == "milvus server":
         pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (requirements.txt pins it)")
-        from tests.milvus_server import MilvusServer
+        from tests.servers import MilvusServer
 
         server = MilvusServer(root / "milvus-data").start()
         extra["RAGSTREAM_MILVUS_URL"] = server.url

@@ -1,5 +1,5 @@
 """The scale-out engine over the network: a real Milvus server process on loopback (Milvus
-Lite's gRPC server, ``tests/milvus_server.py``) reached with the client code a Milvus
+Lite's gRPC server, ``tests/servers.py``) reached with the client code a Milvus
 standalone server or cluster answers (``RAGSTREAM_MILVUS_URL``). The pipeline on it gives
 what it gives on Milvus Lite in this process; the server killed mid-session is a typed error
 naming it and what to start, in far less than the seed's 10 s, for every call, and the same
@@ -25,7 +25,7 @@ from ragstream.backends.search.milvus import MilvusEngine, MilvusUnavailableErro
 from ragstream.engine import Engine
 from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from tests.conftest import KB, ROOT, make_config
-from tests.milvus_server import MilvusServer, free_port
+from tests.servers import MilvusServer, free_port
 
 #: seed 000: a retrieval call times out after 10 s and returns an error
 SEED_TIMEOUT_S = 10.0
