@@ -19,7 +19,6 @@ never rewrites tracked files unless asked to."""
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -44,12 +45,6 @@ def publish(*names: str) -> None:
     if os.environ.get("RAGSTREAM_UPDATE_DOCS") == "1":
         for name in names:
             shutil.copyfile(SHOTS / name, DOCS / name)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
