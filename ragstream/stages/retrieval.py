@@ -40,7 +40,7 @@ Each row keeps its dense, keyword and fused scores and its rank in each list.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -109,19 +109,19 @@ class Candidates:
 
     def __init__(self, corpus, vectors: np.ndarray, terms: list[list[str]], n: int,
                  filters: Filters | None, dense: bool = True, keyword: bool = True,
-                 keyword_hits: list[list[tuple[str, float]]] | None = None):
+                 keyword_hits: Future[list[list[tuple[str, float]]]] | None = None):
         self.ids: set[str] = set()
         self.filtered = filters is not None
         self.bm25: list[dict[str, float]] = [{} for _ in terms]
         if dense:
             for near in corpus.dense(vectors, n, filters):
                 self.ids.update(c for c, _ in near)
-        if keyword:
-            if keyword_hits is None:
-                keyword_hits = corpus.keyword_many(terms, n, filters)
-            self.bm25 = [dict(hits) for hits in keyword_hits]
-            for hits in self.bm25:
-                self.ids.update(hits)
+        if keyword:  # the keyword search started before the dense one, if it was
+            hits = (keyword_hits.result() if keyword_hits is not None
+                    else corpus.keyword_many(terms, n, filters))
+            self.bm25 = [dict(h) for h in hits]
+            for piece in self.bm25:
+                self.ids.update(piece)
 
 
 def keyword_candidates(corpus, terms: list[list[str]], n: int,
@@ -226,7 +226,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services) -> SuperPrompt:
     terms = corpus.tokenizer.tokens(pieces)
     keyword_hits = _BESIDE.submit(keyword_candidates, corpus, terms, n1, filters)
     vectors = services.embedder.embed(pieces)
-    found = Candidates(corpus, vectors, terms, n1, filters, keyword_hits=keyword_hits.result())
+    found = Candidates(corpus, vectors, terms, n1, filters, keyword_hits=keyword_hits)
     # a chunk the person added is a candidate whatever the filters say
     wanted = sorted(found.ids | set(chunk_edits.added))
     keyword_scored = _BESIDE.submit(keyword_by_piece, corpus, wanted, terms, found)
