@@ -712,9 +712,11 @@ def test_an_epub_with_a_broken_package_file_or_no_text_is_damaged():
 def _readme_page(copies: int) -> str:
     from markdown_it import MarkdownIt
 
-    article = MarkdownIt("commonmark").enable("table").render(README.read_text(encoding="utf-8"))
+    text = "\n\n".join(p.read_text(encoding="utf-8")
+                         for p in [README, *sorted((README.parent / "docs").glob("*.md"))])
+    article = MarkdownIt("commonmark").enable("table").render(text)
     nav = "<nav><ul>" + "".join(f"<li><a href='/p{i}'>Page {i}</a></li>" for i in range(40)) + "</ul></nav>"
-    return ("<!DOCTYPE html><html><head><title>README</title><script>var x = 1;</script></head><body>"
+    return ("<!DOCTYPE html><html><head><title>RAGstream's documentation</title><script>var x = 1;</script></head><body>"
             f"<header><h1>Site</h1>{nav}</header><main>{article * copies}</main>"
             "<footer><p>Footer</p></footer></body></html>")
 
