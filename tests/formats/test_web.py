@@ -716,7 +716,8 @@ def _readme_page(copies: int) -> str:
                          for p in [README, *sorted((README.parent / "docs").glob("*.md"))])
     article = MarkdownIt("commonmark").enable("table").render(text)
     nav = "<nav><ul>" + "".join(f"<li><a href='/p{i}'>Page {i}</a></li>" for i in range(40)) + "</ul></nav>"
-    return ("<!DOCTYPE html><html><head><title>RAGstream's documentation</title><script>var x = 1;</script></head><body>"
+    return ("<!DOCTYPE html><html><head><title>RAGstream's documentation</title>"
+            "<script>var x = 1;</script></head><body>"
             f"<header><h1>Site</h1>{nav}</header><main>{article * copies}</main>"
             "<footer><p>Footer</p></footer></body></html>")
 
