@@ -240,3 +240,22 @@ def test_rows_left_by_a_write_cut_short_are_swept(engine):
     db = engine.chunks._db()
     assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = 'ghost.md'").fetchone() == (0,)
     assert engine.count() == 7 and len(engine.fetch(["faq/install.md#0"])) == 1
+
+
+def test_more_documents_than_one_aggregation_holds_are_all_listed(tmp_path):
+    """tantivy refuses a terms aggregation of more than 65,000 buckets: a knowledge base of
+    100,000 documents failed every ingest (its listing). The listing is split by write time."""
+    eng = KeywordEngine(tmp_path / "keyword")
+    vec = np.ones((1, DIM), dtype=np.float32)
+    n = 66_000
+    for written, part in ((1, range(0, n // 2)), (2, range(n // 2, n))):
+        docs = []
+        for d in part:
+            doc_id = f"many/{d:06d}.md"
+            chunk = Chunk(id=f"{doc_id}#0", doc_id=doc_id, text=f"note {d}", source=doc_id,
+                          title="Note", heading_path=("Note",))
+            docs.append((doc_id, [StoredChunk(chunk, doc_id, f"hash-{d}", vec, vec[:0], [], written)]))
+        eng.replace_documents(docs)
+    info = eng.document_info()
+    assert len(info) == n and info["many/000000.md"][:2] == ("hash-0", 1)
+    assert info[f"many/{n - 1:06d}.md"][:2] == (f"hash-{n - 1}", 1)

@@ -539,13 +539,39 @@ class KeywordEngine:
         n = int(searcher.num_docs)
         if not n:
             return {}
-        found = searcher.aggregate(tantivy.Query.all_query(),
-                                   {"docs": {"terms": {"field": "version", "size": n}}})
-        out = {}
+        out: dict[str, tuple[str, int, str, str]] = {}
+        self._versions(searcher, tantivy.Query.all_query(), n, None, out)
+        return dict(sorted(out.items()))
+
+    def _versions(self, searcher, query, n: int, span: tuple[int, int] | None,
+                  out: dict[str, tuple[str, int, str, str]]) -> None:
+        """The ``version`` terms of the chunks ``query`` matches into ``out``. tantivy refuses
+        an aggregation of more than 65,000 buckets (seen at 100,000 documents: every ingest
+        failed); then the chunks are split by their write time, which a document's chunks
+        share, into halves aggregated one at a time (``span``: the times ``query`` covers)."""
+        import tantivy
+
+        try:
+            found = searcher.aggregate(query, {"docs": {"terms": {"field": "version", "size": n}}})
+        except ValueError as err:
+            if "bucket limit" not in str(err):
+                raise
+            if span is None:
+                stats = searcher.aggregate(query, {"w": {"stats": {"field": "written"}}})["w"]
+                # the statistics are floats: widened past their rounding (~256 ns here)
+                span = (int(stats["min"]) - 4096, int(stats["max"]) + 4096)
+            lo, hi = span
+            if lo >= hi:  # one write of more documents than tantivy aggregates at once
+                raise
+            mid = lo + (hi - lo) // 2
+            for a, b in ((lo, mid), (mid + 1, hi)):
+                half = tantivy.Query.range_query(self._schema, "written", tantivy.FieldType.Integer,
+                                                 a, b, include_lower=True, include_upper=True)
+                self._versions(searcher, half, n, (a, b), out)
+            return
         for b in found["docs"]["buckets"]:
             doc_id, doc_hash, ingested_at, root = (b["key"].split("\0") + ["", "", ""])[:4]
             out[doc_id] = (doc_hash, int(b["doc_count"]), ingested_at, root)
-        return dict(sorted(out.items()))
 
     def _stored(self, row: ChunkRow) -> StoredChunk:
         return RowChunk(row, self.chunks)
