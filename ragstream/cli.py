@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import sys
@@ -577,7 +578,6 @@ def _bearer_token(token_env: str) -> str | None:
 def serve(host: str, port: int, token_env: str, workers: int) -> None:
     """Build the pipeline, warm its models up and serve it until interrupted (with
     ``--workers N`` > 1, every worker process builds its own: ``http.serve_workers``)."""
-
     from ragstream.service.api import RAGPipeline
     from ragstream.service.http import serve as run_service
     from ragstream.service.http import serve_workers
@@ -619,17 +619,15 @@ def serve(host: str, port: int, token_env: str, workers: int) -> None:
 def mcp(over_http: bool, host: str, port: int, token_env: str, allow_ingest: bool) -> None:
     """Build the pipeline and serve it over MCP until the client leaves (stdio) or until
     interrupted (--http). On stdio, stdout is the protocol's: everything else goes to stderr."""
-
     from ragstream.service import mcp_server
     from ragstream.service.api import RAGPipeline
 
     token = _bearer_token(token_env) if over_http else None
-    import contextlib
-
+    # on stdio, stdout is the protocol's from the first byte: whatever the start-up prints goes
+    # to stderr (the SDK itself diverts stdout once it serves)
+    quiet = contextlib.nullcontext() if over_http else contextlib.redirect_stdout(sys.stderr)
     try:
-        # on stdio, stdout is the protocol's from the first byte: whatever the start-up prints
-        # goes to stderr (the SDK itself diverts stdout once it serves)
-        with contextlib.redirect_stdout(sys.stderr if not over_http else sys.stdout):
+        with quiet:
             engine = _engine()
             engine.warm_up()
     except RagstreamError as err:
