@@ -40,6 +40,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection as Many
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -379,10 +380,18 @@ class ChromaStore:
             offset += page
 
     @_reaching_server(_READING)
-    def documents(self) -> dict[str, StoredDocument]:
-        """The stored documents. A document whose windows are not all present (a write that
-        was killed half-way) is listed with an empty hash, so the next ingest rewrites it."""
-        res = self._get_all(["metadatas"])
+    def documents(self, prefix: str = "", ids: Many[str] | None = None
+                  ) -> dict[str, StoredDocument]:
+        """The stored documents whose id starts with ``prefix`` and, given ``ids``, is one of
+        them (Chroma's metadata filters have no "starts with": the prefix is checked here). A
+        document whose windows are not all present (a write that was killed half-way) is
+        listed with an empty hash, so the next ingest rewrites it."""
+        if ids is not None and not ids:
+            return {}
+        res = self._get_all(["metadatas"], None if ids is None
+                            else {"doc_id": {"$in": sorted(set(ids))}})
+        if prefix:
+            res["metadatas"] = [m for m in res["metadatas"] if m["doc_id"].startswith(prefix)]
         chunks: dict[str, set[str]] = defaultdict(set)
         windows: dict[str, int] = defaultdict(int)
         first: dict[str, dict] = {}

@@ -284,11 +284,13 @@ def _lookalike_warnings(doc_ids: list[str]) -> list[str]:
             f"are the same document" for ids in groups.values() if len(ids) > 1]
 
 
-def stored_documents(store) -> dict:
-    """``store.documents()``; a store that cannot be read is a ``StoreUnreadableError`` that
-    names the repair command (a server that cannot be reached stays ``VectorDBUnavailableError``)."""
+def stored_documents(store, prefix: str = "", ids: Collection[str] | None = None) -> dict:
+    """``store.documents(prefix, ids)``: the stored documents whose id starts with ``prefix``
+    and, given ``ids``, is one of them (all by default); a store that cannot be read is a
+    ``StoreUnreadableError`` that names the repair command (a server that cannot be reached
+    stays ``VectorDBUnavailableError``)."""
     try:
-        return store.documents()
+        return store.documents(prefix, ids)
     except VectorDBUnavailableError:
         raise
     except VectorStoreError as err:
@@ -384,7 +386,7 @@ def ingest_documents(documents: list[TextDocument], cfg: AppConfig, services,
     with IngestLock(cfg.index_dir, wait):
         report = IngestReport(root=API_ROOT, files_seen=len(documents))
         in_step(services.store, report)
-        stored = stored_documents(services.store)
+        stored = stored_documents(services.store, ids=[d.doc_id for d in documents])
         writer = _BatchWriter(services, report, API_ROOT, cfg.settings.chunking.ingest_batch_chunks)
         today = dt.date.today().isoformat()
         seen: set[str] = set()
@@ -517,7 +519,9 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
     report = IngestReport(root=str(root), files_seen=len(files))
     store = services.store
     in_step(store, report)
-    stored = stored_documents(store)
+    # this folder's documents only: their ids start with its name, and the prune removes
+    # only documents ingested from it (``root``), whose ids do too
+    stored = stored_documents(store, prefix=f"{root.name}/")
     seen: set[str] = set()
     writer = _BatchWriter(services, report, str(root), cfg.settings.chunking.ingest_batch_chunks)
     derived: list[str] = []

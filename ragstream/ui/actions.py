@@ -822,10 +822,11 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
         store = engine.services.store
         try:
             if accepted:
-                before = {i: d.doc_hash for i, d in stored_documents(store).items()}
+                ids = [f"{folder.resolve().name}/{safe}" for safe in accepted]
+                before = {i: d.doc_hash for i, d in stored_documents(store, ids=ids).items()}
                 report = ingest_path(folder, engine.cfg, engine.services, prune=False,
                                      progress=progress, only=list(accepted))
-                after = {i: d.doc_hash for i, d in stored_documents(store).items()}
+                after = {i: d.doc_hash for i, d in stored_documents(store, ids=ids).items()}
         except RagstreamError as err:
             for safe in accepted:
                 _put_back(folder, safe, kept.get(safe))

@@ -256,6 +256,13 @@ def test_more_documents_than_one_aggregation_holds_are_all_listed(tmp_path):
                           title="Note", heading_path=("Note",))
             docs.append((doc_id, [StoredChunk(chunk, doc_id, f"hash-{d}", vec, vec[:0], [], written)]))
         eng.replace_documents(docs)
+    other = Chunk(id="other/a.md#0", doc_id="other/a.md", text="another folder",
+                  source="other/a.md", title="Other", heading_path=("Other",))
+    eng.replace_documents([("other/a.md", [StoredChunk(other, "other/a.md", "h", vec, vec[:0], [], 3)])])
     info = eng.document_info()
-    assert len(info) == n and info["many/000000.md"][:2] == ("hash-0", 1)
+    assert len(info) == n + 1 and info["many/000000.md"][:2] == ("hash-0", 1)
     assert info[f"many/{n - 1:06d}.md"][:2] == (f"hash-{n - 1}", 1)
+    # one folder's documents (an ingest lists only its own): split the same way
+    assert eng.document_info("many/") == {d: i for d, i in info.items() if d != "other/a.md"}
+    assert list(eng.document_info("other/")) == ["other/a.md"]
+    assert list(eng.document_info(ids=["many/000007.md", "many/none.md"])) == ["many/000007.md"]

@@ -195,6 +195,12 @@ def test_listing_phrases_values_and_documents(engine):
     docs = engine.documents()
     assert set(docs) == set(TEXTS) and docs["faq/install.md"].doc_hash == "hash-1"
     assert docs["faq/install.md"].chunks == 2
+    # an ingest lists only the documents of its folder (ids start with its name) or its ids
+    assert set(engine.documents("faq/")) == {"faq/install.md", "faq/chunking.md"}
+    assert set(engine.documents("f_q/")) == set() == set(engine.documents("fa%"))  # not like's
+    assert set(engine.documents("notes/old_")) == {"notes/old_notes.md"}
+    assert set(engine.documents(ids=["guide/retrieval.md", "guide/gone.md"])) == {"guide/retrieval.md"}
+    assert engine.documents("faq/", ids=["guide/retrieval.md"]) == {} == engine.documents(ids=[])
     assert sorted(s.chunk.id for s in engine.every_chunk()) == sorted(all_chunks())
     assert engine.count() == len(all_chunks())
     assert engine.count_windows() == sum(len(records(s)) for s in TEXTS)

@@ -83,6 +83,33 @@ def test_single_file_does_not_prune(fresh_engine, tmp_path):
     assert len(fresh_engine.services.store.documents()) == 2
 
 
+def test_an_ingest_reads_and_prunes_its_own_folder_only(fresh_engine, tmp_path):
+    """An ingest lists only the documents of its folder (ids '<folder name>/...'): folders
+    whose names begin alike, and a folder of the same name elsewhere, are told apart."""
+    kb, kb2, other = tmp_path / "kb", tmp_path / "kb2", tmp_path / "elsewhere" / "kb"
+    write(kb, "alpha.md", DOC_A)
+    write(kb, "beta.md", DOC_B)
+    write(kb2, "alpha.md", DOC_A)
+    assert fresh_engine.ingest(kb).processed == 2 and fresh_engine.ingest(kb2).processed == 1
+    store = fresh_engine.services.store
+    assert sorted(store.documents("kb/")) == ["kb/alpha.md", "kb/beta.md"]
+    assert sorted(store.documents("kb")) == ["kb/alpha.md", "kb/beta.md", "kb2/alpha.md"]
+    assert sorted(store.documents(ids=["kb2/alpha.md", "kb/gone.md"])) == ["kb2/alpha.md"]
+    # not in step: Chroma's own listing, the same scope
+    assert sorted(store.chroma.documents("kb/")) == ["kb/alpha.md", "kb/beta.md"]
+    assert sorted(store.chroma.documents("kb2/", ids=["kb2/alpha.md", "kb/alpha.md"])) == ["kb2/alpha.md"]
+
+    (kb / "beta.md").unlink()
+    again = fresh_engine.ingest(kb)
+    assert (again.processed, again.skipped, again.deleted) == (0, 1, 1)
+    assert (fresh_engine.ingest(kb2).skipped, fresh_engine.ingest(kb2).deleted) == (1, 0)
+    write(other, "alpha.md", DOC_A + "\nAnother copy.\n")
+    moved = fresh_engine.ingest(other)  # same ids, another folder: it takes them over, and says so
+    assert moved.processed == 1 and moved.deleted == 0
+    assert any("replaces the document of the same id ingested from" in w for w in moved.warnings)
+    assert sorted(store.documents()) == ["kb/alpha.md", "kb2/alpha.md"]
+
+
 def test_bad_files_fail_alone_with_a_reason(fresh_engine, tmp_path):
     kb = tmp_path / "kb"
     write(kb, "good.md", DOC_B)

@@ -36,7 +36,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -122,6 +122,16 @@ def glob_regex(pattern: str) -> str:
         else:
             out.append({"any": ".*", "one": "."}.get(kind) or (text if text.isalnum() else re.escape(text)))
     return "".join(out)
+
+
+#: the characters a regular expression of tantivy's (Rust's ``regex``) gives a meaning to
+_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+
+
+def prefix_regex(prefix: str) -> str:
+    """The regular expression tantivy matches a whole term against for "starts with
+    ``prefix``": its characters literally, then anything."""
+    return "".join("\\" + c if c in _REGEX_META else c for c in prefix) + "(?s:.*)"
 
 
 def day_number(date: str) -> int | None:
@@ -526,31 +536,46 @@ class KeywordEngine:
                 for ns in besides])
         return self._chunks(searcher, searcher.search(q, limit, count=False).hits)
 
-    def documents(self) -> dict[str, str]:
-        """Every document the index holds: id → hash."""
-        return {d: info[0] for d, info in self.document_info().items()}
+    def documents(self, prefix: str = "", ids: Collection[str] | None = None) -> dict[str, str]:
+        """The documents the index holds (those of ``document_info``'s scope): id → hash."""
+        return {d: info[0] for d, info in self.document_info(prefix, ids).items()}
 
-    def document_info(self) -> dict[str, tuple[str, int, str, str]]:
-        """Every document the index holds: id → (hash, chunks, ingested_at, root), from the
-        ``version`` column (a terms aggregation: no chunk is read)."""
+    def document_info(self, prefix: str = "", ids: Collection[str] | None = None
+                      ) -> dict[str, tuple[str, int, str, str]]:
+        """The documents the index holds: id → (hash, chunks, ingested_at, root), from the
+        ``version`` column (a terms aggregation: no chunk is read). Only those whose id starts
+        with ``prefix`` and, given ``ids``, is one of them: an ingest of one folder lists that
+        folder's documents, not the knowledge base's (0.81 s at 100,000 documents)."""
         import tantivy
 
         searcher = self._searcher()
         n = int(searcher.num_docs)
-        if not n:
+        if not n or (ids is not None and not ids):
             return {}
+        Q = tantivy.Query
+        scope = [Q.regex_query(self._schema, "doc_id", prefix_regex(prefix))] if prefix else []
+        if ids is not None:
+            scope.append(Q.term_set_query(self._schema, "doc_id", sorted(set(ids))))
         out: dict[str, tuple[str, int, str, str]] = {}
-        self._versions(searcher, tantivy.Query.all_query(), n, None, out)
+        self._versions(searcher, scope, n, None, out)
         return dict(sorted(out.items()))
 
-    def _versions(self, searcher, query, n: int, span: tuple[int, int] | None,
+    def _versions(self, searcher, scope: list, n: int, span: tuple[int, int] | None,
                   out: dict[str, tuple[str, int, str, str]]) -> None:
-        """The ``version`` terms of the chunks ``query`` matches into ``out``. tantivy refuses
-        an aggregation of more than 65,000 buckets (seen at 100,000 documents: every ingest
-        failed); then the chunks are split by their write time, which a document's chunks
-        share, into halves aggregated one at a time (``span``: the times ``query`` covers)."""
+        """The ``version`` terms of the chunks that match every query of ``scope`` (all
+        chunks for none) and were written within ``span`` (any time for None) into ``out``.
+        tantivy refuses an aggregation of more than 65,000 buckets (seen at 100,000
+        documents: every ingest failed); then the chunks are split by their write time, which
+        a document's chunks share, into halves aggregated one at a time."""
         import tantivy
 
+        Q = tantivy.Query
+        parts = list(scope)
+        if span is not None:
+            parts.append(Q.range_query(self._schema, "written", tantivy.FieldType.Integer,
+                                       span[0], span[1], include_lower=True, include_upper=True))
+        query = (Q.all_query() if not parts else parts[0] if len(parts) == 1
+                 else Q.boolean_query([(tantivy.Occur.Must, q) for q in parts]))
         try:
             found = searcher.aggregate(query, {"docs": {"terms": {"field": "version", "size": n}}})
         except ValueError as err:
@@ -564,10 +589,8 @@ class KeywordEngine:
             if lo >= hi:  # one write of more documents than tantivy aggregates at once
                 raise
             mid = lo + (hi - lo) // 2
-            for a, b in ((lo, mid), (mid + 1, hi)):
-                half = tantivy.Query.range_query(self._schema, "written", tantivy.FieldType.Integer,
-                                                 a, b, include_lower=True, include_upper=True)
-                self._versions(searcher, half, n, (a, b), out)
+            for half in ((lo, mid), (mid + 1, hi)):
+                self._versions(searcher, scope, n, half, out)
             return
         for b in found["docs"]["buckets"]:
             doc_id, doc_hash, ingested_at, root = (b["key"].split("\0") + ["", "", ""])[:4]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -232,15 +232,17 @@ class LocalEngine:
         except IngestLockedError:
             pass  # an ingestion is writing: it marks both in step when done
 
-    def documents(self) -> dict[str, StoredDocument]:
-        """The stored documents, from tantivy's ``version`` column (no chunk is read; Chroma's
-        listing reads every window's metadata: 64 s at 100k chunks). When tantivy is not in
-        step with Chroma, Chroma's own listing (a document written half lists no hash)."""
+    def documents(self, prefix: str = "", ids: Collection[str] | None = None
+                  ) -> dict[str, StoredDocument]:
+        """The stored documents whose id starts with ``prefix`` and, given ``ids``, is one of
+        them; from tantivy's ``version`` column (no chunk is read; Chroma's listing reads
+        every window's metadata: 64 s at 100k chunks). When tantivy is not in step with
+        Chroma, Chroma's own listing (a document written half lists no hash)."""
         if not self.in_step():
-            return self.chroma.documents()
+            return self.chroma.documents(prefix, ids)
         self.chroma.count_windows()  # the store opens (a damaged one says so, typed)
         return {d: StoredDocument(d, h, n, at, root)
-                for d, (h, n, at, root) in self.keyword_engine.document_info().items()}
+                for d, (h, n, at, root) in self.keyword_engine.document_info(prefix, ids).items()}
 
     def fingerprint(self) -> str:
         """What a pass's results were computed from (``staleness``, the API's result cache):

@@ -75,7 +75,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -802,14 +802,26 @@ class MilvusEngine:
         return self._summary()[2]
 
     @_guarded("listing the documents")
-    def documents(self) -> dict[str, StoredDocument]:
-        """The stored documents (one row each in the statistics collection). A document whose
-        write was cut short is listed with an empty hash, so the next ingest rewrites it."""
-        if not self._exists():
+    def documents(self, prefix: str = "", ids: Collection[str] | None = None
+                  ) -> dict[str, StoredDocument]:
+        """The stored documents (one row each in the statistics collection, keyed
+        ``doc <id>``) whose id starts with ``prefix`` and, given ``ids``, is one of them. A
+        document whose write was cut short is listed with an empty hash, so the next ingest
+        rewrites it."""
+        if not self._exists() or (ids is not None and not ids):
             return {}
+        expr = f"kind == {DOC}"
+        if prefix:
+            # ``like``'s own characters match any one (a superset, rechecked below)
+            like = "".join("_" if c in "%_\\" else c for c in prefix)
+            expr += f" and key like {literal('doc ' + like + '%')}"
+        if ids is not None:
+            expr += f" and key in {literals(sorted('doc ' + d for d in set(ids)))}"
         out = {}
-        for r in self._iterate_stats(f"kind == {DOC}", ["key", "n", "info"]):
+        for r in self._iterate_stats(expr, ["key", "n", "info"]):
             info = json.loads(r["info"])
+            if not info["doc_id"].startswith(prefix):
+                continue
             out[info["doc_id"]] = StoredDocument(info["doc_id"], info["hash"], int(r["n"]),
                                                  info["ingested_at"], info["root"])
         return dict(sorted(out.items()))
