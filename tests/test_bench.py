@@ -317,7 +317,7 @@ def test_targets_cover_every_goal(result):
     names = " | ".join(t["name"] for t in result["targets"])
     for part in ("retrieval p95", "rerank p95, offline", "pipeline p95", "ingestion throughput",
                  "ingestion / raw encode", "fresh CLI run", "peak memory",
-                 "store write to the first query that sees it", "ingest adding one file"):
+                 "store write to the first query that sees it", "adding one file"):
         assert part in names
     for t in result["targets"]:
         assert t["pass"] in (True, False, None) and t["op"] in ("<=", ">=")
