@@ -40,7 +40,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Collection as Many
+from collections.abc import Collection as AbcCollection  # chromadb has a Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -380,7 +380,7 @@ class ChromaStore:
             offset += page
 
     @_reaching_server(_READING)
-    def documents(self, prefix: str = "", ids: Many[str] | None = None
+    def documents(self, prefix: str = "", ids: AbcCollection[str] | None = None
                   ) -> dict[str, StoredDocument]:
         """The stored documents whose id starts with ``prefix`` and, given ``ids``, is one of
         them (Chroma's metadata filters have no "starts with": the prefix is checked here). A

@@ -853,8 +853,6 @@ def measure_size(label: str, n: int, folder: Path, docs: list[Abstract], quick: 
 
     found = [s["seen_ms"] for s in seen if s["found"]]
     ratios = [f["ratio"] for f in firsts]
-    nothing = [x["s"] for x in ing["nothing_new"]]
-    nothing_peaks = [x["peak_rss_mb"] for x in ing["nothing_new"] if x["peak_rss_mb"]]
     out.update(
         chunks=ready["chunks"], windows=ready["windows"],
         retrieval={**ready["retrieval"], "encode": ready["encode"],
@@ -878,32 +876,29 @@ def measure_size(label: str, n: int, folder: Path, docs: list[Abstract], quick: 
                 "peak_growth": round(w_mem["peak_rss_mb"] / w_ready["peak_rss_mb"], 3)},
         ingest={**ing["throughput"], "listed_documents": ing["listed_documents"],
                 "list_documents_s": ing["list_documents_s"]},
-        one_file={"nothing_new_s": nothing, "nothing_new_median_s": statistics.median(nothing),
-                  "one_file_s": ing["one_file"]["s"], "one_removed_s": ing["one_removed"]["s"],
-                  "ratio": round(ing["one_file"]["s"] / statistics.median(nothing), 2),
-                  "one_file_processed": ing["one_file"]["processed"],
-                  "one_removed_deleted": ing["one_removed"]["deleted"],
-                  "peak_nothing_new_mb": max(nothing_peaks) if nothing_peaks else None,
-                  "peak_one_file_mb": ing["one_file"]["peak_rss_mb"],
-                  "peak_growth": (round(ing["one_file"]["peak_rss_mb"] / max(nothing_peaks), 3)
-                                  if nothing_peaks and ing["one_file"]["peak_rss_mb"] else None),
-                  "cli": _cli_figures(ing["cli"])},
+        one_file={**_one_file_figures(ing["nothing_new"], ing["one_file"], ing["one_removed"]),
+                  "cli": _one_file_figures(**ing["cli"])},
     )
     return out
 
 
-def _cli_figures(cli: dict[str, Any]) -> dict[str, Any]:
-    """The ``ragstream ingest`` processes' figures: times, the one-file ratio, peak growth."""
-    nothing = [x["s"] for x in cli["nothing_new"]]
-    peaks = [x["peak_rss_mb"] for x in cli["nothing_new"]]
+def _one_file_figures(nothing_new: list[dict[str, Any]], one_file: dict[str, Any],
+                      one_removed: dict[str, Any]) -> dict[str, Any]:
+    """Ingests with nothing new, then one adding a file, then one after it was removed (in
+    the ingesting process, or as ``ragstream ingest`` processes): times, the one-file ratio,
+    and the peak memory's growth when each ingest's peak was measured."""
+    nothing = [x["s"] for x in nothing_new]
+    peaks = [x["peak_rss_mb"] for x in nothing_new if x["peak_rss_mb"]]
     base = statistics.median(nothing)
     return {"nothing_new_s": nothing, "nothing_new_median_s": base,
-            "one_file_s": cli["one_file"]["s"], "one_removed_s": cli["one_removed"]["s"],
-            "ratio": round(cli["one_file"]["s"] / base, 2),
-            "one_file_processed": cli["one_file"]["processed"],
-            "one_removed_deleted": cli["one_removed"]["deleted"],
-            "peak_nothing_new_mb": max(peaks), "peak_one_file_mb": cli["one_file"]["peak_rss_mb"],
-            "peak_growth": round(cli["one_file"]["peak_rss_mb"] / max(peaks), 3)}
+            "one_file_s": one_file["s"], "one_removed_s": one_removed["s"],
+            "ratio": round(one_file["s"] / base, 2),
+            "one_file_processed": one_file["processed"],
+            "one_removed_deleted": one_removed["deleted"],
+            "peak_nothing_new_mb": max(peaks) if peaks else None,
+            "peak_one_file_mb": one_file["peak_rss_mb"],
+            "peak_growth": (round(one_file["peak_rss_mb"] / max(peaks), 3)
+                            if peaks and one_file["peak_rss_mb"] else None)}
 
 
 # --------------------------------------------------------------------------- the run
@@ -954,17 +949,12 @@ def evaluate_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                          "seen_ms", False, "ms",
                          "" if u["all_found"] else "a change was never seen within the poll time"))
         o = e["one_file"]
-        c = o.get("cli")
-        if c:  # as a person runs it, and as the issue measured it: a whole process each
-            t.append(_target(f"{label}: `ragstream ingest` adding one file / with nothing new",
-                             c["ratio"], "one_file_ratio", False, "×",
-                             f"{fmt(c['one_file_s'], 2)} s against {fmt(c['nothing_new_median_s'], 2)} "
-                             f"s; in one process {fmt(o['one_file_s'], 2)} s against "
-                             f"{fmt(o['nothing_new_median_s'], 2)} s"))
-        else:
-            t.append(_target(f"{label}: ingest adding one file / ingest with nothing new",
-                             o["ratio"], "one_file_ratio", False, "×",
-                             f"{fmt(o['one_file_s'], 2)} s against {fmt(o['nothing_new_median_s'], 2)} s"))
+        c = o["cli"]  # as a person runs it, and as the issue measured it: a whole process each
+        t.append(_target(f"{label}: `ragstream ingest` adding one file / with nothing new",
+                         c["ratio"], "one_file_ratio", False, "×",
+                         f"{fmt(c['one_file_s'], 2)} s against {fmt(c['nothing_new_median_s'], 2)} "
+                         f"s; in one process {fmt(o['one_file_s'], 2)} s against "
+                         f"{fmt(o['nothing_new_median_s'], 2)} s"))
         f = e["first_after_change"]
         t.append(_target(f"{label}: first query after another process's change / warm (median "
                          f"of {len(f['rounds'])})", f["median_ratio"], "first_after_change_ratio",
@@ -1098,12 +1088,12 @@ def format_scale_report(result: dict[str, Any]) -> str:
                      f"one removed {fmt(o['one_removed_s'], 2)} s; listing the store's "
                      f"{fmt(i['listed_documents'])} documents alone {fmt(i['list_documents_s'], 2)} s; "
                      f"peak {fmt(o['peak_nothing_new_mb'])} → {fmt(o['peak_one_file_mb'])} MB")
-        if c := o.get("cli"):
-            lines.append("  `ragstream ingest` processes on that folder: nothing new "
-                         + ", ".join(fmt(x, 2) for x in c["nothing_new_s"])
-                         + f" s; one file added {fmt(c['one_file_s'], 2)} s ({fmt(c['ratio'], 2)}×); "
-                         f"one removed {fmt(c['one_removed_s'], 2)} s; peak "
-                         f"{fmt(c['peak_nothing_new_mb'])} → {fmt(c['peak_one_file_mb'])} MB")
+        c = o["cli"]
+        lines.append("  `ragstream ingest` processes on that folder: nothing new "
+                     + ", ".join(fmt(x, 2) for x in c["nothing_new_s"])
+                     + f" s; one file added {fmt(c['one_file_s'], 2)} s ({fmt(c['ratio'], 2)}×); "
+                     f"one removed {fmt(c['one_removed_s'], 2)} s; peak "
+                     f"{fmt(c['peak_nothing_new_mb'])} → {fmt(c['peak_one_file_mb'])} MB")
         lines.append("")
     if "serving_rss_growth" in result:
         measured = [k for k, e in result["sizes"].items() if "serving" in e]

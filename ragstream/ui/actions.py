@@ -798,6 +798,7 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
         accepted[safe] = data
         rows.append(_file_row(safe, INGESTED))
     report = None
+    root = folder.resolve().name  # the uploads' ids: "<folder name>/<file name>"
     try:
         if accepted:
             folder.mkdir(parents=True, exist_ok=True)
@@ -822,7 +823,7 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
         store = engine.services.store
         try:
             if accepted:
-                ids = [f"{folder.resolve().name}/{safe}" for safe in accepted]
+                ids = [f"{root}/{safe}" for safe in accepted]
                 before = {i: d.doc_hash for i, d in stored_documents(store, ids=ids).items()}
                 report = ingest_path(folder, engine.cfg, engine.services, prune=False,
                                      progress=progress, only=list(accepted))
@@ -836,7 +837,6 @@ def ingest_uploads(engine: Engine, st_state: S.SessionState, files: list[tuple[s
             _set_row(rows, safe, REFUSED, f"not ingested: {failure}")
         errors.append(str(failure))
     elif report is not None:
-        root = folder.resolve().name
         ingest_errors: list[str] = []
         put_back: list[str] = []
         for safe in accepted:

@@ -286,6 +286,13 @@ def literals(values: Iterable[str]) -> str:
     return "[" + ", ".join(literal(v) for v in values) + "]"
 
 
+def like_text(text: str) -> str:
+    """``text`` in a Milvus ``like`` pattern: ``like``'s own characters (``%``, ``_`` and the
+    backslash) become ``_``, any one character, so the pattern matches a superset, to be
+    checked exactly."""
+    return "".join("_" if c in "%_\\" else c for c in text)
+
+
 def glob_like(pattern: str) -> tuple[str, bool]:
     """A shell pattern (``fnmatchcase``'s) as a Milvus ``like`` pattern, and whether the two
     match the same strings. ``*`` is ``%`` and ``?`` is ``_``; a literal ``%``, ``_`` or
@@ -812,9 +819,7 @@ class MilvusEngine:
             return {}
         expr = f"kind == {DOC}"
         if prefix:
-            # ``like``'s own characters match any one (a superset, rechecked below)
-            like = "".join("_" if c in "%_\\" else c for c in prefix)
-            expr += f" and key like {literal('doc ' + like + '%')}"
+            expr += f" and key like {literal('doc ' + like_text(prefix) + '%')}"  # rechecked below
         if ids is not None:
             expr += f" and key in {literals(sorted('doc ' + d for d in set(ids)))}"
         out = {}
@@ -991,7 +996,7 @@ class MilvusEngine:
         if not words or limit <= 0 or not self._exists():
             return []
         phrase = f" {' '.join(words)} "
-        like = "%" + "".join("_" if ch in "%_\\" else ch for ch in phrase) + "%"
+        like = "%" + like_text(phrase) + "%"
         found = [r["id"] for r in self._iterate(f"words like {literal(like)}", ["id", "words"])
                  if phrase in r["words"]]
         return sorted(found)[:limit]
