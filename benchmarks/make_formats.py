@@ -88,7 +88,7 @@ def question_set(fmt: str) -> Path:
     data["description"] = (f"The bundled knowledge base converted to {fmt.upper()} by "
                            f"benchmarks/make_formats.py; kb.json's questions.")
     data["docs"] = f"../formats/kb-{fmt}"
-    for q in data["questions"]:
+    for q in [*data["questions"], *(t for f in data.get("followups", []) for t in f["turns"])]:
         q["sections"] = [section(s, fmt) for s in q["sections"]]
     path = ANSWERS / f"kb-{fmt}.json"
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -35,13 +35,18 @@ echo "==> preparing offline model and tokenizer files"
 # the tests' Debian packages: chromium (the page's browser tests, and printing web pages to
 # PDF as people do), LibreOffice Writer (a word processor's "Export as PDF"), nodejs-doc and
 # libtasn1-doc (documents nobody here wrote: Node.js's API pages as HTML and Markdown, a
-# TeX-made manual as PDF, for the converter tests)
+# TeX-made manual as PDF, for the converter tests), apache2-doc and python3.11-doc (two more
+# HTML manuals: the Apache HTTP Server's, for the answer tests, and Python's Sphinx-made one),
+# pandoc (a page converted to Word as people do)
 if [ "$want_browser" = 1 ]; then
   missing=""
   command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   [ -f /usr/share/doc/nodejs/api/path.html ] || missing="$missing nodejs-doc"
   [ -f /usr/share/doc/libtasn1-doc/libtasn1.pdf ] || missing="$missing libtasn1-doc"
+  [ -f /usr/share/doc/apache2-doc/manual/en/howto/reverse_proxy.html ] || missing="$missing apache2-doc"
+  [ -f /usr/share/doc/python3.11/html/library/json.html ] || missing="$missing python3.11-doc"
   command -v soffice >/dev/null 2>&1 || missing="$missing libreoffice-writer-nogui"
+  command -v pandoc >/dev/null 2>&1 || missing="$missing pandoc"
   if [ -n "$missing" ]; then
     echo "==> installing Debian packages for the tests:$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -21,6 +21,7 @@ from ragstream.measure.answer_eval import (
     evaluate_answers,
     format_answers,
     grade,
+    heading_matches,
     load_questions,
     roc_auc,
 )
@@ -90,7 +91,9 @@ def test_the_node_answer_sets_ask_the_same_of_every_form_and_name_real_headings(
                 page, _, suffix = file.rpartition(".")
                 assert suffix == form, (q["id"], section)
                 headings = _node_headings(page, "md" if form == "md" else "html")
-                assert heading in headings, (form, q["id"], section)
+                # a newer nodejs-doc may give a signature more arguments: the same name counts
+                assert any(heading_matches(heading.strip("`"), h.strip("`")) for h in headings), \
+                    (form, q["id"], section)
                 if form == "html":
                     pages[page] = pages.get(page, 0) + 1
     assert len(pages) == 12 and min(pages.values()) >= 2  # every printed page is asked about

@@ -50,10 +50,11 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,12 +71,40 @@ MODES = ("offline", "llm", "conversation")
 
 
 class AnswerQuestion(BaseModel):
-    """One question, the sections that answer it and what length of answer it asks for."""
+    """One question, the sections that answer it, what length of answer it asks for, and the
+    key strings a correct answer holds (any one of them)."""
 
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
     sections: list[str] = Field(min_length=1)
     kind: Literal["short", "list", "detail"] = "short"
+    keys: list[str] = Field(default_factory=list)
+
+
+class Turn(BaseModel):
+    """One turn of a follow-up dialogue: the question, its answering sections and key strings."""
+
+    question: str = Field(min_length=1)
+    sections: list[str] = Field(min_length=1)
+    keys: list[str] = Field(default_factory=list)
+
+
+class FollowUp(BaseModel):
+    """A dialogue whose last question only makes sense after the turns before it ("and how do
+    I do that in .htaccess instead?"); the last turn is graded, the earlier ones are asked
+    first and their answers become the conversation."""
+
+    id: str = Field(min_length=1)
+    turns: list[Turn] = Field(min_length=2)
+
+
+class Unanswerable(BaseModel):
+    """A question about the documents' own subject that they do not answer: ``absent`` names
+    strings a correct answer would need that stand in no document (checked over the index)."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    absent: list[str] = Field(min_length=1)
 
 
 class QuestionFile(BaseModel):
@@ -85,6 +114,8 @@ class QuestionFile(BaseModel):
     description: str = ""
     docs: str
     questions: list[AnswerQuestion] = Field(min_length=1)
+    followups: list[FollowUp] = Field(default_factory=list)
+    unanswerable: list[Unanswerable] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -97,19 +128,33 @@ class Section:
     def holds(self, chunk: Chunk, folder: str) -> bool:
         """True when ``chunk`` comes from this file and the heading is on its heading path."""
         return (chunk.source in (self.file, f"{folder}/{self.file}")
-                and self.heading in chunk.heading_path)
+                and any(heading_matches(self.heading, h) for h in chunk.heading_path))
 
 
 @dataclass(frozen=True)
 class QuestionSet:
-    """A loaded question set: its name, documents folder and questions with parsed sections."""
+    """A loaded question set: its name, documents folder and questions with parsed sections;
+    its follow-up dialogues and its same-subject unanswerable questions."""
 
     name: str
     description: str
     path: Path
     docs: Path
     questions: list[AnswerQuestion]
-    sections: dict[str, list[Section]]  # question id -> its sections
+    sections: dict[str, list[Section]]  # question id (a dialogue's turn: "<id>/<n>") -> its sections
+    followups: list[FollowUp] = field(default_factory=list)
+    unanswerable: list[Unanswerable] = field(default_factory=list)
+
+    def keys(self, qid: str) -> list[str]:
+        """The key strings of question (or dialogue turn) ``qid``."""
+        for q in self.questions:
+            if q.id == qid:
+                return q.keys
+        for f in self.followups:
+            for n, t in enumerate(f.turns, start=1):
+                if f"{f.id}/{n}" == qid:
+                    return t.keys
+        return []
 
 
 def _section(text: str, where: str) -> Section:
@@ -137,18 +182,27 @@ def load_questions(path: str | Path) -> QuestionSet:
     if not docs.is_dir():
         raise EvalDataError(f"{path}: its docs folder {docs} does not exist; 'docs' is relative "
                             "to the question file.")
-    ids = [q.id for q in data.questions]
+    ids = [q.id for q in data.questions] + [f.id for f in data.followups] \
+        + [u.id for u in data.unanswerable]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise EvalDataError(f"{path}: question ids must be unique; repeated: {', '.join(dup)}.")
+    asked: list[tuple[str, list[str], list[str]]] = [(q.id, q.sections, q.keys)
+                                                     for q in data.questions]
+    asked += [(f"{f.id}/{n}", t.sections, t.keys) for f in data.followups
+              for n, t in enumerate(f.turns, start=1)]
     sections: dict[str, list[Section]] = {}
-    for q in data.questions:
-        secs = [_section(s, f"{path.name}, question {q.id}") for s in q.sections]
+    for qid, texts, keys in asked:
+        secs = [_section(s, f"{path.name}, question {qid}") for s in texts]
         for s in secs:
             if not (docs / s.file).is_file():
-                raise EvalDataError(f"{path.name}, question {q.id}: no file {s.file!r} in {docs}.")
-        sections[q.id] = secs
-    return QuestionSet(data.name, data.description, path, docs, data.questions, sections)
+                raise EvalDataError(f"{path.name}, question {qid}: no file {s.file!r} in {docs}.")
+        if any(not k.strip() for k in keys):
+            raise EvalDataError(f"{path.name}, question {qid}: an empty key string; write the "
+                                "words a correct answer must hold, e.g. \"ProxyPass\".")
+        sections[qid] = secs
+    return QuestionSet(data.name, data.description, path, docs, data.questions, sections,
+                       data.followups, data.unanswerable)
 
 
 # --------------------------------------------------------------------------- index
@@ -164,15 +218,54 @@ def answers_config(cfg: AppConfig, qs: QuestionSet) -> AppConfig:
     })
 
 
+def heading_matches(wanted: str, heading: str) -> bool:
+    """Whether a chunk's ``heading`` is the section heading a question names: the same text,
+    or, for an API signature (``url.fileURLToPath(url)``), the same name with any arguments
+    (a newer page may title it ``url.fileURLToPath(url[, options])``)."""
+    if heading == wanted:
+        return True
+    name, paren, _ = wanted.partition("(")
+    return bool(paren) and bool(name.strip()) and heading.startswith(name + "(")
+
+
+def fold_key(text: str) -> str:
+    """Text as key strings are looked for in it: case and spacing folded, Markdown's code and
+    emphasis marks and backslash escapes dropped (```ProxyPass``` and "proxypass" are one)."""
+    return " ".join(re.sub(r"[`*]|\\(?=[^\w\s])", "", text).casefold().split())
+
+
+def holds_key(text: str, keys: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of ``keys`` (``fold_key`` on both)."""
+    folded = fold_key(text)
+    return any(fold_key(k) in folded for k in keys)
+
+
 def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
-    """Every section must hold at least one indexed chunk, or its question cannot be graded."""
+    """Every section must hold at least one indexed chunk, or its question cannot be graded;
+    every key string must stand in one of its question's sections (a correct answer can hold
+    it); every ``absent`` string of an unanswerable question must stand in no chunk."""
     folder = qs.docs.name
-    missing = [f"{q.id}: {s.file} § {s.heading}" for q in qs.questions for s in qs.sections[q.id]
-               if not any(s.holds(c, folder) for c in chunks)]
-    if missing:
+    problems = [f"{qid}: {s.file} § {s.heading}" for qid, secs in qs.sections.items()
+                for s in secs if not any(s.holds(c, folder) for c in chunks)]
+    if problems:
         raise EvalDataError(f"{qs.path.name}: no indexed chunk lies in these sections (check the "
-                            f"heading text against the file): {'; '.join(missing[:8])}"
-                            + (f" and {len(missing) - 8} more" if len(missing) > 8 else "") + ".")
+                            f"heading text against the file): {'; '.join(problems[:8])}"
+                            + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
+    for qid, secs in qs.sections.items():
+        text = "\n".join(c.text for c in chunks if any(s.holds(c, folder) for s in secs))
+        problems += [f"{qid}: {k!r}" for k in qs.keys(qid) if not holds_key(text, [k])]
+    if problems:
+        raise EvalDataError(f"{qs.path.name}: these key strings stand in none of their question's "
+                            f"sections (a correct answer quoting them could not hold them): "
+                            f"{'; '.join(problems[:8])}"
+                            + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
+    everything = fold_key("\n".join(f"{c.title}\n{c.text}" for c in chunks))
+    problems = [f"{u.id}: {a!r}" for u in qs.unanswerable for a in u.absent
+                if fold_key(a) in everything]
+    if problems:
+        raise EvalDataError(f"{qs.path.name}: these strings of unanswerable questions stand in the "
+                            f"documents, so the documents may answer them: {'; '.join(problems[:8])}"
+                            + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
 
 
 # --------------------------------------------------------------------------- grading
@@ -301,6 +394,12 @@ def _share(flags: Sequence[bool]) -> float:
 
 #: what confidence must achieve (issue 31): answerable not Low, unanswerable Low, High precision
 CONFIDENCE_TARGETS = {"not_low": 0.90, "unans_low": 0.95, "high_precision": 0.90}
+#: what the answer must achieve (issue 45): a key string in its first 400 characters, the
+#: answering section in the reranked top 3 and in the final selection, follow-ups led by their
+#: section and holding its key string, same- and other-subject unanswerable questions Low
+ANSWER_TARGETS = {"key_lead": 0.80, "rerank_top3": 0.90, "in_sources": 0.95, "fu_first": 0.80,
+                  "fu_key": 0.70, "same_low": 0.90, "other_low": 0.95, "not_low": 0.90,
+                  "high_precision": 0.90}
 
 
 def confidence_figures(rows: Sequence[dict[str, Any]],
@@ -324,17 +423,30 @@ def confidence_figures(rows: Sequence[dict[str, Any]],
     }
 
 
+def _keyed(rows: Sequence[dict[str, Any]], field_name: str) -> float | None:
+    """The share of ``rows`` with key strings whose ``field_name`` holds (None: none has keys)."""
+    keyed = [r for r in rows if r.get("has_keys")]
+    return _share([r[field_name] for r in keyed]) if keyed else None
+
+
 def summarize(rows: Sequence[dict[str, Any]],
-              foreign: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+              foreign: Sequence[dict[str, Any]] = (),
+              followups: Sequence[dict[str, Any]] = (),
+              same: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The figures of one mode over its graded rows (and over the ``short`` questions alone),
-    with the confidence figures over them and the ``foreign`` (unanswerable) rows."""
+    with the confidence figures over them, the ``foreign`` (other-subject unanswerable) and
+    ``same`` (same-subject unanswerable) rows, and the follow-up dialogues' last turns."""
     short = [r for r in rows if r["kind"] == "short"]
     return {
-        **confidence_figures(rows, foreign),
+        **confidence_figures(rows, [*foreign, *same]),
         "questions": len(rows),
         "first": _share([r["first"] for r in rows]),
         "first3": _share([r["first3"] for r in rows]),
         "in_sources": _share([r["in_sources"] for r in rows]),
+        "key_lead": _keyed(rows, "key_lead"),
+        "key_any": _keyed(rows, "key_any"),
+        "rerank_top3": _share([r["rerank_rank"] is not None and r["rerank_rank"] <= 3
+                               for r in rows]),
         "median_sentences": _median([r["sentences"] for r in rows]),
         "median_sentences_short": _median([r["sentences"] for r in short]),
         "max_sentences_short": max((r["sentences"] for r in short), default=0),
@@ -342,47 +454,106 @@ def summarize(rows: Sequence[dict[str, Any]],
         "cite_turn": _share([r.get("cites_turn", False) for r in rows]),
         "mrr10_retrieval": _mrr10([r["retrieval_rank"] for r in rows]),
         "mrr10_rerank": _mrr10([r["rerank_rank"] for r in rows]),
+        "followups": len(followups),
+        "fu_first": _share([r["first"] for r in followups]) if followups else None,
+        "fu_key": _keyed(followups, "key_any"),
+        "fu_key_lead": _keyed(followups, "key_lead"),
+        "same_subject": len(same),
+        "same_low": _share([r.get("confidence") == "Low" for r in same]) if same else None,
+        "same_high": sum(r.get("confidence") == "High" for r in same),
+        "other_low": _share([r.get("confidence") == "Low" for r in foreign]) if foreign else None,
         "agents": agents_summary(rows),
     }
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One question to ask and grade: its id, text, kind, answering sections (none: it is
+    unanswerable), key strings, and the questions asked before it in the same conversation."""
+
+    id: str
+    question: str
+    kind: str
+    sections: list[Section]
+    keys: list[str]
+    before: tuple[str, ...] = ()
+
+
+def asks(qs: QuestionSet) -> list[Ask]:
+    """The set's answerable questions as ``Ask``s."""
+    return [Ask(q.id, q.question, q.kind, qs.sections[q.id], q.keys) for q in qs.questions]
+
+
+def followup_asks(qs: QuestionSet) -> list[Ask]:
+    """Each follow-up dialogue's last turn, asked after the turns before it."""
+    out = []
+    for f in qs.followups:
+        n = len(f.turns)
+        out.append(Ask(f.id, f.turns[-1].question, "short", qs.sections[f"{f.id}/{n}"],
+                       f.turns[-1].keys, tuple(t.question for t in f.turns[:-1])))
+    return out
+
+
+def same_subject_asks(qs: QuestionSet) -> list[Ask]:
+    """The set's same-subject unanswerable questions: no section answers them."""
+    return [Ask(u.id, u.question, "short", [], []) for u in qs.unanswerable]
+
+
+#: how many characters of an answer count as its lead (a key string there: it leads)
+LEAD_CHARS = 400
+
+
 def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
-             progress: Progress | None = None, conversation: str = "") -> list[dict[str, Any]]:
-    """Ask every question in ``mode`` and grade the answers: one row per question. With
-    ``conversation``, each question continues that named conversation (its remembered turns
-    are searched with the knowledge base) and its answer becomes the next turn."""
+             progress: Progress | None = None, conversation: str = "",
+             items: Sequence[Ask] | None = None, label: str = "") -> list[dict[str, Any]]:
+    """Ask every question (``items``; default the set's answerable ones) in ``mode`` and grade
+    the answers: one row per question. An item with questions ``before`` it is asked after
+    them, their answers its recent conversation (a follow-up). With ``conversation``, each
+    question continues that named conversation (its remembered turns are searched with the
+    knowledge base) and its answer becomes the next turn."""
     from ragstream.answer import answer
     from ragstream.engine import Engine
+    from ragstream.super_prompt import ConversationTurn
 
     engine = Engine(cfg, services)
     rows: list[dict[str, Any]] = []
-    for n, q in enumerate(qs.questions, start=1):
+    items = asks(qs) if items is None else items
+    folder = qs.docs.name
+    for n, q in enumerate(items, start=1):
         started = time.perf_counter()
         if conversation:
             sp, ans = engine.answer(engine.run(engine.new(q.question, conversation_name=conversation)))
         else:
-            sp = engine.run(q.question)
+            turns: list[ConversationTurn] = []
+            for earlier in q.before:
+                prior = engine.run(engine.new(earlier, conversation=list(turns)))
+                turns.append(ConversationTurn(user=earlier, assistant=answer(prior, cfg, services).text))
+            sp = engine.run(engine.new(q.question, conversation=turns) if turns else q.question)
             ans = answer(sp, cfg, services)
         ms = (time.perf_counter() - started) * 1000.0
-        g = grade(sp, ans.text, qs.sections[q.id], qs.docs.name, cfg)
+        g = grade(sp, ans.text, q.sections, folder, cfg)
+        answered = ans.mode != "no-results"
         rows.append({
             "id": q.id, "kind": q.kind, "question": q.question, "mode": ans.mode,
             "first": g.first, "first3": g.first3, "in_sources": g.in_sources,
             "sentences": len(g.sentences), "ms": round(ms, 1),
-            "retrieval_rank": first_answering_rank(sp, View.RETRIEVAL, qs.sections[q.id],
-                                                   qs.docs.name),
-            "rerank_rank": first_answering_rank(sp, View.RERANKED, qs.sections[q.id],
-                                                qs.docs.name),
+            "has_keys": bool(q.keys),
+            "key_lead": answered and holds_key(ans.text[:LEAD_CHARS], q.keys),
+            "key_any": answered and holds_key(ans.text, q.keys),
+            "retrieval_rank": first_answering_rank(sp, View.RETRIEVAL, q.sections, folder),
+            "rerank_rank": first_answering_rank(sp, View.RERANKED, q.sections, folder),
             "first_sentence": g.sentences[0] if g.sentences else "",
-            "agents": agent_figures(sp, qs.sections[q.id], qs.docs.name),
+            "answer_text": ans.text,
+            "reads_as": getattr(sp.extras, "reading", None) and sp.extras.reading.text or "",
+            "agents": agent_figures(sp, q.sections, folder),
             "agent_modes": {a: m.mode for a, m in sp.extras.agent_modes.items()},
-            "sections": [f"{s.file} § {s.heading}" for s in qs.sections[q.id]],
+            "sections": [f"{s.file} § {s.heading}" for s in q.sections],
             "cites_turn": any(c.chunk_id.startswith("conversation:") for c in ans.sources),
-            "confidence": ans.confidence, "answered": ans.mode != "no-results",
-            "answerable": bool(qs.sections[q.id]),
+            "confidence": ans.confidence, "confidence_reason": ans.confidence_reason,
+            "answered": answered, "answerable": bool(q.sections),
         })
         if progress:
-            progress(f"answers {qs.name} ({mode})", n, len(qs.questions))
+            progress(f"answers {qs.name} ({label or mode})", n, len(items))
     return rows
 
 
@@ -436,7 +607,8 @@ def foreign_sets(qs: QuestionSet, given: Sequence[QuestionSet],
 def unanswerable(other: QuestionSet, qs: QuestionSet) -> QuestionSet:
     """``other``'s questions asked of ``qs``'s documents: no section answers them there."""
     return replace(other, name=f"{other.name}@{qs.name}", docs=qs.docs,
-                   sections={q.id: [] for q in other.questions})
+                   questions=[q.model_copy(update={"keys": []}) for q in other.questions],
+                   sections={q.id: [] for q in other.questions}, followups=[], unanswerable=[])
 
 
 def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequence[str] | None = None,
@@ -458,7 +630,8 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
     sets = [load_questions(p) for p in paths]
     named = [] if list(against) == ["others"] else [load_questions(p) for p in against]
     if limit is not None:
-        sets = [replace(qs, questions=qs.questions[:limit]) for qs in sets]
+        sets = [replace(qs, questions=qs.questions[:limit], followups=qs.followups[:limit],
+                        unanswerable=qs.unanswerable[:limit]) for qs in sets]
         named = [replace(qs, questions=qs.questions[:limit]) for qs in named]
     if modes is None:
         modes = ["offline"] + (["llm"] if cfg.settings.llm.base_url else [])
@@ -492,18 +665,27 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
                 foreign = [row | {"from": f.name} for f in others
                            for row in run_mode(unanswerable(f, qs), acfg, run_services, mode,
                                                progress)]
+                plain = mode != "conversation"
+                followups = run_mode(qs, acfg, run_services, mode, progress,
+                                     items=followup_asks(qs), label=f"{mode}, follow-ups") \
+                    if plain and qs.followups else []
+                same = [row | {"from": qs.name} for row in run_mode(
+                    qs, acfg, run_services, mode, progress, items=same_subject_asks(qs),
+                    label=f"{mode}, same-subject unanswerable")] \
+                    if plain and qs.unanswerable else []
                 results.append({"set": qs.name, "description": qs.description, "mode": label,
                                 "documents": len({c.doc_id for c in chunks}),
                                 "ingest": ingested, "kb": engine.kb if engine is not None else "",
                                 "chunks": len(chunks), "index_s": round(index_s, 2),
                                 "against": [f.name for f in others],
-                                **summarize(rows, foreign), "rows": rows,
-                                "unanswerable_rows": foreign})
+                                **summarize(rows, foreign, followups, same), "rows": rows,
+                                "unanswerable_rows": foreign, "followup_rows": followups,
+                                "same_subject_rows": same})
     return {
         "sets": [str(Path(p)) for p in paths],
         "results": results,
         "targets": {"first3": 0.85, "median_sentences": float(cfg.settings.answer.max_sentences),
-                    **CONFIDENCE_TARGETS},
+                    **CONFIDENCE_TARGETS, **ANSWER_TARGETS},
         "config": {"N1": cfg.limits.N1_RETR_MAX_CANDIDATES, "N2": cfg.limits.N2_RERANK_TOP_K,
                    "N3": cfg.limits.N3_FINAL_SELECTION_MAX,
                    "max_sentences": cfg.settings.answer.max_sentences},
@@ -552,24 +734,44 @@ def format_answers(result: dict[str, Any]) -> str:
             lines.append(f"{r['set']:<12} {r['mode']:<9} A3 ROC AUC of P(relevant) vs answers: "
                          f"{auc} over {a['a3_pairs']} judged chunks; selections emptied by the "
                          f"gate: {a['a3_emptied']}")
+    lines.append(f"\n{'set':<12} {'mode':<9} {'key@400':>8} {'key':>6} {'rr top3':>8} "
+                 f"{'in sel':>7} {'fu n':>5} {'fu lead':>8} {'fu key':>7} {'same n':>7} "
+                 f"{'same Low':>9} {'same H':>7} {'other Low':>10}")
+    for r in result["results"]:
+        lines.append(f"{r['set']:<12} {r['mode']:<9} {share(r.get('key_lead')):>8} "
+                     f"{share(r.get('key_any')):>6} {share(r.get('rerank_top3')):>8} "
+                     f"{share(r.get('in_sources')):>7} {r.get('followups', 0):>5} "
+                     f"{share(r.get('fu_first')):>8} {share(r.get('fu_key')):>7} "
+                     f"{r.get('same_subject', 0):>7} {share(r.get('same_low')):>9} "
+                     f"{r.get('same_high', 0):>7} {share(r.get('other_low')):>10}")
     t = result["targets"]
+    lines.append("targets: " + ", ".join(f"{k} ≥ {v:.2f}" for k, v in ANSWER_TARGETS.items())
+                 + ", same-subject never High")
     lines.append(f"targets (offline): first3 ≥ {t['first3']:.2f}, median sentences ≤ "
                  f"{t['median_sentences']:g}; confidence: answerable not Low ≥ "
                  f"{t.get('not_low', 0.9):.2f}, unanswerable Low ≥ {t.get('unans_low', 0.95):.2f} "
                  f"and never High, High precision ≥ {t.get('high_precision', 0.9):.2f}")
     for r in result["results"]:
-        missed = [row for row in r["rows"] if not row["first3"]]
+        missed = [row for row in r["rows"] if row.get("has_keys") and not row.get("key_lead")]
         if missed:
-            lines.append(f"\n{r['set']} ({r['mode']}): first three sentences miss the section:")
+            lines.append(f"\n{r['set']} ({r['mode']}): no key string in the first {LEAD_CHARS} "
+                         f"characters:")
             for row in missed:
-                why = "" if row["in_sources"] else " (not in the sources)"
-                lines.append(f"  {row['id']}: {row['question']}{why}")
-    for r in result["results"]:
-        wrong = [row for row in r.get("unanswerable_rows", []) if row.get("confidence") != "Low"]
-        if wrong:
-            lines.append(f"\n{r['set']} ({r['mode']}): unanswerable questions not answered Low:")
-            for row in wrong:
-                lines.append(f"  {row['from']}/{row['id']} ({row['confidence']}): {row['question']}")
+                where = "" if row["in_sources"] else " (not in the sources)"
+                lines.append(f"  {row['id']}: {row['question']}{where}")
+        fu = [row for row in r.get("followup_rows", []) if not (row["first"] and row["key_any"])]
+        if fu:
+            lines.append(f"\n{r['set']} ({r['mode']}): follow-ups not led by their section or "
+                         f"without its key string:")
+            for row in fu:
+                read = f" (read as: {row['reads_as']})" if row.get("reads_as") else ""
+                lines.append(f"  {row['id']}: {row['question']}{read}")
+        same = [row for row in r.get("same_subject_rows", []) if row.get("confidence") != "Low"]
+        if same:
+            lines.append(f"\n{r['set']} ({r['mode']}): same-subject unanswerable questions not "
+                         f"answered Low:")
+            for row in same:
+                lines.append(f"  {row['id']} ({row['confidence']}): {row['question']}")
     m = result["machine"]
     lines.append(f"\nmachine: {m['cores']} cores, Python {m['python']}, load "
                  f"{m['load_avg_1m_start']} → {m['load_avg_1m']}")
