@@ -19,9 +19,11 @@ from ragstream.measure.answer_eval import (
     answers_config,
     check_sections,
     evaluate_answers,
+    fold_key,
     format_answers,
     grade,
     heading_matches,
+    holds_key,
     load_questions,
     roc_auc,
 )
@@ -42,22 +44,80 @@ def tiny(tiny_answer_set) -> Path:
     return tiny_answer_set
 
 
+def _markdown(path: Path, cache: dict[Path, str]) -> str:
+    """The Markdown ingestion reads from ``path``: its text, or a PDF, DOCX… file converted,
+    each PDF page marker line blanked as the chunker blanks it."""
+    if path not in cache:
+        text = (convert(path.name, path.read_bytes()).markdown
+                if path.suffix in CONVERTED_SUFFIXES else path.read_text(encoding="utf-8"))
+        cache[path] = "\n".join("" if line.strip().startswith("<!-- page: ") else line
+                                for line in text.splitlines())
+    return cache[path]
+
+
+def _headings_and_body(markdown: str) -> list[tuple[int, str, str]]:
+    """Each heading of ``markdown`` (outside code fences) as (level, text, body up to the next
+    heading); the body holds no heading line, as a chunk's text holds none."""
+    out: list[tuple[int, str, list[str]]] = []
+    fence = ""
+    for line in markdown.splitlines():
+        mark = line.lstrip()[:3]
+        if mark in ("```", "~~~") and (not fence or mark == fence):
+            fence = "" if fence else mark
+        level = len(line) - len(line.lstrip("#"))
+        if not fence and 1 <= level <= 6 and line[level:level + 1] == " ":
+            out.append((level, line.lstrip("#").strip(), []))
+        elif out:
+            out[-1][2].append(line)
+    return [(level, text, "\n".join(body)) for level, text, body in out]
+
+
+def _section_text(markdown: str, heading: str) -> str:
+    """The text of every section of ``markdown`` titled ``heading``, its subsections included."""
+    parts = _headings_and_body(markdown)
+    text = []
+    for i, (level, title, body) in enumerate(parts):
+        if heading_matches(heading, title):
+            text.append(body)
+            for sub_level, _, sub_body in parts[i + 1:]:
+                if sub_level <= level:
+                    break
+                text.append(sub_body)
+    return "\n".join(text)
+
+
 def test_the_bundled_question_sets_load_and_are_big_enough():
+    """Every bundled set (issue 45): key strings on every question, each standing in the text
+    of the question's sections; at least 10 follow-up dialogues, each turn's keys standing in
+    its sections; at least 10 same-subject unanswerable questions whose ``absent`` strings
+    stand in no document."""
     sets = [load_questions(p) for p in sorted(BENCH.glob("*.json"))]
     assert {s.name for s in sets} >= {"kb", "npm-docs"}
     assert sum(len(s.questions) for s in sets) >= 40
+    texts: dict[Path, str] = {}
+    ingested = {".md", ".markdown", ".txt", *CONVERTED_SUFFIXES}
     for qs in sets:
         assert qs.docs.is_dir() and len(qs.questions) >= 25
         # most are one-line questions; some ask for a list or detail
         kinds = [q.kind for q in qs.questions]
         assert kinds.count("short") >= 20 and {"list", "detail"} & set(kinds)
-        for q in qs.questions:  # every section names a heading of its file
-            for s in qs.sections[q.id]:
-                path = qs.docs / s.file  # a PDF, DOCX… set: the Markdown its file converts to
-                text = (convert(path.name, path.read_bytes()).markdown if path.suffix in CONVERTED_SUFFIXES
-                        else path.read_text(encoding="utf-8"))
+        assert all(q.keys for q in qs.questions), qs.name
+        assert len(qs.followups) >= 10 and len(qs.unanswerable) >= 10, qs.name
+        assert all(f.turns[-1].keys for f in qs.followups), qs.name
+        for qid, secs in qs.sections.items():
+            section_text = []
+            for s in secs:  # every section names a heading of its file
+                # a PDF, DOCX… set: the Markdown its file converts to
+                markdown = _markdown(qs.docs / s.file, texts)
                 assert any(line.lstrip("#").strip() == s.heading
-                           for line in text.splitlines() if line.startswith("#")), (q.id, s)
+                           for line in markdown.splitlines() if line.startswith("#")), (qs.name, qid, s)
+                section_text.append(_section_text(markdown, s.heading))
+            for key in qs.keys(qid):  # a correct answer quoting its section can hold the key
+                assert holds_key("\n".join(section_text), [key]), (qs.name, qid, key)
+        everything = fold_key("\n".join(_markdown(p, texts) for p in sorted(qs.docs.rglob("*"))
+                                        if p.is_file() and p.suffix.lower() in ingested))
+        for u in qs.unanswerable:
+            assert u.absent and not [a for a in u.absent if fold_key(a) in everything], (qs.name, u.id)
 
 
 NODE_SETS = ROOT / "benchmarks" / "pdf_print" / "answers"
