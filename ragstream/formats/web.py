@@ -19,15 +19,41 @@ Main content (HTML only)
     Never read anywhere: ``script``, ``style``, ``noscript``, ``template``, ``svg``, forms and
     their controls, embedded objects and media, images (their alt text too: counted in a
     warning), and hidden elements (``hidden``, ``aria-hidden="true"``, an inline
-    ``display:none`` or ``visibility:hidden``). Of a page, the first visible ``<main>`` (or
-    ``role="main"``) is read, else its only outermost ``<article>``, else its ``<body>`` (also
-    when the ``<main>`` chosen holds no text: one its scripts would have filled); in it
-    ``nav``, ``dialog``, the page-level ``header``/``footer`` (those outside ``article``,
-    ``aside``, ``main``, ``nav`` and ``section``, as ARIA maps them to banner/contentinfo),
-    ``aside`` outside an ``article`` (a sidebar; inside one it is the article's own note), the
-    roles navigation, banner, contentinfo, search, complementary (outside an article), dialog
-    and alertdialog, and elements whose ``id``/``class`` names a cookie or consent banner, a
-    breadcrumb trail, a skip link or a sidebar (and that hold no ``h1``) are left out.
+    ``display:none`` or ``visibility:hidden``).
+
+    Where the content is: the page's own word first, its first visible ``<main>`` (or
+    ``role="main"``), else its only outermost ``<article>``. A page that marks neither (Apache's
+    manual, DocBook and AsciiDoc output, pandoc's pages, most pages older than HTML5) is given to
+    jusText (``justext``, Pomikálek's boilerplate classifier, as trafilatura uses it): it cuts the
+    page into paragraphs and classifies each one, without context, by its length, link density
+    and share of stop words (English). The paragraphs it reads as prose (``good``/``neargood``)
+    weigh their characters, every ``h1``/``h2`` weighs ``HEADING_WEIGHT``, and the content is the
+    deepest element holding ``MAIN_TEXT_SHARE`` (90%) of that weight, widened to an element that
+    can hold content (a ``div``, ``section``, cell… not a paragraph or list item) and to every
+    ``h1``. A page with no prose and fewer than two ``h1``/``h2`` gives no evidence and is read
+    whole, as is one of more than ``MAIN_TEXT_MAX_ELEMENTS`` elements or nested deeper than
+    ``MAX_WALK_DEPTH``. jusText only *locates* the content: it would drop much of a manual if it
+    chose the blocks (tried on Debian's Apache, Python, Node.js, Debian Reference and git
+    manuals: API signatures, option lists, tables of links and short sentences with a link read
+    as boilerplate to it, to trafilatura and to readability alike), so the page's blocks are
+    still all converted below, by the rules here. The ``<main>`` chosen is read whole when it
+    holds no text (one its scripts would have filled).
+
+    In the content, page furniture is left out: ``nav``, ``dialog``, the page-level
+    ``header``/``footer`` (those outside ``article``, ``aside``, ``main``, ``nav`` and
+    ``section``, as ARIA maps them to banner/contentinfo), ``aside`` outside an ``article`` (a
+    sidebar; inside one it is the article's own note), the roles navigation, banner,
+    contentinfo, search, complementary (outside an article), dialog and alertdialog; elements
+    whose ``class`` names a cookie or consent banner, a breadcrumb trail, a skip link, a
+    sidebar, a page footer (``footer``, ``site-footer``), a language switcher (``toplang``,
+    ``lang-switcher``, ``languages``…) or a comments section (``comments-area``,
+    ``disqus_thread``…), unless they hold an ``h1``, or whose ``id`` names one, unless they
+    hold a heading (a documentation section titled "Footer" or "Cookie management" has its
+    title's ``id``); and a language list: the nearest paragraph, list or division around a link
+    to a translation (``hreflang``) with at most ``_LANGUAGE_LIST_WORDS`` words besides its
+    links ("Available Languages: en | fr"). A heading's own ``id`` and those of the anchors in
+    it are never read as names of furniture (Apache's "ProxyPassReverseCookieDomain
+    Directive").
 
 Markdown
     ``h1``…``h6`` → ``#``…``######`` with the heading's text only (links, code marks and
@@ -88,12 +114,16 @@ Bounds
     to 2,048 deep in HTML (``huge_tree``; text after a deeper point is missing, with a warning)
     and 256 in XML (a deeper XHTML chapter is read as HTML); subtrees deeper than
     ``MAX_WALK_DEPTH`` are read as plain text without recursion, so the converter's stack stays
-    bounded. Every text walk below a heading, cell or code block is iterative.
+    bounded. Every text walk below a heading, cell or code block is iterative. jusText reads a
+    page (without ``<main>``) only up to ``MAIN_TEXT_MAX_ELEMENTS`` elements and
+    ``MAX_WALK_DEPTH`` levels: its classification is linear in the page, but it keeps every
+    paragraph with its path as Python objects, and lxml's SAX producer recurses.
 """
 
 from __future__ import annotations
 
 import codecs
+import functools
 import posixpath
 import re
 import zipfile
@@ -122,7 +152,8 @@ from ragstream.formats import Converted, Limits
 from ragstream.formats.markdown_out import code_span, escape_line, pipe_table, signature_of, useful_title
 from ragstream.formats.zipsafe import open_zip, read_member
 
-__all__ = ["EpubConverted", "convert_epub", "convert_html", "MAX_TABLE_CELLS", "MAX_WALK_DEPTH"]
+__all__ = ["EpubConverted", "convert_epub", "convert_html", "HEADING_WEIGHT", "MAIN_TEXT_MAX_ELEMENTS",
+           "MAIN_TEXT_SHARE", "MAX_TABLE_CELLS", "MAX_WALK_DEPTH"]
 
 #: a table with more cells than this once its spans are expanded becomes lines of text
 MAX_TABLE_CELLS = 100_000
@@ -162,13 +193,25 @@ _HIDDEN_STYLE = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hi
 _BOILERPLATE_TOKEN = re.compile(
     r"cookie|breadcrumb|^(?:consent|gdpr|cmp-|skip-?(?:links?|to)(?:$|[-_])|sidebar(?:$|[-_]))",
     re.I)
+#: ``id``/``class`` names of a page footer, a language switcher or a comments section
+_FURNITURE_TOKEN = re.compile(
+    r"^(?:(?:site|page|global)[-_]?)?footer$"
+    r"|^(?:top|bottom)lang$|^lang(?:uage)?s?(?:$|[-_]?(?:switch|select|chooser|picker|list|menu|links?"
+    r"|bar|nav))|^(?:switch|select)[-_]?lang"
+    r"|^comments?[-_]?(?:area|section|list|thread|wrapper|container)$|^disqus_thread$",
+    re.I)
+#: at most this many words outside its links make a block of translation links a language list
+_LANGUAGE_LIST_WORDS = 3
+_LANGUAGE_BLOCKS = frozenset({"p", "ul", "ol", "menu", "div", "nav", "dl", "section", "header",
+                              "footer", "aside"})
+_WORDS = re.compile(r"\w+")
 #: the text of a permalink or back-link (``<a href="#x">¶</a>``), left out with its link
 _PERMALINK = frozenset({"", "\u00b6", "#", "\u00a7", "\U0001f517", "\u21a9", "\u21a9\ufe0e",
                         "\u21a9\ufe0f", "\u2191", "\u204b"})
 _CODE_LANG = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]+)")
 _HIGHLIGHT_LANG = re.compile(r"(?:^|\s)highlight-([\w+#.-]+)")
 
-_IN_SECTION, _IN_ARTICLE, _IN_PRE = 1, 2, 4
+_IN_SECTION, _IN_ARTICLE, _IN_PRE, _IN_HEADING = 1, 2, 4, 8
 #: elements that stand for one line of code inside a ``pre`` (some highlighters write no ``\n``)
 _LINE_ELEMENTS = frozenset({"div", "p", "li", "tr"})
 #: elements that do not break a line of text (``inline_text`` puts a space around all others)
@@ -207,15 +250,6 @@ def _tag(el: Any) -> str | None:
     if tag[:1] == "{":
         tag = tag.rpartition("}")[2]
     return tag.lower()
-
-
-def _classes(el: Any) -> list[str]:
-    """The element's ``class`` tokens and its ``id``."""
-    tokens = (el.get("class") or "").split()
-    ident = el.get("id")
-    if ident:
-        tokens.append(ident)
-    return tokens
 
 
 def _is_hidden(el: Any) -> bool:
@@ -427,6 +461,8 @@ class _Renderer:
         self.page = page  # apply the page rules (boilerplate), not only the chapter rules
         self.images = 0
         self.flattened_tables = 0
+        #: blocks of links to the page's translations (``_language_lists``), left out
+        self.language_lists: set[Any] = set()
 
     # -- what is left out
 
@@ -451,9 +487,16 @@ class _Renderer:
             role = (el.get("role") or "").strip().lower()
             if role in _PAGE_ROLES or (role == "complementary" and not flags & _IN_ARTICLE):
                 return True
-            if tag not in ("body", "main", "article", "html") and any(
-                    _BOILERPLATE_TOKEN.search(t) for t in _classes(el)):
-                return next(el.iter("h1"), None) is None
+            if tag not in ("body", "main", "article", "html") and tag not in _HEADINGS and not (
+                    flags & _IN_HEADING):  # a heading's id (and its anchors') is its title's
+                if any(_BOILERPLATE_TOKEN.search(t) or _FURNITURE_TOKEN.search(t)
+                       for t in (el.get("class") or "").split()):
+                    return next(el.iter("h1"), None) is None
+                ident = el.get("id") or ""
+                if ident and (_BOILERPLATE_TOKEN.search(ident) or _FURNITURE_TOKEN.search(ident)):
+                    return next(el.iter(*_HEADINGS), None) is None
+            if el in self.language_lists:
+                return True
         else:
             kind = el.get("epub:type") or el.get(_OPS_TYPE) or ""
             if "pagebreak" in kind:
@@ -489,7 +532,7 @@ class _Renderer:
         if tag in _SECTIONING:
             flags |= _IN_SECTION | (_IN_ARTICLE if tag == "article" else 0)
         if tag in _HEADINGS:
-            text = self.inline_text(el, flags, code=False)
+            text = self.inline_text(el, flags | _IN_HEADING, code=False)
             if text.endswith("#"):
                 text = text[:-1] + "\\#"
             out.block(f"{'#' * _HEADINGS[tag]} {text}" if text else "")
@@ -786,6 +829,162 @@ def _content_root(body: Any) -> tuple[Any, int]:
     return body, 0
 
 
+# ----------------------------------------------------------------------------- the main text (jusText)
+
+#: the container read of a page that marks no main content holds this share of its main text
+MAIN_TEXT_SHARE = 0.9
+#: an ``h1`` or ``h2`` counts as this many characters of main text (a section whose body is a
+#: table, a list of links or code, which jusText does not count as prose, still counts)
+HEADING_WEIGHT = 100
+#: a page with more elements than this (or nested deeper than ``MAX_WALK_DEPTH``) is not given
+#: to jusText, which keeps a Python object with its path for every paragraph: it is read whole
+MAIN_TEXT_MAX_ELEMENTS = 50_000
+#: elements that can hold a page's content (a paragraph, a heading or a link cannot)
+_CONTAINERS = frozenset({"body", "div", "section", "article", "main", "td", "th", "center",
+                         "blockquote", "aside", "details"})
+#: jusText's context-free classes of prose ("short" is any line under 70 characters: a site's
+#: name as often as a sentence; "bad" is boilerplate)
+_PROSE = frozenset({"good", "neargood"})
+#: never the page's text (the renderer never reads them): removed before jusText reads the page
+_NEVER_TEXT = frozenset({"script", "style", "noscript", "template"})
+
+
+def _flags_of(el: Any) -> int:
+    """The renderer flags for reading from ``el``: inside a section, inside an article."""
+    chain = [el, *el.iterancestors()]
+    return ((_IN_SECTION if any(_tag(a) in _SECTIONING for a in chain) else 0)
+            | (_IN_ARTICLE if any(_tag(a) == "article" for a in chain) else 0))
+
+
+def _justext_paths(body: Any) -> dict[str, Any]:
+    """Every element below ``body`` by the path jusText gives a paragraph in it
+    (``/body[1]/div[4]/p[2]``: each step the element's name and its number among its siblings
+    of that name, as ``justext.core.PathInfo`` counts them)."""
+    paths: dict[str, Any] = {}
+    stack = [(body, f"/{_tag(body)}[1]")]
+    while stack:
+        el, path = stack.pop()
+        paths[path] = el
+        counts: dict[str, int] = {}
+        for child in el:
+            name = child.tag
+            if not isinstance(name, str):
+                continue
+            name = name.rpartition("}")[2]
+            counts[name] = counts.get(name, 0) + 1
+            stack.append((child, f"{path}/{name}[{counts[name]}]"))
+    return paths
+
+
+@functools.cache
+def _paragraph_class() -> type:
+    """jusText's ``Paragraph`` with its text worked out once: jusText joins and re-normalises a
+    paragraph's text each time it is asked for it (five times a paragraph while classifying)."""
+    from justext.paragraph import Paragraph
+
+    class _Paragraph(Paragraph):
+        @functools.cached_property
+        def text(self) -> str:
+            return str(Paragraph.text.fget(self))
+
+    return _Paragraph
+
+
+def _main_text_container(body: Any) -> Any | None:
+    """For a page that marks no main content: the container of its main text (see the module's
+    "Main content"), or ``None`` to read the whole body. jusText (Pomikálek's boilerplate
+    classifier) splits the page into paragraphs and classifies each one context-free by its
+    length, link density and stop-word density; a paragraph it does not call boilerplate counts
+    its characters, an ``h1``/``h2`` counts ``HEADING_WEIGHT``. The container is the deepest
+    element holding ``MAIN_TEXT_SHARE`` of that weight, widened to an element that can hold
+    content and to every ``h1``. The page's never-read elements (scripts, styles, hidden
+    elements) are removed from the tree first."""
+    depth: dict[Any, int] = {body: 0}
+    elements = 0
+    for el in body.iterdescendants():
+        elements += 1
+        parent = el.getparent()
+        depth[el] = depth.get(parent, 0) + 1
+        if elements > MAIN_TEXT_MAX_ELEMENTS or depth[el] > MAX_WALK_DEPTH:
+            return None
+    for el in [e for e in body.iterdescendants()
+               if isinstance(e.tag, str) and (_tag(e) in _NEVER_TEXT or _is_hidden(e))]:
+        el.drop_tree()
+    from justext import get_stoplist
+    from justext.core import ParagraphMaker, classify_paragraphs
+
+    paragraphs = ParagraphMaker.make_paragraphs(body)
+    for paragraph in paragraphs:
+        paragraph.__class__ = _paragraph_class()
+    classify_paragraphs(paragraphs, get_stoplist("English"))
+    paths = _justext_paths(body)
+    weight: dict[Any, int] = {}
+    for paragraph in paragraphs:
+        el = paths.get(paragraph.xpath)
+        if el is not None and paragraph.cf_class in _PROSE and not paragraph.heading:
+            weight[el] = weight.get(el, 0) + len(paragraph.text)
+    headings = [h for h in body.iter("h1", "h2") if _collapse("".join(h.itertext())).strip()]
+    if not weight and len(headings) < 2:  # no evidence of where the content is: all of it
+        return None
+    for heading in headings:
+        weight[heading] = weight.get(heading, 0) + HEADING_WEIGHT
+    below: dict[Any, int] = {}
+    for el in reversed([body, *body.iterdescendants()]):
+        if isinstance(el.tag, str):
+            below[el] = weight.get(el, 0) + sum(below.get(c, 0) for c in el)
+    total = below.get(body, 0)
+    if not total:
+        return None
+    container = body
+    while True:
+        inner = next((c for c in container if below.get(c, 0) >= MAIN_TEXT_SHARE * total), None)
+        if inner is None:
+            break
+        container = inner
+    while container is not body and _tag(container) not in _CONTAINERS:
+        container = container.getparent()
+    for heading in (h for h in headings if _tag(h) == "h1"):
+        holders = {heading, *heading.iterancestors()}
+        while container not in holders:
+            container = container.getparent()
+    return None if container is body else container
+
+
+def _text_outside_links(block: Any) -> str:
+    """The text of ``block`` that is not the text of a link in it."""
+    parts: list[str] = []
+    walk = etree.iterwalk(block, events=("start", "end"))
+    for event, el in walk:
+        if event == "start":
+            if el is not block and _tag(el) == "a":
+                walk.skip_subtree()
+            elif el.text:
+                parts.append(el.text)
+        elif el is not block and el.tail:
+            parts.append(el.tail)
+    return "".join(parts)
+
+
+def _language_lists(content: Any) -> set[Any]:
+    """The blocks in ``content`` that list the page's translations: the nearest paragraph, list
+    or division around a link that names its language (``hreflang``) whose text outside its
+    links is at most ``_LANGUAGE_LIST_WORDS`` words ("Available Languages:")."""
+    found: set[Any] = set()
+    seen: set[Any] = set()
+    for link in content.iter("a"):
+        if not link.get("hreflang"):
+            continue
+        block = link.getparent()
+        while block is not None and block is not content and _tag(block) not in _LANGUAGE_BLOCKS:
+            block = block.getparent()
+        if block is None or block is content or block in seen:
+            continue
+        seen.add(block)
+        if len(_WORDS.findall(_text_outside_links(block))) <= _LANGUAGE_LIST_WORDS:
+            found.add(block)
+    return found
+
+
 def _markdown(blocks: Iterable[str]) -> str:
     """Blocks joined by blank lines, ending with a line break (or ``""``)."""
     text = "\n\n".join(b for b in blocks if b)
@@ -831,6 +1030,11 @@ def _convert_html(name: str, data: bytes, limits: Limits) -> Converted:
     renderer = _Renderer(page=True)
     body = _body(root)
     content, flags = _content_root(body)
+    if content is body:
+        container = _main_text_container(body)
+        if container is not None:
+            content, flags = container, _flags_of(container)
+    renderer.language_lists = _language_lists(content)
     blocks = renderer.render(content, flags)
     if not blocks and content is not body:  # an empty <main> (filled by scripts): the page
         blocks = renderer.render(body, 0)

@@ -8,6 +8,7 @@ time and peak memory (VmHWM, reset before the call).
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import pickle
@@ -18,8 +19,10 @@ import time
 import zipfile
 from pathlib import Path
 
+import lxml.html
 import pytest
 
+from benchmarks import furniture
 from ragstream import markdown as md_reader
 from ragstream.config import ChunkingSettings
 from ragstream.errors import (
@@ -373,6 +376,129 @@ def test_lists_nest_with_paragraphs_and_code_inside_items():
                    "   - sub\n     1. deep\n2. Two\n")
     items = md_reader.parse(out).blocks[0].children
     assert [b.kind for b in items] == ["item", "item"]
+
+
+# ----------------------------------------------------------------------------- page furniture
+
+PROSE = ("Chunking splits a document into pieces that are small enough to embed, and every "
+         "piece keeps the heading path of the section it comes from, so that an answer can cite it.")
+
+UNMARKED_PAGE = f"""<!DOCTYPE html><html><head><title>Chunking - ACME Docs</title></head><body>
+<div id="top"><p class="site">ACME Docs SITE-NAME</p>
+<p><a href="/">Home</a> | <a href="/blog">Blog</a> | <a href="/about">MENU-ABOUT</a></p></div>
+<div id="trail"><a href="/">ACME</a> &gt; <a href="/docs">Docs</a> &gt; TRAIL-HERE</div>
+<div id="wrap"><div id="widgets"><h3>Recent posts</h3>
+<ul><li><a href="/p1">WIDGET-POST one</a></li><li><a href="/p2">WIDGET-POST two</a></li></ul></div>
+<div id="text"><h1>Chunking</h1>
+<div class="toplang"><p><span>Available Languages: </span><a href="chunking.html">en</a> |
+<a href="../fr/chunking.html" hreflang="fr">fr</a></p></div>
+<p>{PROSE}</p>
+<h2>Settings</h2><p>{PROSE} The settings below are read once, when the index is opened.</p>
+<table><tr><th>Name</th><th>Value</th></tr><tr><td>max_tokens</td><td>320</td></tr></table>
+<h2>Code</h2><pre>parse_document(text)</pre>
+<p>See <a href="api.html">the API</a>.</p></div></div>
+<div id="footer"><p>Copyright 2026 ACME. COPYRIGHT-LINE</p></div>
+</body></html>"""
+
+
+def test_a_page_without_main_is_read_where_jusText_finds_its_prose():
+    out = html(UNMARKED_PAGE).markdown
+    assert out == (f"# Chunking\n\n{PROSE}\n\n## Settings\n\n{PROSE} The settings below are read "
+                   "once, when the index is opened.\n\n| Name | Value |\n| --- | --- |\n"
+                   "| max_tokens | 320 |\n\n## Code\n\n```\nparse_document(text)\n```\n\n"
+                   "See the API.\n")
+    for junk in ("SITE-NAME", "MENU-ABOUT", "TRAIL-HERE", "WIDGET-POST", "Recent posts",
+                 "Available Languages", "COPYRIGHT-LINE"):
+        assert junk not in out
+
+
+def test_a_page_without_prose_or_with_one_heading_is_read_whole():
+    short = html("""<body><div class="top"><h1>Title</h1></div>
+    <div><p>Short line.</p><ul><li>one</li><li>two</li></ul></div></body>""").markdown
+    assert short == "# Title\n\nShort line.\n\n- one\n- two\n"
+    headings_only = html(f"""<body><div><p>{PROSE}</p></div><div><h1>Later title</h1></div>
+    <p>Closing words of the page.</p></body>""").markdown
+    assert headings_only == f"{PROSE}\n\n# Later title\n\nClosing words of the page.\n"
+
+
+def test_language_lists_go_by_their_name_or_their_translation_links():
+    out = html("""<body><main><h1>Guide</h1>
+    <div class="toplang"><p>Available Languages: <a href="g.html">en</a></p></div>
+    <ul class="switcher"><li><a hreflang="de" href="/de/">Deutsch</a></li>
+    <li><a hreflang="fr" href="/fr/">Français</a></li></ul>
+    <p>Language: <a href="/ja/" hreflang="ja">日本語</a></p>
+    <p>This guide is also available in <a hreflang="fr" href="/fr/">French</a>, translated by
+    volunteers.</p>
+    <pre class="lang-config">Listen 80</pre></main></body>""").markdown
+    assert out == ("# Guide\n\nThis guide is also available in French, translated by volunteers."
+                   "\n\n```config\nListen 80\n```\n")
+
+
+def test_footers_and_comment_sections_go_but_a_section_titled_so_stays():
+    out = html("""<body><main><h1>Page</h1><p>Text.</p>
+    <div class="comments-area"><h2>3 comments</h2><p>COMMENT-TEXT</p></div>
+    <div id="disqus_thread">DISQUS</div>
+    <section id="footer"><h2>Footer</h2><p>The page footer holds the licence.</p></section>
+    <section id="comments"><h3>Comments</h3><p>A comment starts with #.</p></section>
+    <div class="footer">Copyright 2026 FOOTER-TEXT</div></main></body>""").markdown
+    assert out == ("# Page\n\nText.\n\n## Footer\n\nThe page footer holds the licence.\n\n"
+                   "### Comments\n\nA comment starts with #.\n")
+
+
+def test_a_heading_or_section_whose_id_names_a_cookie_keeps_its_text():
+    out = html("""<body><main>
+    <h2 id="proxypassreversecookiedomain"><span id="ProxyPassReverseCookieDomain">
+    ProxyPassReverseCookieDomain</span> Directive</h2><p>Rewrites the domain.</p>
+    <section id="cookie-management"><h3>Cookie management</h3><pre>Cookie: a=1</pre></section>
+    <div id="cookie-banner"><p>We use COOKIES.</p></div></main></body>""").markdown
+    assert out == ("## ProxyPassReverseCookieDomain Directive\n\nRewrites the domain.\n\n"
+                   "### Cookie management\n\n```\nCookie: a=1\n```\n")
+
+
+# ----------------------------------------------------------------------------- Debian's manuals
+
+DEBIAN_PAGES = [
+    ("apache", "howto/reverse_proxy.html"),
+    ("apache", "vhosts/name-based.html"),
+    ("python", "library/json.html"),
+    ("node", "url.html"),
+]
+
+
+@functools.cache
+def _template(manual: str) -> furniture.Template:
+    """What recurs on ten pages spread over the manual (the furniture check's reference)."""
+    return furniture.template_of(furniture.MANUALS[manual], pages=10)
+
+
+def _all_text(name: str, data: bytes) -> str:
+    """Every text of the page's body, one paragraph each: what a converter that keeps all of the
+    page writes (furniture and all)."""
+    body = lxml.html.document_fromstring(data).find("body")
+    for el in body.xpath(".//script|.//style"):
+        el.drop_tree()
+    return "\n\n".join(" ".join(t.split()) for t in body.itertext() if t.strip())
+
+
+@pytest.mark.parametrize("manual, page", DEBIAN_PAGES, ids=[f"{m}:{p}" for m, p in DEBIAN_PAGES])
+def test_debian_manual_pages_keep_their_content_and_no_furniture(manual, page):
+    """Real pages nobody here wrote (issue 45): no chunk holds text the manual repeats around
+    its pages or marks as navigation (``benchmarks/furniture.py`` finds it in the raw HTML, not
+    by text of one package version), every heading of levels 1-3 and every code block of the
+    page's main region is in the chunks, and the first chunk starts with the page's content."""
+    info = furniture.MANUALS[manual]
+    path = info.root / page
+    if not path.is_file():
+        pytest.skip(f"{info.package} is not installed: apt-get install {info.package} "
+                    f"(scripts/setup.sh --browser installs it)")
+    template = _template(manual)
+    whole = furniture.check_page(path, template, convert=_all_text, settings=ChunkingSettings())
+    assert whole.furniture_chunks, "the check finds no furniture in the whole page: it proves nothing"
+    check = furniture.check_page(path, template, settings=ChunkingSettings())
+    assert check.furniture == [], f"chunks holding page furniture: {check.furniture}"
+    assert check.headings_checked >= 2 and check.pre_checked >= 1
+    assert check.headings_missing == [] and check.pre_missing == []
+    assert check.first_chunk_ok, "the first chunk does not start with the page's own content"
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -732,3 +858,14 @@ def test_a_large_page_converts_at_a_useful_speed():
     assert "Page 39" not in converted.markdown
     assert words / elapsed > 20_000, f"{words / elapsed:,.0f} words/s"
     assert parsed(converted.markdown).chunks
+
+
+def test_a_large_page_without_main_is_located_by_justext_at_a_useful_speed():
+    page = _readme_page(5).replace("<main>", '<div id="text">').replace("</main>", "</div>")
+    start = time.perf_counter()
+    converted = html(page)
+    elapsed = time.perf_counter() - start
+    words = len(converted.markdown.split())
+    assert words > 40_000
+    assert "Page 39" not in converted.markdown
+    assert words / elapsed > 20_000, f"{words / elapsed:,.0f} words/s"
