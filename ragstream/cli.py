@@ -166,8 +166,9 @@ def _parse_sets(ctx: click.Context, param: click.Parameter,
 @click.option("--conversation", "conversation", default=None, metavar="NAME",
               help="Continue the named conversation NAME of the knowledge base (--kb) (started "
                    "if new): its remembered turns are searched with that knowledge base, its last "
-                   "turns go into the prompt, and with --answer the answer becomes its next turn. "
-                   "A conversation of another knowledge base is refused.")
+                   "turns go into the prompt, a follow-up PROMPT ('and on Windows?') is read with "
+                   "them (said on stderr as 'read as: …'), and with --answer the answer becomes "
+                   "its next turn. A conversation of another knowledge base is refused.")
 @_kb_option
 def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answer: bool,
         pins: tuple[str, ...], excludes: tuple[str, ...], adds: tuple[str, ...],
@@ -195,6 +196,7 @@ def run(prompt: str, until: str | None, as_json: bool, no_sync: bool, with_answe
         sp = engine.run(sp, until=until,
                         on_stage=lambda name, state: snapshots.update(
                             {name: StageSnapshot.of(name, state)}))
+        _print_reading(sp)
         if with_answer:
             stream = None if as_json else (lambda piece: click.echo(piece, nl=False))
             sp, ans = engine.answer(sp, on_token=stream)
@@ -336,6 +338,8 @@ def runs_show(run_id: int, as_json: bool) -> None:
                + (f", session {run.session}" if run.session else "")
                + (f", made from run {run.parent}" if run.parent is not None else ""))
     click.echo(f"Prompt: {run.prompt}")
+    if sp.extras.reading is not None:
+        click.echo(f"Read as: {sp.extras.reading.text}")
     click.echo(f"Stage reached: {reached_label(sp)}" + (f"   knowledge base: {run.kb}" if run.kb else ""))
     click.echo(f"Differs from the files: {'; '.join(run.differences()) or 'nothing'}")
     click.echo("Stage wall times (ms):" if sp.stage_runs else "Stage wall times: no stage ran")
@@ -466,6 +470,15 @@ def find(text: str, limit: int, as_json: bool, no_sync: bool, kb: str | None) ->
                    f"{preview[:150]}{'…' if len(preview) > 150 else ''}")
 
 
+def _print_reading(sp) -> None:
+    """How A0 read a follow-up with the conversation (``extras.reading``), on stderr before the
+    answer: ``read as: <the standalone question>``; nothing when the prompt stands on its own."""
+    reading = sp.extras.reading
+    if reading is not None:
+        click.echo(f"read as: {reading.text}" + (f" ({reading.note})" if reading.note else ""),
+                   err=True)
+
+
 def _print_turn(sp) -> None:
     """Which turn of its conversation the answer became, and whether it is remembered (stderr)."""
     turn = sp.extras.turn
@@ -497,7 +510,10 @@ def _print_answer_footer(ans, kb: str = "default") -> None:
     if ans.invalid_citations:
         nums = ", ".join(f"[{n}]" for n in ans.invalid_citations)
         click.echo(f"Invalid citations (no source has this number): {nums}")
-    click.echo(f"Confidence: {ans.confidence} — {ans.confidence_reason}")
+    why = ans.confidence_reason.removeprefix(f"{ans.confidence}: ")
+    click.echo(f"Confidence: {ans.confidence}" + (f" — {why}" if why else ""))
+    if ans.confidence_detail:
+        click.echo(f"  figures: {ans.confidence_detail}")
     click.echo(f"Mode: {ans.mode} — {ans.mode_reason}")
     click.echo(f"Knowledge base: {kb}")
 

@@ -84,8 +84,10 @@ def test_run_answer_streams_text_sources_and_confidence(tmp_path, small_kb):
     assert re.search(r"\. \[\d+\]", text) and not text.startswith("**") and "[1]" in text
     lines = footer.splitlines()
     assert lines[1].startswith("  [1] kb/") and " § " in lines[1]
-    assert any(ln.startswith("Confidence: ") and " — first sentence matches the question" in ln
-               for ln in lines)
+    # the confidence in words, then its figures on a line of their own
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Confidence: "))
+    assert re.match(r"Confidence: (High|Medium|Low) — \w", lines[at]), lines[at]
+    assert lines[at + 1].startswith("  figures: first sentence matches the question")
     assert any(ln.startswith("Mode: extractive") for ln in lines)
 
     out = cli("run", "How do I cook pasta?", "--answer", "--json", index_dir=idx, kb=small_kb)

@@ -15,7 +15,10 @@ Endpoints (the schema is at ``/openapi.json``):
 * ``POST /answer`` — ``AnswerRequest`` → Server-Sent Events (seed 003, "Stream to Frontend"):
   ``token`` events as the answer streams, one ``citation`` event per valid citation, then
   ``done``; ``error`` if the answer fails once streaming has begun. The stages run before the
-  stream starts, so their errors still get an HTTP status.
+  stream starts, so their errors still get an HTTP status. A follow-up query ("and how do I do
+  that in .htaccess instead?") is read with the conversation (``conversation_history``, else
+  the named ``conversation``'s last turns) by A0: retrieval and the answer use the standalone
+  reading, which ``done`` gives as ``read_as``.
 
 Every error is JSON ``{"error": kind, "message": text}`` with the status of ``STATUS_BY_ERROR``
 (422 for a bad query or request body, 503 store unreachable, 504 retrieval timeout, 500 for
@@ -200,7 +203,9 @@ class AnswerRequest(BaseModel):
     conversation_history: list[ConversationTurn | Message] = Field(
         default_factory=list, max_length=MAX_CONVERSATION_ITEMS,
         description="at most 10 items, oldest first: turns {user, assistant} or messages "
-                    "{role, content} (a user message and the assistant message after it make a turn)")
+                    "{role, content} (a user message and the assistant message after it make a "
+                    "turn); a follow-up query ('and on Windows?') is read with their questions "
+                    "(the done event's read_as)")
     filters: Filters = Field(default_factory=Filters, description="what Retrieval may return")
     kb: str | None = Field(None, description="the knowledge base to answer from (default: the "
                                              "bundled one; unknown: 404)")
@@ -252,7 +257,16 @@ class DoneEvent(BaseModel):
     context_key: str
     mode: str = Field(description="'llm', 'extractive' or 'no-results'")
     confidence: str
-    confidence_reason: str
+    confidence_reason: str = Field(description=(
+        "why, in a reader's words: 'Medium: the best passage answers only part of the question "
+        "(it does not mention “certbot”)'"))
+    confidence_detail: str = Field("", description=(
+        "the figures behind the confidence (similarities, rerank scores, P(answerable), the "
+        "settings they were held to)"))
+    read_as: str = Field("", description=(
+        "the follow-up read with the conversation, the standalone question retrieval and the "
+        "answer used ('How do I redirect all HTTP traffic to HTTPS in .htaccess?'); '' when "
+        "the query stands on its own"))
     invalid_citations: list[int]
     unsupported: str = Field("", description=(
         "why the LLM answer is unsupported (no sentence cites a valid source); '' otherwise"))
@@ -274,6 +288,13 @@ class DoneEvent(BaseModel):
         "nothing with a source"))
     uses: str = Field("", description=(
         "the conversation's remembered turns the answer cites, in words ('' when it cites none)"))
+
+
+def read_as(sp: SuperPrompt) -> str:
+    """The follow-up's standalone reading A0 made with the conversation (``extras.reading``),
+    the question retrieval and the answer used; "" when the prompt stands on its own."""
+    reading = sp.extras.reading
+    return reading.text if reading is not None else ""
 
 
 def status_for(err: RagstreamError) -> int:
@@ -483,7 +504,8 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
         turn = out_sp.extras.turn
         yield _sse("done", DoneEvent(
             context_key=context_key, mode=ans.mode, confidence=ans.confidence,
-            confidence_reason=ans.confidence_reason, invalid_citations=ans.invalid_citations,
+            confidence_reason=ans.confidence_reason, confidence_detail=ans.confidence_detail,
+            read_as=read_as(out_sp), invalid_citations=ans.invalid_citations,
             unsupported=ans.unsupported, extractive_text=ans.extractive_text,
             set_aside_reason=ans.set_aside_reason,
             total_tokens=ans.usage.prompt_tokens + ans.usage.completion_tokens,
@@ -511,7 +533,9 @@ _ANSWER_DOC = """Answer the query as Server-Sent Events (seed 003, "Stream to Fr
 
 * `event: token`, `data: {"token": str}`: the answer's pieces, in order; joined they are the answer.
 * `event: citation`, `data: CitationEvent`: one per valid citation, after the last token.
-* `event: done`, `data: DoneEvent`: total_tokens, latency_ms, mode, confidence, qa_log_id.
+* `event: done`, `data: DoneEvent`: total_tokens, latency_ms, mode, confidence (its reason in
+  words, its figures in confidence_detail), read_as (a follow-up read with the conversation:
+  the standalone question answered; "" when the query stands on its own), qa_log_id.
 * `event: error`, `data: ErrorBody`: the answer failed after the stream began (nothing follows).
 
 The stages (retrieval, reranking, gate, condenser, format) run before the stream starts, so

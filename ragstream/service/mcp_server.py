@@ -12,7 +12,12 @@
   excerpt (``EXCERPT_CHARS``), most relevant first; ``found`` False with the reason when none
   reaches the relevance threshold.
 * ``answer`` — the eight stages and the answer (as ``POST /answer``): the answer text, its
-  numbered citations, confidence and mode; kept as a run (origin ``api``).
+  numbered citations, confidence (in words and figures) and mode; kept as a run (origin
+  ``api``). The conversation so far is ``history`` (earlier turns ``{"question", "answer"}``,
+  oldest first; the last ``limits.N4_RECENT_CONV_MAX_PAIRS`` are kept) or a named
+  ``conversation`` of the knowledge base (as ``run --conversation``: its last turns when no
+  ``history`` is given, and the answer becomes its next turn); a follow-up is read with it,
+  and ``read_as`` gives that standalone reading ("" when the question stands on its own).
 * ``get_chunk`` — one chunk whole, by the ``chunk_ref`` (or ``chunk_id``) ``search`` gave.
 * ``get_document`` — one document whole (its chunks' texts in order), by its path.
 * ``list_knowledge_bases`` — the knowledge bases, with their chunk counts.
@@ -31,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.errors import RagstreamError
 from ragstream.super_prompt import Filters
@@ -55,12 +60,23 @@ INSTRUCTIONS = (
     "use `answer` for a finished answer with numbered citations and a confidence. A result "
     "with found=false means the documents do not cover the question: say so rather than "
     "guessing. `get_chunk` and `get_document` return whole texts by the ids `search` gives; "
-    "`list_knowledge_bases` names the knowledge bases (the `kb` argument of the other tools).")
+    "`list_knowledge_bases` names the knowledge bases (the `kb` argument of the other tools). "
+    "A follow-up question (\"and on Windows?\") goes to `answer` with the conversation so far "
+    "as `history`; `read_as` says how it was read.")
 
 
 #: the arguments the tools share, described for the model
 KB = Annotated[str, Field(description="the knowledge base (list_knowledge_bases names them)")]
 Query = Annotated[str, Field(description="the question, in plain words (at most 2,000 characters)")]
+
+
+class Turn(BaseModel):
+    """One earlier turn of the conversation given to ``answer``: a question and its answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(description="what was asked")
+    answer: str = Field("", description="the answer it got ('' when there was none)")
 
 
 def _typed(err: RagstreamError) -> ToolError:
@@ -120,22 +136,48 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False) -> MCPServer
         }
 
     @mcp.tool(title="Answer from the documents")
-    def answer(question: Query, kb: KB = "default") -> dict[str, Any]:
+    def answer(question: Query, kb: KB = "default",
+               history: Annotated[list[Turn] | None, Field(description=(
+                   "the conversation so far, oldest first: the earlier questions, each with the "
+                   "answer it got; a follow-up question is read with them"))] = None,
+               conversation: Annotated[str | None, Field(description=(
+                   "a named conversation of this knowledge base to continue (started if new): "
+                   "its last turns are the conversation so far when `history` is not given, "
+                   "its remembered turns are searched, and this answer becomes its next turn"))
+               ] = None) -> dict[str, Any]:
         """Answer `question` from a knowledge base, with numbered citations. Returns `text`
         (the answer; [n] marks cite `citations` n), `citations` (n, source, section, page,
-        chunk_ref), `confidence` (High / Medium / Low) with `confidence_reason`, and `mode`
-        ("llm", "extractive": sentences quoted from the documents, or "no-results": the
-        documents do not answer it). Slower than search: it runs the whole pipeline."""
+        chunk_ref), `confidence` (High / Medium / Low) with `confidence_reason` (in words) and
+        `confidence_detail` (the figures), and `mode` ("llm", "extractive": sentences quoted
+        from the documents, or "no-results": the documents do not answer it). A follow-up
+        that leans on what came before ("and how do I do that in .htaccess instead?") needs
+        the conversation: pass the earlier turns as `history`, [{"question": "How do I
+        redirect all http traffic to https?", "answer": "..."}], or name a `conversation` the
+        server keeps; it is then read as a question of its own, given as `read_as` ("How do I
+        redirect all http traffic to https in .htaccess instead?"; "" when the question stands
+        on its own), and that reading is searched and answered. Slower than search: it runs
+        the whole pipeline."""
+        from ragstream.service.http import read_as
         from ragstream.service.openai_compat import keep_run
+        from ragstream.super_prompt import ConversationTurn
 
         def work() -> dict[str, Any]:
             kb_engine = pipeline.engine_for(kb)
-            sp = kb_engine.run(kb_engine.new(pipeline.checked_query(question)))
+            pairs = kb_engine.cfg.limits.N4_RECENT_CONV_MAX_PAIRS
+            turns = [ConversationTurn(user=t.question, assistant=t.answer)
+                     for t in history or []][-pairs:] if pairs > 0 else []
+            sp = kb_engine.run(kb_engine.new(pipeline.checked_query(question), turns or None,
+                                             conversation_name=conversation or ""))
             out_sp, ans = kb_engine.answer(sp)
             run_id = keep_run(kb_engine, out_sp)
+            turn = out_sp.extras.turn
             return {"kb": kb_engine.kb, "text": ans.text, "mode": ans.mode,
+                    "read_as": read_as(out_sp),
                     "confidence": ans.confidence, "confidence_reason": ans.confidence_reason,
+                    "confidence_detail": ans.confidence_detail,
                     "unsupported": ans.unsupported, "run_id": run_id,
+                    "conversation": out_sp.conversation_name,
+                    "turn": turn.turn if turn is not None and turn.turn else None,
                     "citations": [{"n": c.n, "source": c.source, "section": c.section,
                                    "page": c.page, "title": c.title, "chunk_ref": c.chunk_id,
                                    "label": c.label} for c in ans.sources]}

@@ -10,7 +10,9 @@ text when it has none), Open WebUI, LibreChat.
 **A request** names the knowledge base as its model (``ragstream/default``, or the bare name).
 The last ``user`` message is the prompt; the ``user`` and ``assistant`` messages before it are
 the conversation (turns: a user message and the assistant's reply after it; the last
-``limits.N4_RECENT_CONV_MAX_PAIRS`` are kept, as the page keeps them). ``system`` and
+``limits.N4_RECENT_CONV_MAX_PAIRS`` are kept, as the page keeps them): a follow-up ("and on
+Windows?") is read with their questions, and retrieval and the answer use that standalone
+reading (``read_as`` below). ``system`` and
 ``developer`` messages are not read: RAGstream's own prompt says how to answer, from the
 sources. A message's content is its text, or the ``text`` parts of a list of parts; any
 other part (an image) is refused. Other fields a client sends (``temperature``, ``top_p``,
@@ -28,8 +30,11 @@ two fields beside OpenAI's own:
 * ``citations``: one per source: ``n``, ``chunk_id``, ``source`` (the document), ``section``,
   ``title``, ``page``, ``label``;
 * ``ragstream``: ``kb``, ``mode`` (``llm`` / ``extractive`` / ``no-results``), ``confidence``
-  (High / Medium / Low) and its reason, ``unsupported`` (why a model's answer was set aside,
-  when it was), ``invalid_citations``, ``run_id``, ``qa_log_id``.
+  (High / Medium / Low) with ``confidence_reason`` (in words) and ``confidence_detail`` (the
+  figures), ``read_as`` (the last user message read with the earlier ones, the question
+  answered: "How do I redirect all HTTP traffic to HTTPS in .htaccess?"; "" when it stands on
+  its own), ``unsupported`` (why a model's answer was set aside, when it was),
+  ``invalid_citations``, ``run_id``, ``qa_log_id``.
 
 ``usage`` is the LLM's tokens (zero for an extractive answer). Streamed (``stream: true``), the
 chunks carry the role, the answer's pieces as they come, the sources as one last piece, then a
@@ -171,10 +176,13 @@ def citations(ans: Answer) -> list[dict[str, Any]]:
 def details(engine: Engine, sp: SuperPrompt, ans: Answer, run_id: int | None) -> dict[str, Any]:
     """The ``ragstream`` field: the knowledge base, the answer's mode and confidence, the run."""
     qa = sp.extras.qa_log
+    from ragstream.service.http import read_as
+
     return {"kb": engine.kb, "mode": ans.mode, "confidence": ans.confidence,
-            "confidence_reason": ans.confidence_reason, "unsupported": ans.unsupported,
-            "invalid_citations": list(ans.invalid_citations), "run_id": run_id,
-            "qa_log_id": qa.id if qa else None}
+            "confidence_reason": ans.confidence_reason,
+            "confidence_detail": ans.confidence_detail, "read_as": read_as(sp),
+            "unsupported": ans.unsupported, "invalid_citations": list(ans.invalid_citations),
+            "run_id": run_id, "qa_log_id": qa.id if qa else None}
 
 
 def _usage(ans: Answer) -> dict[str, int]:
