@@ -370,6 +370,23 @@ class FormatSpec(Record):
 # --------------------------------------------------------------------------- the answer
 
 
+class ReadingRecord(Record):
+    """How A0 read a follow-up with its conversation (``stages.a0.reading``): the standalone
+    question Retrieval and the answer use, what the person typed, and who read it."""
+
+    OPTIONAL = frozenset({"probability", "note"})
+
+    text: str = Field(description="the standalone reading: the task Retrieval and the answer use")
+    typed: str = Field(description="the task as the person typed it")
+    after: str = Field(description="the earlier question it was read with (its own reading)")
+    rule: str = Field(description="the rule that read it (action, phrase, pronoun, context), "
+                                  "or 'model'")
+    by: Literal["rule", "model", "you"] = "rule"
+    probability: float | None = Field(None, description="the model's, when it has one")
+    note: str | None = Field(None, description="why the model's reading was not used, or "
+                                               "that the person's task replaced it")
+
+
 class TurnRecord(Record):
     """The answer's turn in its named conversation (``ragstream.conversations``), and the
     earlier turns of it the answer cites."""
@@ -520,7 +537,7 @@ class Extras(Record):
     OPTIONAL = frozenset({
         "a0_decisions", "normalized_map", "unknown_attributes", "a0_rules", "body_sources",
         "semantic_used", "a0_body", "a0_sources", "a2_decisions", "retrieval", "reranker", "a3", "a4",
-        "format_enforcer", "qa_log", "turn",
+        "format_enforcer", "qa_log", "turn", "reading",
     })
     OMIT_EMPTY = frozenset({"agent_modes", "llm_usage", "llm_calls", "edit_outcomes", "judgments"})
 
@@ -547,6 +564,9 @@ class Extras(Record):
     a4: A4Record | None = None
     format_enforcer: FormatSpec | None = None
     qa_log: QALogRecord | None = None
+    reading: ReadingRecord | None = Field(None, description=(
+        "A0's standalone reading of a follow-up (read with the conversation); None when the "
+        "prompt stands on its own"))
     turn: TurnRecord | None = Field(None, description=(
         "the answer's turn in the named conversation the prompt continues"))
     edit_outcomes: dict[str, list[EditOutcome]] = Field(

@@ -226,6 +226,18 @@ AnswerMode = Literal["llm", "extractive", "no-results"]
 ConfidenceLevel = Literal["High", "Medium", "Low"]
 
 
+class PassageRef(BaseModel):
+    """Where the passage an answer leads with stands: its chunk, its number in the Sources
+    block and its characters in the chunk's text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chunk_id: str
+    n: int
+    start: int
+    end: int
+
+
 class Answer(BaseModel):
     """The final answer of auto mode (``ragstream.answer``), with its grounding."""
 
@@ -238,7 +250,14 @@ class Answer(BaseModel):
                                       description="every cited number, by n; invalid ones too")
     invalid_citations: list[int] = Field(default_factory=list)
     confidence: ConfidenceLevel = "Low"
-    confidence_reason: str = ""
+    confidence_reason: str = Field("", description=(
+        "why, in a reader's words: 'Medium: the best passage answers only part of the question "
+        "(it does not mention certbot)'"))
+    confidence_detail: str = Field("", description=(
+        "the figures behind it: the evidence weighed (similarities, rerank scores, the share of "
+        "the question's terms, P(answerable), P(leads)) and the settings they were held to"))
+    passage: PassageRef | None = Field(None, description=(
+        "the passage the extractive answer leads with (ragstream.passage); None otherwise"))
     model: str = ""
     usage: AnswerUsage = Field(default_factory=AnswerUsage)
     latency_ms: float = 0.0
@@ -334,6 +353,15 @@ class SuperPrompt(BaseModel):
         memo.update((id(e), e) for e in self.edits)  # frozen too, like what they were computed from
         memo.update((id(i), i) for i in self.computed_from.values())
         return copy.deepcopy(self, memo)
+
+    @property
+    def question(self) -> str:
+        """What the answer answers: A0's standalone reading of a follow-up (``extras.reading``)
+        — or the task the person set in its place —, else the prompt as typed."""
+        reading = self.extras.reading
+        if reading is None:
+            return self.user_text
+        return self.body.get("task") or self.user_text if reading.note else reading.text
 
     def chunk_map(self) -> dict[str, Chunk]:
         """The base context chunks by id."""

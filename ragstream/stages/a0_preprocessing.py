@@ -41,10 +41,12 @@ from ragstream import edits, staleness
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyPromptError, PromptTooLongError
-from ragstream.records import AgentModeRecord, Extras
+from ragstream.prompt_schema import TASK_KEY
+from ragstream.records import A0Rule, AgentModeRecord, Extras, ReadingRecord
 from ragstream.render import compose_prompt_ready
 from ragstream.services import Services
-from ragstream.stages.a0.body import Canonical, canonicalize
+from ragstream.stages.a0.body import SOURCE_DERIVED, Canonical, canonicalize
+from ragstream.stages.a0.reading import read
 from ragstream.stages.a0.semantic import (
     SemanticOutput,
     ask_semantic,
@@ -121,12 +123,33 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sp.extras.llm_usage.pop(AGENT_NAME, None)  # an earlier run's usage is not this run's
     sp.extras.llm_calls.pop(AGENT_NAME, None)
     result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
+    reading = read_follow_up(sp, result)
     apply_field_edits(sp, result, cfg)
+    if reading is not None and result.sources.get(TASK_KEY) == edits.BY_YOU:
+        reading = reading.model_copy(update={"note": "your task replaced this reading"})
 
     sp.body = result.body
     write_extras(sp, result, mode, semantic_used)
+    sp.extras.reading = reading
     sp.prompt_ready = compose_prompt_ready(result.body)
     return sp
+
+
+def read_follow_up(sp: SuperPrompt, result: Canonical) -> ReadingRecord | None:
+    """Read the task with the conversation's earlier questions (``a0.reading``): a follow-up
+    becomes its standalone reading in the body (source ``derived``, the rule logged); a
+    self-contained task, or one with no conversation before it, is left as it is."""
+    task = result.body.get(TASK_KEY, "")
+    earlier = [t.user for t in sp.recent_conversation if t.user.strip()]
+    found = read(task, earlier) if task.strip() and earlier else None
+    if found is None:
+        return None
+    result.body[TASK_KEY] = found.text
+    result.sources[TASK_KEY] = SOURCE_DERIVED
+    result.rules.append(A0Rule(rule="follow_up", key=TASK_KEY, detail=(
+        f"read with the conversation ({found.rule}): {task!r} after {found.after!r} reads "
+        f"{found.text!r}")))
+    return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule)
 
 
 def apply_field_edits(sp: SuperPrompt, result: Canonical, cfg: AppConfig) -> None:
@@ -159,5 +182,6 @@ def discard(sp: SuperPrompt) -> None:
 
 
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Pre-processing", run=run, discard=discard,
-              reads=(staleness.PROMPT, "prompt_schema", "settings.prompt.max_prompt_chars",
-                     staleness.AGENT), uses_llm=semantic_enabled)
+              reads=(staleness.PROMPT, staleness.CONVERSATION, "prompt_schema",
+                     "settings.prompt.max_prompt_chars", staleness.AGENT),
+              uses_llm=semantic_enabled)
