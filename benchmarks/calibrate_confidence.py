@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,17 +39,25 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from ragstream.answer import (
-    extractive_pieces,
-    extractive_statements,
+    answer,
+    compose,
+    composed_pieces,
     no_results_reason,
     question_terms,
     retrieval_signals,
 )
 from ragstream.answerability import FEATURES, weigh
-from ragstream.config import load_config
+from ragstream.config import AppConfig, load_config
 from ragstream.engine import Engine
-from ragstream.measure.answer_eval import answers_config, grade, load_questions, question_texts
+from ragstream.measure.answer_eval import (
+    QuestionSet,
+    answers_config,
+    grade,
+    load_questions,
+    question_texts,
+)
 from ragstream.render import build_query
+from ragstream.super_prompt import ConversationTurn
 
 SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json", "benchmarks/answers/kb-pdf.json")
 SUBSETS = (("lead_match", "rerank", "covered"), ("lead_match", "best_match", "rerank", "covered"),
@@ -62,6 +71,33 @@ SUBSETS = (("lead_match", "rerank", "covered"), ("lead_match", "best_match", "re
 STRENGTHS = (0.1, 0.3, 1.0, 3.0, 10.0)
 FOLDS = 5
 GRID = [round(t, 2) for t in np.arange(0.02, 0.99, 0.01)]
+
+
+@dataclass(frozen=True)
+class _Kb:
+    """One set's documents as the rows are collected on them."""
+
+    docs: QuestionSet
+    cfg: AppConfig
+    services: object
+    terms: Callable[[str], set[str]]
+    family: str
+
+
+def _row(kb: _Kb, sp, asked: str, qid: str, own: bool, sections) -> dict:
+    """One labelled row: the evidence the answer step weighs for ``sp`` (its composition, as
+    ``ragstream.answer`` makes it) and whether its answer leads with an answering section."""
+    a = kb.cfg.settings.answer
+    a5 = kb.cfg.agents.A5_Format_Enforcer
+    floor = bool(no_results_reason(sp, retrieval_signals(sp), a))
+    comp = compose(sp, kb.cfg, kb.services, a5)
+    ev = weigh(sp, comp.statements, build_query(sp.body), kb.services, kb.terms, a.answerability)
+    text = "".join(composed_pieces(sp, comp, a, a5))
+    leads = own and grade(sp, text, sections, kb.docs.docs.name, kb.cfg).first
+    return {"docs": kb.docs.name, "family": kb.family, "asked": asked, "id": qid,
+            "answerable": own, "forced": floor or bool(ev.missing) or not ev.features,
+            "missing": ev.missing, "x": [ev.features.get(k, 0.0) for k in FEATURES],
+            "leads": bool(leads)}
 
 
 def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
@@ -82,23 +118,29 @@ def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
         services = build_services(acfg)
         ingest_path(docs.docs, acfg, services, prune=True)
         services = replace(services, llm=None)
-        engine, terms = Engine(acfg, services), question_terms(acfg)
-        a = acfg.settings.answer
+        engine = Engine(acfg, services)
+        kb = _Kb(docs, acfg, services, question_terms(acfg), family[docs.name])
+
         for asked in sets:
             own = family[asked.name] == family[docs.name]
             for q in asked.questions:
-                sp = engine.run(q.question)
-                floor = bool(no_results_reason(sp, retrieval_signals(sp), a))
-                a5 = acfg.agents.A5_Format_Enforcer
-                chosen = extractive_statements(sp, a, a5)  # as the answer step weighs them
-                ev = weigh(sp, chosen, build_query(sp.body), services, terms, a.answerability)
-                text = "".join(extractive_pieces(sp, a, a5, chosen))
-                leads = own and grade(sp, text, docs.sections[q.id], docs.docs.name, acfg).first
-                rows.append({"docs": docs.name, "family": family[docs.name], "asked": asked.name,
-                             "id": q.id, "answerable": own,
-                             "forced": floor or bool(ev.missing) or not ev.features,
-                             "missing": ev.missing, "x": [ev.features.get(k, 0.0) for k in FEATURES],
-                             "leads": bool(leads)})
+                rows.append(_row(kb, engine.run(q.question), asked.name, q.id, own,
+                                 docs.sections[q.id] if own else []))
+            if asked is not docs:
+                continue
+            # the set's own same-subject questions its documents leave out: unanswerable
+            for u in docs.unanswerable:
+                rows.append(_row(kb, engine.run(u.question), f"{asked.name}:same", u.id, False, []))
+            # its follow-ups, read with the turns before them: answerable
+            for f in docs.followups:
+                turns: list[ConversationTurn] = []
+                for t in f.turns[:-1]:
+                    prior = engine.run(engine.new(t.question, conversation=list(turns)))
+                    turns.append(ConversationTurn(user=t.question,
+                                                  assistant=answer(prior, acfg, services).text))
+                sp = engine.run(engine.new(f.turns[-1].question, conversation=turns))
+                rows.append(_row(kb, sp, f"{asked.name}:follow-up", f.id, True,
+                                 docs.sections[f"{f.id}/{len(f.turns)}"]))
     return rows
 
 

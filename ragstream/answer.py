@@ -92,18 +92,21 @@ from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.answerability import Evidence, specific_names, weigh
 from ragstream.config import A5Config, AnswerSettings, AppConfig
 from ragstream.errors import SchemaVersionError, StageOrderError, StaleResultError
+from ragstream.passage import Passage, lead_passage, trim
+from ragstream.passage import render as render_passage
 from ragstream.records import LengthLimit, QALogRecord, Statement
-from ragstream.render import build_query, citation_marks
+from ragstream.render import build_query, citation_marks, rerank_query
 from ragstream.super_prompt import (
     Answer,
     AnswerUsage,
     Chunk,
     Citation,
     ConversationTurn,
+    PassageRef,
     SuperPrompt,
     View,
 )
-from ragstream.text import fold, split_sentences
+from ragstream.text import asks_how, fold, split_sentences
 
 NAME = "Answer"
 TokenCallback = Callable[[str], None]
@@ -176,6 +179,8 @@ _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)[^*_]+\1\s*:?\s*$")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _LEADING_CITES = re.compile(r"^(?:\s*" + _CITE.pattern + r")+", re.IGNORECASE)
+#: the citations that close a sentence (perhaps before its stop): "… to a backend: [1]"
+_CLOSING_CITES = re.compile(r"(?:\s*" + _CITE.pattern + r")+\s*[.!?:;]?\s*$", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- citations
@@ -236,7 +241,10 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
     too) and table body rows count; code, headings, table header rows and labels (a bold-only
     line, or a line ending in ':' that cites nothing — "Start it with: [1]" before its command
     counts) do not; nor do sentences of fewer than ``min_words`` words. A citation
-    that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it.
+    that opens a sentence ("… fast. [2] Next …") belongs to the sentence before it; one that
+    closes a paragraph also covers the sentences of that paragraph that cite nothing (a
+    quoted passage cites its source once per paragraph: "It maps requests. The simplest
+    example proxies all of them: [1]").
     """
     texts: list[str] = []
     lines = text.splitlines()
@@ -249,6 +257,7 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
 
     out: list[str] = []
     for piece in texts:
+        first = len(out)
         for a, b in split_sentences(piece):
             sent = piece[a:b].strip()
             lead = _LEADING_CITES.match(sent)
@@ -258,6 +267,12 @@ def answer_sentences(text: str, min_words: int) -> list[str]:
             if not sent:
                 continue
             out.append(sent)
+        closing = _CLOSING_CITES.search(out[-1]) if len(out) > first + 1 else None
+        if closing:  # a citation that closes a paragraph covers its sentences
+            marks = " ".join(m.group(0) for m in _CITE.finditer(closing.group(0)))
+            for i in range(first, len(out) - 1):
+                if not _CITE.search(strip_code(out[i])):
+                    out[i] = f"{out[i]} {marks}"
     return [s for s in out
             if not _BOLD_LINE.match(s)
             and not (_CITE.sub("", s).rstrip().endswith(":") and not _CITE.search(s))
@@ -426,6 +441,70 @@ def rate(evidence: Evidence, cited: int, total: int, invalid: list[int],
                      f"match{'es' if len(invalid) == 1 else ''} no source, so confidence is "
                      f"lowered to {level}")
     return level, "; ".join(parts)
+
+
+def _listed(items: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def lacking_words(question: str, comp: Composition,
+                  terms: Callable[[str], set[str]], limit: int = 3) -> list[str]:
+    """The question's words (as asked, at most ``limit``) that the passage the answer leads
+    with (its text and headings) does not hold, by the keyword index's reading of words."""
+    if comp.passage is None:
+        return []
+    chunk = comp.passage.chunk
+    have = terms(f"{chunk.title}\n{chunk.heading_label}\n{comp.passage.text}")
+    out: list[str] = []
+    for word in re.findall(r"[\w.+#/-]+", question):
+        word = word.strip(".,;:/-")
+        stems = terms(word)
+        if stems and not stems & have and word.casefold() not in (w.casefold() for w in out):
+            out.append(word)
+    return out[:limit]
+
+
+def confidence_words(level: str, evidence: Evidence, cited: int, total: int,
+                     invalid: list[int], acfg: AnswerSettings, lacking: Sequence[str]) -> str:
+    """Why the confidence is what it is, in a reader's words (the figures are in
+    ``confidence_detail``): what the answer leads with, what it leaves out, what competes."""
+    share = cited / total if total else 0.0
+    if level == "Low" and share < acfg.medium_min_cited_share:
+        why = "most of the answer's sentences cite no source"
+    elif level == "High" or (level == "Medium" and invalid and
+                             evidence.p_leads >= acfg.answerability.high_min_leads):
+        why = "the passage that answers the question leads, and the answer cites it throughout"
+    elif lacking:
+        quoted = _listed([f"“{w}”" for w in lacking])
+        why = f"the best passage answers only part of the question (it does not mention {quoted})"
+    elif evidence.features.get("rerank_margin", 1.0) < CLOSE_MARGIN:
+        why = "several passages answer about equally well: the other sources may say more"
+    else:
+        why = "the best passage matches the question only loosely"
+    if invalid:
+        many = len(invalid) != 1
+        why += (f"; {len(invalid)} citation{'s' if many else ''} name{'' if many else 's'} no "
+                f"source, so it is one level lower")
+    return f"{level}: {why}"
+
+
+def not_found_words(sp: SuperPrompt, evidence: Evidence | None) -> str:
+    """Why the knowledge base has nothing to answer with, in a reader's words."""
+    if evidence is not None and evidence.missing:
+        return f"Low: no passage found mentions {_listed(evidence.missing)}"
+    if not sp.final_selection_ids:
+        return "Low: nothing in the documents comes close to the question"
+    chunks = sp.chunk_map()
+    near = next((chunks[c] for c in sp.final_selection_ids if c in chunks), None)
+    about = f" (the closest passage is about “{near.heading_label or near.title}”)" \
+        if near is not None and (near.heading_label or near.title) else ""
+    return f"Low: no passage of the documents answers this{about}"
+
+
+#: a ReRanker lead this small over the second source: several passages compete
+CLOSE_MARGIN = 0.02
 
 
 # --------------------------------------------------------------------------- modes
@@ -706,7 +785,7 @@ def lead_ranks(sp: SuperPrompt, statements: list[Statement],
     1. 3: a sentence that cannot lead (2 for one ending in ':' whose command is not shown:
     it may open a next source's part, not the answer)."""
     chunks = sp.chunk_map()
-    question = sp.user_text or build_query(sp.body)
+    question = sp.question or build_query(sp.body)
     forms = _specific(_name_forms(question),
                       [chunks[c].text for c in sp.final_selection_ids if c in chunks],
                       acfg.name_max_share)
@@ -756,7 +835,7 @@ def extractive_statements(sp: SuperPrompt, acfg: AnswerSettings,
     statements = [s for s in record.condensed if not s.by_you] if record else []
     if all(s.score is not None for s in statements) and not (record and record.edited):
         statements.sort(key=lambda s: -(s.score or 0.0))
-    asked = fold(sp.user_text)
+    asked = fold(sp.user_text) + " " + fold(sp.question)
     stating = [s for s in statements
                if not mention_only(s.text) and fold(s.text) not in asked] or statements
     n = answer_length(sp, acfg, a5)[0]
@@ -874,6 +953,87 @@ def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None,
         else:
             pieces.append(text + (" " if i < len(chosen) else "\n"))
     return pieces
+
+
+@dataclass
+class Composition:
+    """What the extractive answer is made of: the statements it is weighed on and given as
+    (A4's, when there is no passage), and the passage it leads with (``ragstream.passage``)."""
+
+    statements: list[Statement]
+    passage: Passage | None = None
+
+
+def compose(sp: SuperPrompt, cfg: AppConfig, services=None,
+            a5: A5Config | None = None) -> Composition:
+    """The extractive answer's material: A4's statements in answer order
+    (``extractive_statements``) and, unless a person curated A4's statements (their order
+    stands) or ``answer.passage`` is off, the passage that answers (``lead_passage``),
+    opened where the best of those statements stands. The passage's sentences (and its
+    additions) are then what the answer is weighed on."""
+    acfg = cfg.settings.answer
+    chosen = extractive_statements(sp, acfg, a5)
+    record = sp.extras.a4
+    if not acfg.passage or (record is not None and record.edited) or (
+            answer_shape(sp, a5).kind in LIST_MARKS):
+        return Composition(chosen)
+    corpus = services.index() if services is not None and hasattr(services, "index") else None
+    others = [s for s in (record.condensed if record else []) if not s.by_you]
+    ranked = sorted(others, key=lambda s: -(s.score or 0.0))
+    long = answer_length(sp, acfg, a5)[0] > acfg.max_sentences
+    passage = lead_passage(sp, named_opening(sp, chosen, acfg), acfg, ranked,
+                           question_terms(cfg) if corpus is not None else None,
+                           corpus.idf_weights if corpus is not None else None, long,
+                           can_add=lambda t: not not_a_lead(t, acfg) and not mention_only(t),
+                           how=asks_how(sp.question, cfg.settings.reranker.how_cues),
+                           sentence_scores=(lambda c: sentence_cosines(sp, c, services))
+                           if corpus is not None else None,
+                           can_lead=lambda t: not not_a_lead(t, acfg, t.rstrip().endswith(":"))
+                           and not mention_only(t))
+    if passage is None or not passage.statements:
+        return Composition(chosen)
+    return Composition(passage.statements + passage.additions, passage)
+
+
+def named_opening(sp: SuperPrompt, chosen: list[Statement],
+                  acfg: AnswerSettings) -> Statement | None:
+    """The statement about the specific name the question asks about (``lead_ranks`` 0:
+    "The `path.join()` method joins …"), from one of the ReRanker's best sources (the first
+    ``answer.distinct_sources_first`` of the selection), when the question asks about one;
+    else None."""
+    if not chosen:
+        return None
+    ranks = lead_ranks(sp, chosen, acfg)
+    near = set(sp.final_selection_ids[:acfg.distinct_sources_first])  # the ReRanker's best
+    return next((s for s in chosen if ranks.get(id(s)) == 0 and s.chunk_ids[:1]
+                 and s.chunk_ids[0] in near), None)
+
+
+def sentence_cosines(sp: SuperPrompt, chunk: Chunk, services) -> list[tuple[int, int, float]]:
+    """Each evidence sentence of ``chunk`` (where it starts) and its cosine to the prompt as
+    the ReRanker reads it: the sentence vectors computed at ingestion, the query's own."""
+    from ragstream.backends.reranker import evidence_for
+
+    (ev,) = evidence_for([chunk], services.index(), services.embedder)
+    if not len(ev.sentence_vectors):
+        return []
+    q = services.embedder.embed([rerank_query(sp.body, sp.extras.body_sources)])[0]
+    cos = ev.sentence_vectors.astype("float32") @ q
+    return [(a, b, float(c)) for (a, b), c in zip(ev.spans, cos)]
+
+
+def composed_pieces(sp: SuperPrompt, comp: Composition, acfg: AnswerSettings,
+                    a5: A5Config | None = None) -> list[str]:
+    """The extractive answer's pieces: the passage (``passage.render``) when there is one,
+    else the statements (``extractive_pieces``)."""
+    if comp.passage is None:
+        return extractive_pieces(sp, acfg, a5, comp.statements)
+    limits = [lim for lim in answer_shape(sp, a5).limits if lim.bound != "min"]
+    words = min((lim.value for lim in limits if lim.unit == "words"), default=None)
+    count = min((lim.value for lim in limits if lim.unit in COUNTED_UNITS), default=None)
+    passage = trim(comp.passage, words, count)  # a length A5's rules ask for
+    number = {c: n for n, c in enumerate(sp.final_selection_ids, start=1)}
+    return render_passage(passage, number)
 
 
 #: a code block this long or longer is not copied into the extractive answer
@@ -1103,11 +1263,11 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     llm = getattr(services, "llm", None)
     evidence: Evidence | None = None
     a5 = cfg.agents.A5_Format_Enforcer
-    chosen: list[Statement] = []  # the extractive answer's statements: weighed, then given
+    comp = Composition([])  # the extractive answer's material: weighed, then given
     if not empty:  # decided before answering, in every mode: the LLM is not asked without it
-        chosen = extractive_statements(sp, acfg, a5)
-        evidence = weigh(sp, chosen, build_query(sp.body), services, question_terms(cfg),
-                         acfg.answerability)
+        comp = compose(sp, cfg, services, a5)
+        evidence = weigh(sp, comp.statements, build_query(sp.body), services,
+                         question_terms(cfg), acfg.answerability)
         if not evidence.answerable:
             empty = f"the knowledge base does not answer this: {evidence.why_not}"
     if empty:
@@ -1115,7 +1275,8 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
         emit(text)
         seen = f" (evidence: {evidence.describe()})" if evidence and evidence.describe() else ""
         done = Answer(text=text, mode="no-results", mode_reason=empty, confidence="Low",
-                      confidence_reason=f"nothing to answer from: {empty}{seen}")
+                      confidence_reason=not_found_words(sp, evidence),
+                      confidence_detail=f"nothing to answer from: {empty}{seen}")
         done.first_token_ms = emit.first_ms
         done.latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
         return done
@@ -1164,7 +1325,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
             mode, mode_reason = "extractive", f"the model's answer was set aside: {set_aside_reason}"
             emit("\n\n" + SET_ASIDE_NOTICE + "\n\n")
     if mode == "extractive":
-        pieces = extractive_pieces(sp, acfg, a5, chosen)
+        pieces = composed_pieces(sp, comp, acfg, a5)
         for piece in pieces:
             emit(piece)
         text = "".join(pieces).strip() + "\n"
@@ -1173,15 +1334,23 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
     cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
     cited, total = cited_share(text, {c.n for c in cites if c.valid}, acfg)
     assert evidence is not None  # weighed above whenever there is something to answer from
-    level, reason = rate(evidence, cited, total, invalid, acfg)
+    level, detail = rate(evidence, cited, total, invalid, acfg)
+    lacking = lacking_words(sp.question, comp, question_terms(cfg)) if mode == "extractive" else []
+    words = confidence_words(level, evidence, cited, total, invalid, acfg, lacking)
+    number = {c: n for n, c in enumerate(sp.final_selection_ids, start=1)}
+    ref = PassageRef(chunk_id=comp.passage.chunk.id, n=number[comp.passage.chunk.id],
+                     start=comp.passage.start, end=comp.passage.end) \
+        if mode == "extractive" and comp.passage is not None \
+        and comp.passage.chunk.id in number else None
     unsupported, beside = "", ""
     if mode == "llm" and not cited:
         unsupported = UNSUPPORTED + (f" (its citations {invalid} name no source)" if invalid else "")
         if acfg.offer_extractive:
-            beside = "".join(extractive_pieces(sp, acfg, a5, chosen)).strip() + "\n"
+            beside = "".join(composed_pieces(sp, comp, acfg, a5)).strip() + "\n"
     return Answer(text=text, mode=mode, mode_reason=mode_reason, citations=cites,
-                  invalid_citations=invalid, confidence=level, confidence_reason=reason,
-                  model=model, usage=usage, first_token_ms=first_ms, error=error,
+                  invalid_citations=invalid, confidence=level, confidence_reason=words,
+                  confidence_detail=detail, passage=ref, model=model, usage=usage,
+                  first_token_ms=first_ms, error=error,
                   unsupported=unsupported, extractive_text=beside, set_aside=set_aside,
                   set_aside_reason=set_aside_reason, checks=checks, form=form_used, raw=raw,
                   latency_ms=round((time.perf_counter() - started) * 1000.0, 1))

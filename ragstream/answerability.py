@@ -7,10 +7,12 @@ heading path of the chunk it comes from — against the question:
 
 * ``names`` — the question's specific terms: code spans, dotted names (``path.join``),
   snake_case (``asn1_der_coding``), ``<tags>``, CamelCase (``removeListener``), flags
-  (``--save-dev``) and words mixing letters and digits (``BM25``). Each must appear in the
-  sentences used (or the headings above them); a name that does not makes the question
-  unanswerable whatever the scores say: an answer about ``asn1Coding`` is no answer about
-  ``asn1_der_coding``.
+  (``--save-dev``), words mixing letters and digits (``BM25``), hyphened names
+  (``X-Forwarded-For``) and protocol versions (``HTTP/2``). Each must appear in the
+  sentences used, the chunks of the final selection or their headings; a name that does not
+  makes the question unanswerable whatever the scores say: an answer about ``asn1Coding`` is
+  no answer about ``asn1_der_coding``. So does a word in capitals (QUIC) or a capitalised
+  name (Kubernetes) that no document of the knowledge base mentions (``proper_names``).
 * ``lead_match`` / ``best_match`` — the cosine of the question to the answer's first
   sentence and to its best sentence (the embedder's unit vectors);
 * ``rerank`` — the ReRanker's best score; ``lead_rerank`` — the ReRanker's score of the chunk
@@ -51,7 +53,7 @@ from ragstream.records import Statement
 from ragstream.super_prompt import SuperPrompt, View
 
 FEATURES = ("lead_match", "best_match", "rerank", "lead_rerank", "rerank_margin", "dense",
-            "covered", "unseen", "lead_heading")
+            "covered", "unseen", "lead_heading", "lead_covered")
 
 # `code`   path.join   asn1_der_coding   <magic>   removeListener / ReRanker   --save-dev   BM25
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -61,6 +63,12 @@ _SNAKE = re.compile(r"(?<![\w-])[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+
 _CAMEL = re.compile(r"(?<![\w-])(?:[a-z]+[A-Z]|[A-Z][a-z]+[A-Z])[A-Za-z0-9]*(?![\w-])")
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?![\w-])")  # not -g: a reader says "global"
 _MIXED = re.compile(r"(?<![\w.-])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z\d]{2,}(?![\w-])")
+#: a header's or field's name, capitalised words joined by hyphens: X-Forwarded-For
+_HYPHENED = re.compile(r"(?<![\w-])[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+(?![\w-])")
+#: a protocol and its version: HTTP/2, HTTP/1.1, TLS/1.3
+_VERSION = re.compile(r"(?<![\w/])[A-Za-z]{2,}/\d+(?:\.\d+)*(?![\w/])")
+#: a word in capitals (three or more letters): an acronym, QUIC, HSTS, XAMPP
+_ACRONYM = re.compile(r"(?<![\w-])[A-Z]{3,}s?(?![\w-])")
 #: a quoted value the person gives as an example — after "like", "such as", "e.g.", "for
 #: example", or as a call's argument — names nothing the documents must say:
 #: "a file name like 'index.coffee.md'", "path.basename('C:\\temp\\myfile.html')"
@@ -87,12 +95,31 @@ def specific_names(question: str) -> list[str]:
     for m in _TAG.finditer(rest):
         add(m.group(1))
     rest = _TAG.sub(" ", rest)
+    for pattern in (_HYPHENED, _VERSION):
+        for m in pattern.finditer(rest):
+            add(m.group(0))
+        rest = pattern.sub(" ", rest)
     for pattern in (_DOTTED, _SNAKE, _CAMEL, _FLAG, _MIXED):
         for m in pattern.finditer(rest):
             if pattern is _DOTTED and m.group(0).casefold().rstrip(".") in _NOT_NAMES:
                 continue
             add(m.group(0))
     return found
+
+
+#: a capitalised word that does not open a sentence: a product's or a thing's name (Qdrant)
+_PROPER = re.compile(r"(?<![.!?:]\s)(?<!^)(?<![\w'’-])[A-Z][a-z]+[A-Za-z]*(?![\w'’-])")
+
+
+def proper_names(question: str) -> list[str]:
+    """The question's words in capitals (``_ACRONYM``: QUIC, HSTS) and its capitalised words
+    that open no sentence (Kubernetes, Pinecone), once each, in order: not names that must
+    appear in the answer (CLI, API, Windows are everyday words of a manual), but a knowledge
+    base that mentions one nowhere cannot be asked about it."""
+    text = _CODE_SPAN.sub(" ", question).strip()
+    found = [m.group(0) for m in _ACRONYM.finditer(text)]
+    found += [m.group(0) for m in _PROPER.finditer(text) if m.group(0) != "I"]
+    return list(dict.fromkeys(found))
 
 
 def name_pattern(name: str) -> re.Pattern[str]:
@@ -165,6 +192,10 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
     asked = sorted(terms(query))
     weights = corpus.idf_weights(asked)
     covered = weighted_share(weights, terms(used_text).__contains__)
+    lead = sp.chunk_map().get(lead_chunk)
+    own = "\n".join(s.text for s in statements if s.chunk_ids[:1] == [lead_chunk])
+    lead_text = f"{lead.title}\n{' '.join(lead.heading_path)}\n{own}" if lead is not None else own
+    lead_covered = weighted_share(weights, terms(lead_text).__contains__)
     return {
         "lead_match": float(cosines[0]),
         "best_match": float(np.max(cosines)),
@@ -175,6 +206,7 @@ def features(sp: SuperPrompt, statements: Sequence[Statement], used_text: str, q
         "covered": float(covered),
         "unseen": float(corpus.unseen_share(asked)),
         "lead_heading": float(vectors[-1] @ vectors[0]),
+        "lead_covered": float(lead_covered),
     }
 
 
@@ -189,7 +221,7 @@ def _section_text(chunk) -> str:
 def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services,
           terms: Callable[[str], set[str]], settings: AnswerabilitySettings) -> Evidence:
     """Decide whether the sentences the answer would be made of answer the question."""
-    names = specific_names(sp.user_text)
+    names = specific_names(sp.question)
     if not statements:
         return Evidence(names=names, missing=list(names),
                         why_not="no sentence of the selection states anything to answer with")
@@ -197,12 +229,26 @@ def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services
     heads = {f"{c.title}\n{' '.join(c.heading_path)}" for s in statements
              for c in (chunks.get(cid) for cid in s.chunk_ids[:1]) if c is not None}
     used_text = "\n".join([*(s.text for s in statements), *sorted(heads)])
-    missing = missing_names(names, used_text) if settings.names_must_appear else []
+    # a name the question asks about must stand in the sources the answer is chosen from
+    selected = "\n".join(f"{c.title}\n{' '.join(c.heading_path)}\n{c.text}"
+                         for c in (chunks.get(cid) for cid in sp.final_selection_ids)
+                         if c is not None)
+    missing = missing_names(names, f"{used_text}\n{selected}") \
+        if settings.names_must_appear else []
+    corpus = services.index()
+    unknown = [a for a in proper_names(sp.question) if a not in names
+               and (stems := sorted(terms(a))) and corpus.unseen_share(stems) >= 1.0] \
+        if settings.names_must_appear else []
     f = features(sp, statements, used_text, query, services, terms)
     p_answerable = probability(f, settings.answerable)
     p_leads = probability(f, settings.leads)
     why_not = ""
-    if missing:
+    if unknown:
+        many = len(unknown) != 1
+        why_not = (f"the question names {', '.join(unknown)}; no document of the knowledge base "
+                   f"mentions {'them' if many else 'it'}")
+        missing = [*missing, *unknown]
+    elif missing:
         many = len(missing) != 1
         why_not = (f"the question names {', '.join(missing)}; no sentence used (nor its heading) "
                    f"mentions {'them' if many else 'it'}")

@@ -183,15 +183,25 @@ class RetrievalSettings(_Strict):
 
 
 class OfflineRerankWeights(_Strict):
-    """Chosen by ``benchmarks/tune_rerank.py`` on the SciFact train queries with even ids and
-    checked on the odd ones (README, Benchmarks)."""
+    """The offline reranker's weights (``backends.reranker.OfflineReranker``): the first four
+    chosen by ``benchmarks/tune_rerank.py`` on SciFact, then all of them on the answer sets'
+    labelled sections (``benchmarks/tune_lead.py``: kb, npm-docs and the Apache manual, the
+    answering section first and in the top 3), SciFact checked after (docs/benchmarks.md)."""
 
-    query_cosine: float = Field(0.1, ge=0, le=1)
+    query_cosine: float = Field(0.2, ge=0, le=1)
     best_sentence_cosine: float = Field(0.6, ge=0, le=1)
-    term_coverage: float = Field(0.0, ge=0, le=1)
+    term_coverage: float = Field(0.1, ge=0, le=1)
     query_bm25: float = Field(
-        0.3, ge=0, le=1,
+        0.1, ge=0, le=1,
         description="BM25 of the whole query, divided by the best chunk's (1 = the best match)")
+    chunk_terms: float = Field(0.1, ge=0, le=1, description=(
+        "the IDF-weighted share of the query's terms the chunk (with its headings) holds"))
+    heading_terms: float = Field(0.1, ge=0, le=1, description=(
+        "the IDF-weighted share of the query's terms its section's headings (the innermost "
+        "two) hold: a section titled for what is asked"))
+    how_code: float = Field(0.02, ge=0, le=1, description=(
+        "1 for a chunk with a code or configuration block when the query asks how "
+        "(reranker.how_cues)"))
 
 
 class RerankerSettings(_Strict):
@@ -204,6 +214,15 @@ class RerankerSettings(_Strict):
     )
     batch_size: int = Field(16, ge=1, le=512)
     offline_weights: OfflineRerankWeights = Field(default_factory=OfflineRerankWeights)
+    how_cues: list[str] = Field(default_factory=lambda: [
+        "how do i", "how do you", "how do we", "how can i", "how can you", "how can we",
+        "how to", "how should i", "how would i", "what is the simplest way",
+        "what's the simplest way", "what is the best way", "what's the best way",
+        "what is the easiest way", "what's the easiest way", "set up", "configure",
+        "minimum configuration", "what should i use", "example of"], description=(
+        "phrases (any case) of a question that asks how to do something: a chunk with a "
+        "code or configuration block answers it (the offline reranker's how_code), and the "
+        "answer's passage reaches its first block"))
 
 
 class PromptSettings(_Strict):
@@ -269,6 +288,7 @@ class AnswerabilityModel(_Strict):
     covered: float = Field(0.0, ge=-100, le=100)
     unseen: float = Field(0.0, ge=-100, le=100)
     lead_heading: float = Field(0.0, ge=-100, le=100)
+    lead_covered: float = Field(0.0, ge=-100, le=100)
     bias: float = Field(0.0, ge=-100, le=100)
 
 
@@ -279,19 +299,21 @@ class AnswerabilitySettings(_Strict):
 
     names_must_appear: bool = Field(True, description=(
         "the question's specific names (code spans, dotted names, snake_case, <tags>, "
-        "CamelCase, flags) must appear in the sentences used or their headings, else the "
-        "question is not answerable"))
+        "CamelCase, flags, Hyphened-Header-Names, protocol/versions) must appear in the "
+        "sentences used or their headings, and its words in capitals (QUIC) somewhere in the "
+        "knowledge base, else the question is not answerable"))
     answerable: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=2.992, best_match=6.804, rerank=4.552, lead_rerank=4.534,
-        rerank_margin=1.861, dense=6.591, covered=4.593, unseen=-2.82, lead_heading=0.562,
-        bias=-13.728), description="P(the knowledge base answers the question)")
+        lead_match=2.577, best_match=4.94, rerank=5.742, lead_rerank=5.731, rerank_margin=3.868,
+        dense=2.662, covered=3.447, unseen=-3.94, lead_heading=1.169, lead_covered=1.089,
+        bias=-10.503),
+        description="P(the knowledge base answers the question)")
     leads: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=2.79, rerank=2.367, rerank_margin=7.708, covered=2.035, lead_heading=2.518,
-        bias=-5.231),
+        lead_match=0.173, rerank=5.407, rerank_margin=10.356, covered=2.05, lead_heading=2.031,
+        bias=-5.067),
         description="P(the answer's first sentence comes from the section that answers)")
-    min_answerable: float = Field(0.52, ge=0, le=1, description=(
+    min_answerable: float = Field(0.76, ge=0, le=1, description=(
         "below this P(answerable) the answer is 'not found' (Low) and no LLM is called"))
-    high_min_leads: float = Field(0.87, ge=0, le=1, description=(
+    high_min_leads: float = Field(0.91, ge=0, le=1, description=(
         "High confidence: P(leads with the answer) at least this"))
 
 
@@ -378,6 +400,25 @@ class AnswerSettings(_Strict):
         "a name among the question's first this many words (\"What does path.join do?\") is "
         "what it asks about: a sentence about it leads the extractive answer; a name later "
         "in the question is mentioned in passing"))
+    passage: bool = Field(True, description=(
+        "the extractive answer leads with one section's own words (ragstream.passage): the "
+        "sentences that state what was asked, in their order, and the block they introduce; "
+        "off: a short answer of A4's best statements"))
+    passage_words: int = Field(90, ge=10, le=2000, description=(
+        "the passage's prose, at most this many words (three times as many when the prompt "
+        "asks for every item or for detail); whole sentences, code blocks apart"))
+    passage_lead_words: int = Field(45, ge=0, le=2000, description=(
+        "the passage starts at its section's start when the prose before its best sentence "
+        "is at most this many words, else at that sentence's paragraph"))
+    passage_code_lines: int = Field(24, ge=0, le=2000, description=(
+        "the passage's code and configuration blocks, at most this many lines; a block is "
+        "whole or left out, with the sentence that introduces it"))
+    passage_additions: int = Field(2, ge=0, le=20, description=(
+        "sentences of other sources that follow the passage, at most: each holds a question "
+        "term the passage lacks"))
+    passage_missing_share: float = Field(0.25, ge=0, le=1, description=(
+        "other sources' sentences follow the passage only when at least this IDF-weighted "
+        "share of the question's terms is missing from it"))
     temperature: float = Field(0.0, ge=0, le=2)
     answerability: AnswerabilitySettings = Field(default_factory=AnswerabilitySettings)
     high_min_cited_share: float = Field(

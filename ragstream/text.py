@@ -156,3 +156,10 @@ def evidence_units(text: str, min_words: int = 3) -> list[tuple[int, int, str]]:
                 lead = mark.end() if mark else len(raw) - len(raw.lstrip())
                 out.append((start + s + lead, start + e, clean))
     return out
+
+
+def asks_how(question: str, cues: Sequence[str]) -> bool:
+    """Whether ``question`` asks how to do something: it holds one of ``cues`` (phrases, any
+    case, matched on word boundaries: ``reranker.how_cues``)."""
+    folded = " " + " ".join(_WORD.findall(question.casefold())) + " "
+    return any(" " + " ".join(_WORD.findall(c.casefold())) + " " in folded for c in cues)

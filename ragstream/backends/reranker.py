@@ -14,7 +14,13 @@
   - ``term_coverage``: the share of the query's stemmed content words found in the chunk
     (exact-term evidence such as names and numbers), from the BM25 index's term matrix;
   - ``query_bm25``: BM25 of the whole query, divided by the best-matching chunk's (so 1 is
-    the corpus's best lexical match), from the same index.
+    the corpus's best lexical match), from the same index;
+  - ``chunk_terms``: the IDF-weighted share of the query's terms the chunk (with its title and
+    headings) holds: a rare word of the question counts for more than a common one;
+  - ``heading_terms``: the same share for its section's headings (the innermost two): a
+    section titled for what is asked ("Simple reverse proxying" for "… as a reverse proxy?");
+  - ``how_code``: 1 for a chunk holding a code or configuration block when the query asks how
+    (``reranker.how_cues``): the block is how it is done.
   The score is their weighted sum (weights in ``reranker.offline_weights``). A chunk the
   index does not hold (a super-prompt older than the last ingest) is encoded on the spot.
 
@@ -33,10 +39,12 @@ from typing import Protocol
 import numpy as np
 
 from ragstream.backends.doc_index import encode_chunks
+from ragstream.backends.keyword_index import weighted_share
 from ragstream.backends.search.base import Evidence
 from ragstream.config import RerankerSettings
 from ragstream.errors import ModelLoadError
 from ragstream.super_prompt import Chunk
+from ragstream.text import asks_how
 
 
 class Reranker(Protocol):
@@ -101,11 +109,13 @@ class OfflineReranker:
 
     backend = "offline"
 
-    def __init__(self, services, weights):
+    def __init__(self, services, weights, how_cues: Sequence[str] = ()):
         """``services``: where the embedder, the keyword tokenizer and the index come from
-        (read at each call, so a swapped embedder or a re-ingested store is seen)."""
+        (read at each call, so a swapped embedder or a re-ingested store is seen);
+        ``how_cues``: the phrases of a query that asks how (``reranker.how_cues``)."""
         self.services = services
         self.weights = weights
+        self.how_cues = tuple(how_cues)
 
     def features(self, query: str, chunks: Sequence[Chunk]) -> list[dict[str, float]]:
         """Per chunk: window and best-sentence cosine to the query, query-term coverage and relative BM25."""
@@ -117,11 +127,16 @@ class OfflineReranker:
         evidence = evidence_for(chunks, corpus, services.embedder)
         terms = corpus.query_terms(query)
         coverage = corpus.coverage(terms, chunks)
+        weights = corpus.idf_weights(terms)
+        weighted = [weighted_share(weights, held.__contains__) for held in corpus.terms_of(chunks)]
+        headings = [weighted_share(weights, set(corpus.query_terms(" ".join(c.heading_path[-2:])))
+                                   .__contains__) for c in chunks]
+        how = asks_how(query, self.how_cues)
         held = [c.id for c in chunks if corpus.holds(c)]
         bm25 = corpus.keyword_scores(terms, held)
         best_bm25 = corpus.best_keyword(terms) if held else 0.0
         out = []
-        for c, ev, cov in zip(chunks, evidence, coverage):
+        for c, ev, cov, wcov, head in zip(chunks, evidence, coverage, weighted, headings):
             window_cos = float((ev.window_vectors @ q).max())
             sent_cos = (float((ev.sentence_vectors @ q).max()) if len(ev.sentence_vectors)
                         else window_cos)
@@ -130,6 +145,9 @@ class OfflineReranker:
                 "best_sentence_cosine": max(0.0, sent_cos),
                 "term_coverage": float(cov),
                 "query_bm25": bm25.get(c.id, 0.0) / best_bm25 if best_bm25 > 0 else 0.0,
+                "chunk_terms": float(wcov),
+                "heading_terms": float(head),
+                "how_code": 1.0 if how and c.has_code else 0.0,
             })
         return out
 
@@ -158,7 +176,8 @@ def share_reranker(choice: RerankerChoice, services) -> RerankerChoice:
     as it is (it reads passages only); the offline reranker is made again, reading ``services``'
     index."""
     if isinstance(choice.reranker, OfflineReranker):
-        return RerankerChoice(OfflineReranker(services, choice.reranker.weights), choice.backend,
+        return RerankerChoice(OfflineReranker(services, choice.reranker.weights,
+                                              choice.reranker.how_cues), choice.backend,
                               choice.reason)
     return choice
 
@@ -166,7 +185,8 @@ def share_reranker(choice: RerankerChoice, services) -> RerankerChoice:
 def load_reranker(settings: RerankerSettings, services) -> RerankerChoice:
     """The cross-encoder when it loads offline, else the offline reranker, with the reason."""
     def offline(reason: str) -> RerankerChoice:
-        return RerankerChoice(OfflineReranker(services, settings.offline_weights), "offline", reason)
+        return RerankerChoice(OfflineReranker(services, settings.offline_weights, settings.how_cues),
+                              "offline", reason)
 
     if settings.backend == "offline":
         return offline("reranker.backend is 'offline'")

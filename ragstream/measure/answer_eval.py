@@ -252,7 +252,8 @@ def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
                             f"heading text against the file): {'; '.join(problems[:8])}"
                             + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
     for qid, secs in qs.sections.items():
-        text = "\n".join(c.text for c in chunks if any(s.holds(c, folder) for s in secs))
+        text = "\n".join(f"{' '.join(c.heading_path)}\n{c.text}" for c in chunks
+                         if any(s.holds(c, folder) for s in secs))
         problems += [f"{qid}: {k!r}" for k in qs.keys(qid) if not holds_key(text, [k])]
     if problems:
         raise EvalDataError(f"{qs.path.name}: these key strings stand in none of their question's "
