@@ -106,7 +106,7 @@ from ragstream.super_prompt import (
     SuperPrompt,
     View,
 )
-from ragstream.text import asks_how, fold, split_sentences
+from ragstream.text import asks_how, fold, jaccard, split_sentences, words
 
 NAME = "Answer"
 TokenCallback = Callable[[str], None]
@@ -137,6 +137,12 @@ ANSWER_CUE = ("## Your answer\n"
               "each fact's [number] to the end of the sentence that uses it.")
 UNSUPPORTED = ("no sentence of it cites a valid source: nothing in it can be checked against "
                "the knowledge base")
+#: heads the passage that answers in the model's prompt (``passage_block``)
+PASSAGE_HEADER = "## The passage that answers [{n}]\n\n**{title}**\n\n"
+#: what the closing cue adds when the model is given that passage
+PASSAGE_CUE = ("\nLead with what the passage that answers says, in its words, citing it; copy "
+               "its code or configuration whole; add what other sources say only where the "
+               "passage lacks it.")
 SOURCES_LEFT_OUT = ("## Sources\n\n_The whole source texts are left out to fit the model's "
                     "context window; the condensed context above cites them by number._\n")
 
@@ -348,10 +354,48 @@ def top_label(top: int) -> str:
     return "source [1]" if top == 1 else f"one of the top {top} sources"
 
 
+def said_back(text: str, question: str) -> bool:
+    """Whether the answer's first sentence says the question back: nearly all its words are
+    the question's (word Jaccard ≥ ``SAID_BACK``)."""
+    sents = answer_sentences(text, 1)
+    if not sents:
+        return False
+    first = set(words(_CITE.sub(" ", sents[0])))
+    asked = set(words(question))
+    return bool(first) and jaccard(first, asked) >= SAID_BACK
+
+
+def dangling_colons(text: str) -> list[str]:
+    """The answer's paragraphs that end in ':' (their citations aside) with no block after
+    them: what they introduce is missing."""
+    lines = text.splitlines()
+    doc = markdown.parse(text, front_matter=False)
+    blocks = list(doc.walk())
+    out = []
+    for i, b in enumerate(blocks):
+        if b.kind != "paragraph":
+            continue
+        body = " ".join(lines[b.start:b.end]).strip()
+        if not _CITE.sub("", body).rstrip().endswith(":"):
+            continue
+        nxt = next((x for x in blocks[i + 1:] if x.start >= b.end), None)
+        if nxt is None or nxt.kind == "paragraph":
+            out.append(body)
+    return out
+
+
+#: a first sentence sharing this share of its words with the question says it back
+SAID_BACK = 0.8
+
+
 def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
-                    terms: Callable[[str], set[str]]) -> tuple[list[str], str]:
+                    terms: Callable[[str], set[str]],
+                    passage: Passage | None = None) -> tuple[list[str], str]:
     """Check an LLM answer's citations (see the module docstring). Returns the checks it
-    fails, each naming its setting (none: it passes), and a line saying what it passed."""
+    fails, each naming its setting (none: it passes), and a line saying what it passed. With
+    the ``passage`` the model was given first, one of its first sentences must cite it; the
+    answer must not open by saying the question back nor leave a sentence ending in ':'
+    without what it introduces (the rules the extractive answer keeps)."""
     n_sources = len(sp.final_selection_ids)
     cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
     valid = {c.n for c in cites if c.valid}
@@ -366,11 +410,22 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
                       f"name{'' if many else 's'} no source (the Sources block has "
                       f"[1]–[{n_sources}])")
     lead = " ".join(answer_sentences(text, acfg.min_sentence_words)[:acfg.lead_sentences])
-    if not any(1 <= n <= acfg.top_sources
-               for n in citation_numbers(lead, acfg.max_citation_range)):
+    cited = citation_numbers(lead, acfg.max_citation_range)
+    own = sp.final_selection_ids.index(passage.chunk.id) + 1 \
+        if passage is not None and passage.chunk.id in sp.final_selection_ids else None
+    if own is not None and own not in cited and not any(1 <= n <= acfg.top_sources
+                                                         for n in cited):
+        failed.append(f"none of its first {acfg.lead_sentences} sentences "
+                      f"(answer.lead_sentences) cites the passage that answers [{own}]")
+    elif own is None and not any(1 <= n <= acfg.top_sources for n in cited):
         failed.append(f"none of its first {acfg.lead_sentences} sentences "
                       f"(answer.lead_sentences) cites {top_label(acfg.top_sources)} "
                       f"(answer.top_sources)")
+    if said_back(text, sp.question):
+        failed.append("its first sentence says the question back")
+    hanging = dangling_colons(text)
+    if hanging:
+        failed.append(f"it ends a sentence on a colon with nothing after it: {_quote(hanging[0])}")
     weak = weak_sentences(text, sp, acfg, terms) if acfg.min_shared_terms else []
     if weak:
         quoted = ", ".join(_quote(s) for s in weak[:QUOTED_SENTENCES])
@@ -551,7 +606,28 @@ def kb_titles(store, limit: int) -> tuple[list[str], int]:
             own = own.split(" | ", 1)[0].strip() or own
         title = (own or PurePosixPath(d.doc_id).stem).strip()
         titles.setdefault(title.casefold(), title)
-    return sorted(titles.values(), key=lambda t: (t.casefold(), t)), len(docs)
+    named = site_suffix_removed(list(titles.values()))
+    return sorted(named, key=lambda t: (t.casefold(), t)), len(docs)
+
+
+#: what separates a page's own title from its site's name: "Log Files - Apache HTTP Server"
+_SITE_SEPARATORS = (" - ", " — ", " – ", " · ", " :: ")
+
+
+def site_suffix_removed(titles: list[str]) -> list[str]:
+    """Titles without the site's name that most of them end with ("Log Files - Apache HTTP
+    Server Version 2.4" → "Log Files"): at least three titles and half of them share it."""
+    if len(titles) < 3:
+        return titles
+    ends: dict[str, int] = {}
+    for t in titles:
+        for sep in _SITE_SEPARATORS:
+            if sep in t:
+                ends[sep + t.rsplit(sep, 1)[1]] = ends.get(sep + t.rsplit(sep, 1)[1], 0) + 1
+    common = max(ends.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
+    if common[1] * 2 < len(titles):
+        return titles
+    return [t[:-len(common[0])].strip() or t if t.endswith(common[0]) else t for t in titles]
 
 
 def no_results_text(store, acfg: AnswerSettings) -> str:
@@ -1182,11 +1258,24 @@ def stream_sentences(pieces, emit: Callable[[str], None], kind: str) -> tuple[st
 # --------------------------------------------------------------------------- the LLM's prompt
 
 
-def answer_messages(sp: SuperPrompt, cfg: AppConfig,
-                    schema: dict | None = None) -> tuple[list[dict[str, str]], str]:
+def passage_block(sp: SuperPrompt, passage: Passage | None) -> str:
+    """The passage the answer leads with, for the model, first and whole: its number in the
+    Sources block, its section's title and its text (``PASSAGE_HEADER``); "" without one."""
+    if passage is None or passage.chunk.id not in sp.final_selection_ids:
+        return ""
+    n = sp.final_selection_ids.index(passage.chunk.id) + 1
+    from ragstream.passage import title_of
+
+    return PASSAGE_HEADER.format(n=n, title=title_of(passage.chunk)) + passage.text.strip() + "\n"
+
+
+def answer_messages(sp: SuperPrompt, cfg: AppConfig, schema: dict | None = None,
+                    passage: Passage | None = None) -> tuple[list[dict[str, str]], str]:
     """System: System_MD and the citation rule (with ``schema``, the sentence form's rule and
-    the schema's outline). User: the rest of ``prompt_ready`` — Prompt_MD, S_CTX_MD,
-    Attachments_MD and the recent conversation, as Prompt_Builder composed them — within the
+    the schema's outline). User: Prompt_MD, the passage that answers, first and whole
+    (``passage_block``: the extractive answer's lead, ``ragstream.passage``), then the rest of
+    ``prompt_ready`` — S_CTX_MD, Attachments_MD and the recent conversation, as Prompt_Builder
+    composed them — within the
     prompt budget (see the module docstring), then the closing cue (``ANSWER_CUE`` or
     ``SENTENCES_CUE``). Returns the messages and a note naming what was left out ("" when
     nothing was)."""
@@ -1210,8 +1299,11 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig,
              ([SOURCES_LEFT_OUT], "the whole source texts and the recent conversation")]
     user, note = "", ""
     room = budget - count_tokens(system, enc) - 8
+    lead = passage_block(sp, passage)
+    if lead:
+        cue = cue + PASSAGE_CUE
     for extra, left_out in tries:
-        blocks = [sp.Prompt_MD, sp.S_CTX_MD, *extra, cue]
+        blocks = [sp.Prompt_MD, lead, sp.S_CTX_MD, *extra, cue]
         user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())
         note = f"{left_out} left out to fit the answer's prompt budget of {budget} tokens" \
             if left_out else ""
@@ -1287,7 +1379,7 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
         try:
             form, why = answer_form(sp, acfg, llm)
             schema = sentences_schema(sp, acfg) if form == "sentences" else None
-            messages, left_out = answer_messages(sp, cfg, schema)
+            messages, left_out = answer_messages(sp, cfg, schema, comp.passage)
             pieces = llm.stream_chat(messages, result, temperature=acfg.temperature,
                                      max_tokens=acfg.max_tokens, json_schema=schema)
             note = ""
@@ -1319,7 +1411,8 @@ def answer(sp: SuperPrompt, cfg: AppConfig, services,
         usage = AnswerUsage(prompt_tokens=result.usage.prompt_tokens,
                             completion_tokens=result.usage.completion_tokens)
     if mode == "llm" and acfg.check_citations:
-        failed, checks = citation_checks(text, sp, acfg, term_reader(services, cfg))
+        failed, checks = citation_checks(text, sp, acfg, term_reader(services, cfg),
+                                         comp.passage)
         if failed:
             set_aside, set_aside_reason = text, "; ".join(failed)
             mode, mode_reason = "extractive", f"the model's answer was set aside: {set_aside_reason}"

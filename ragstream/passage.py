@@ -125,6 +125,12 @@ def units(text: str) -> list[Unit]:
         code = block.end - block.start if block.kind in _CODE_KINDS else 0
         words = 0 if block.kind in _CODE_KINDS else _prose_words(body)
         introduces = False
+        cuts: tuple[int, ...] = ()
+        if block.kind == "list":
+            cuts = tuple(span(item)[1] for item in block.children)
+        elif block.kind == "paragraph":
+            cuts = tuple(a + e for _, e in split_sentences(body)
+                         if not _ENDS_COLON.search(body[:e]))
         if (block.kind == "paragraph" and _ENDS_COLON.search(body) and i + 1 < len(blocks)
                 and blocks[i + 1].kind in _INTRODUCED):
             nxt = blocks[i + 1]
@@ -133,14 +139,11 @@ def units(text: str) -> list[Unit]:
                 code += nxt.end - nxt.start
             else:
                 words += _prose_words(text[span(nxt)[0]:b])
+            # a list it introduces may end after an item; a block is whole or left out
+            cuts = tuple(span(item)[1] for item in nxt.children) if nxt.kind == "list" else \
+                tuple(c for c in cuts if c <= span(nxt)[0] and not _ENDS_COLON.search(text[a:c]))
             introduces = True
             i += 1
-        cuts: tuple[int, ...] = ()
-        if block.kind == "paragraph" and not introduces:
-            cuts = tuple(a + e for _, e in split_sentences(body)
-                         if not _ENDS_COLON.search(body[:e]))
-        elif block.kind == "list":
-            cuts = tuple(span(item)[1] for item in block.children)
         out.append(Unit(a, b, block.kind, words, code, introduces, cuts))
         i += 1
     return out

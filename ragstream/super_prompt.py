@@ -361,7 +361,7 @@ class SuperPrompt(BaseModel):
         reading = self.extras.reading
         if reading is None:
             return self.user_text
-        return self.body.get("task") or self.user_text if reading.note else reading.text
+        return self.body.get("task") or reading.text
 
     def chunk_map(self) -> dict[str, Chunk]:
         """The base context chunks by id."""

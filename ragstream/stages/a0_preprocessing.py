@@ -37,7 +37,10 @@ controller does) and never touches the retrieval fields.
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field
+
 from ragstream import edits, staleness
+from ragstream.agents.base import resolve_mode
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.config import AppConfig
 from ragstream.errors import EmptyPromptError, PromptTooLongError
@@ -123,7 +126,7 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     sp.extras.llm_usage.pop(AGENT_NAME, None)  # an earlier run's usage is not this run's
     sp.extras.llm_calls.pop(AGENT_NAME, None)
     result, mode, semantic_used = resolve_canonical(sp, text, vocab, cfg, services)
-    reading = read_follow_up(sp, result)
+    reading = read_follow_up(sp, result, cfg, services)
     apply_field_edits(sp, result, cfg)
     if reading is not None and result.sources.get(TASK_KEY) == edits.BY_YOU:
         reading = reading.model_copy(update={"note": "your task replaced this reading"})
@@ -135,21 +138,84 @@ def run(sp: SuperPrompt, cfg: AppConfig, services: Services | None) -> SuperProm
     return sp
 
 
-def read_follow_up(sp: SuperPrompt, result: Canonical) -> ReadingRecord | None:
-    """Read the task with the conversation's earlier questions (``a0.reading``): a follow-up
-    becomes its standalone reading in the body (source ``derived``, the rule logged); a
-    self-contained task, or one with no conversation before it, is left as it is."""
+def read_follow_up(sp: SuperPrompt, result: Canonical, cfg: AppConfig | None = None,
+                   services: Services | None = None) -> ReadingRecord | None:
+    """Read the task with the conversation's earlier questions: a follow-up becomes its
+    standalone reading in the body (source ``derived``, the rule logged); a self-contained
+    task, or one with no conversation before it, is left as it is. With an LLM endpoint the
+    model writes the reading (``model_reading``) and the rules' (``a0.reading``) is the
+    fallback; the record says who read it and, for the model, what the rule read."""
     task = result.body.get(TASK_KEY, "")
     earlier = [t.user for t in sp.recent_conversation if t.user.strip()]
-    found = read(task, earlier) if task.strip() and earlier else None
-    if found is None:
+    if not task.strip() or not earlier:
         return None
-    result.body[TASK_KEY] = found.text
+    found = read(task, earlier)
+    llm = getattr(services, "llm", None) if services is not None else None
+    record: ReadingRecord | None = None
+    if llm is not None and cfg is not None and resolve_mode(
+            cfg.agents.A0_PreProcessing, cfg, llm_available=True).mode == "llm":
+        record = model_reading(llm, task, earlier, found, cfg)
+    if record is None and found is not None:
+        record = ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule)
+    if record is None:
+        return None
+    result.body[TASK_KEY] = record.text
     result.sources[TASK_KEY] = SOURCE_DERIVED
+    who = "the model" if record.by == "model" else f"rule {record.rule}"
     result.rules.append(A0Rule(rule="follow_up", key=TASK_KEY, detail=(
-        f"read with the conversation ({found.rule}): {task!r} after {found.after!r} reads "
-        f"{found.text!r}")))
-    return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule)
+        f"read with the conversation ({who}): {task!r} after {record.after!r} reads "
+        f"{record.text!r}")))
+    return record
+
+
+class ReadingReply(BaseModel):
+    """The model's reading of the last question: the question as it stands on its own."""
+
+    standalone: str = Field(description="the last question rewritten to stand on its own")
+
+
+READING_PROMPT = (
+    "You rewrite the last question of a conversation so that it can be understood without the "
+    "conversation: replace words like 'that', 'it', 'them' and elliptic phrases ('and on "
+    "Windows?') by what they stand for in the earlier questions. Keep the person's words "
+    "otherwise; add nothing the earlier questions do not say; do not answer. If the last "
+    "question already stands on its own, return it unchanged. Reply with JSON only: "
+    '{"standalone": "..."}')
+
+
+def model_reading(llm, task: str, earlier: list[str], found, cfg: AppConfig) -> ReadingRecord | None:
+    """The model's standalone reading of ``task`` after ``earlier`` (None when it leaves the
+    question as it is and the rule sees no follow-up either); on an endpoint error or a reply
+    that is no reading, the rule's reading (``found``) with a note saying why."""
+    from ragstream.backends.llm import AgentOutputError, LLMError
+    from ragstream.text import fold
+
+    asked = "\n".join(f"{i}. {q}" for i, q in enumerate(earlier[-4:], start=1))
+    messages = [{"role": "system", "content": READING_PROMPT},
+                {"role": "user", "content": f"Earlier questions:\n{asked}\n\nLast question: {task}"}]
+    after = found.after if found is not None else earlier[-1]
+    try:
+        reply = llm.chat_json(messages, ReadingReply, max_tokens=160,
+                              timeout=cfg.settings.llm.timeout_s, agent=AGENT_NAME).value
+        text = " ".join(reply.standalone.split())
+    except (LLMError, AgentOutputError) as err:
+        if found is None:
+            return None
+        return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule,
+                             note=f"the model's reading failed, read by rule: {err}")
+    if not text or len(text) > 4 * max(len(task), 60):
+        if found is None:
+            return None
+        return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule,
+                             note="the model's reading was empty or too long, read by rule")
+    if fold(text) == fold(task):  # the model reads it as self-contained
+        if found is None:
+            return None
+        return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule,
+                             note="the model left the question as it is; read by rule")
+    rule_said = f"; the rule read {found.text!r}" if found is not None else ""
+    return ReadingRecord(text=text, typed=task, after=after, rule="model", by="model",
+                         note=None if not rule_said else f"model {llm.model}{rule_said}")
 
 
 def apply_field_edits(sp: SuperPrompt, result: Canonical, cfg: AppConfig) -> None:
@@ -184,4 +250,4 @@ def discard(sp: SuperPrompt) -> None:
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Pre-processing", run=run, discard=discard,
               reads=(staleness.PROMPT, staleness.CONVERSATION, "prompt_schema",
                      "settings.prompt.max_prompt_chars", staleness.AGENT),
-              uses_llm=semantic_enabled)
+              uses_llm=lambda cfg: True)  # a follow-up's reading asks the model when there is one

@@ -8,7 +8,7 @@ question is itself read with the ones before it, so a third turn leans on the se
 
 A question is a *follow-up* when it opens with a connector ("and", "but", "also", "so", "what
 about"), refers back ("that", "this", "it", "them", "those", "the other one", "instead", "too",
-"as well", "again") or has fewer than two content words of its own. A question that does none
+"as well", "again") or has no content word of its own ("Why?"). A question that does none
 of these is self-contained and left as it is. A follow-up is read by the first rule that
 applies (its name is recorded with the reading):
 
@@ -22,8 +22,8 @@ applies (its name is recorded with the reading):
   subject of a verb ("does that also work in a .htaccess file?") becomes the action as a
   gerund ("password-protecting a directory"), and one that is the object of a verb ("how do I
   switch them off?") becomes what the action acts on (".htaccess files for a directory").
-* ``topic``: a short follow-up (at most ``MAX_OWN_WORDS`` words of its own) with a pronoun
-  takes the earlier question's topic in the pronoun's place: "Which other modes could I set
+* ``topic``: a short follow-up (at most ``MAX_OWN_WORDS`` words of its own) with "it", "that"
+  or "this" takes the earlier question's topic in its place: "Which other modes could I set
   it to?" → "Which other modes could I set an agent file says mode llm … to?".
 * ``context``: otherwise the follow-up keeps its words and the earlier question follows as its
   context: "Where do I change those weights? (after: Explain in detail how ….)" — two
@@ -116,7 +116,7 @@ def is_follow_up(question: str) -> bool:
         return True
     if _BACK.search(q) or _DEMONSTRATIVE.search(q):
         return True
-    return len(content_words(q)) < 2
+    return not content_words(q)
 
 
 def _bare(question: str) -> str:
@@ -210,10 +210,18 @@ def _object_of(action: str) -> str:
 
 def read_one(question: str, earlier: str) -> Reading | None:
     """``question`` read with the ``earlier`` question (already standalone), or None when it
-    is self-contained (see the module docstring)."""
+    is self-contained (see the module docstring). When the earlier reading has a context of
+    its own ("… (after: …)"), the rules read its question and the context follows theirs."""
     if not earlier.strip() or not is_follow_up(question):
         return None
-    action, topic = _frame(earlier)
+    m = _AFTER.match(earlier.strip())
+    core, ctx = (m.group("core"), _bare(m.group("ctx"))) if m else (earlier, "")
+    tail = f" (after: {ctx}.)" if ctx else ""
+
+    def done(text: str, rule: str) -> Reading:
+        return Reading(text + tail, rule, earlier)
+
+    action, topic = _frame(core)
     bare = _bare(question)
     ask = question.strip()
     end = "?" if ask.endswith("?") or not ask.endswith((".", "!")) else ask[-1]
@@ -221,37 +229,36 @@ def read_one(question: str, earlier: str) -> Reading | None:
     if do is not None:
         rest = bare[do.end():].strip()
         if rest and rest.casefold() in action.casefold():  # asked again: the earlier reading
-            return Reading(_cap(_bare(earlier)) + end, "action", earlier)
-        text = f"{bare[:do.start()]}{action}{bare[do.end():]}"
-        return Reading(_cap(text) + end, "action", earlier)
+            return done(_cap(_bare(core)) + end, "action")
+        return done(_cap(f"{bare[:do.start()]}{action}{bare[do.end():]}") + end, "action")
     about = _WHAT_ABOUT.match(bare)
     phrase = bare[about.end():] if about else bare
     if about or (len(content_words(phrase)) <= 4 and not _VERBISH.search(phrase)
                  and not _PRONOUN.search(phrase)):
-        m = _PHRASE.match(phrase)
-        swapped = _swap_phrase(earlier, m.group("prep"), phrase) if m else None
+        p = _PHRASE.match(phrase)
+        swapped = _swap_phrase(core, p.group("prep"), phrase) if p else None
         if swapped:
-            return Reading(_cap(swapped) + "?", "phrase", earlier)
+            return done(_cap(swapped) + "?", "phrase")
         return _context(bare, earlier, end)
     if action:  # a pronoun that stands for the earlier action (as a subject) or its object
         subject = _SUBJECT.match(bare) or _MAKE.search(bare)
         if subject:
             at = subject.start("word")
-            text = f"{bare[:at]}{gerund(action)}{bare[subject.end('word'):]}"
-            return Reading(_cap(text) + end, "pronoun", earlier)
+            return done(_cap(f"{bare[:at]}{gerund(action)}{bare[subject.end('word'):]}") + end,
+                        "pronoun")
         obj = _OBJECT.search(bare)
         what = _object_of(action)
         if obj and what:
             at = obj.start("word")
-            text = f"{bare[:at]}{what}{bare[obj.end('word'):]}"
-            return Reading(_cap(text) + end, "pronoun", earlier)
+            return done(_cap(f"{bare[:at]}{what}{bare[obj.end('word'):]}") + end, "pronoun")
     pronoun = _DEMONSTRATIVE.search(bare) or _PRONOUN.search(bare)
     own = [w for w in content_words(bare) if w.casefold() not in _GENERIC]
-    if pronoun is not None and topic and len(own) <= MAX_OWN_WORDS:
+    if pronoun is not None and pronoun.group("word").casefold() in ("it", "that", "this") \
+            and topic and len(own) <= MAX_OWN_WORDS:
         # a short follow-up says little of its own: its pronoun takes the earlier topic's place
         at = pronoun.start("word")
         text = f"{bare[:at]}{topic}{bare[at + len(pronoun.group('word')):]}"
-        return Reading(_cap(text) + end, "topic", earlier)
+        return done(_cap(text) + end, "topic")
     return _context(bare, earlier, end)
 
 

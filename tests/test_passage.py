@@ -1,0 +1,192 @@
+"""The passage the offline answer leads with (``ragstream.passage``, issue 45): one section's
+own words in their order, the block a how-to question needs whole, never a sentence ending on a
+colon without its block, each paragraph cited; and how the answer reads it."""
+
+from __future__ import annotations
+
+import re
+
+from ragstream.answer import answer, answer_sentences, dangling_colons, said_back
+from ragstream.config import AnswerSettings
+from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
+from ragstream.records import Statement
+from ragstream.super_prompt import Chunk, SuperPrompt
+
+ACFG = AnswerSettings()
+
+HOWTO = """You want all HTTP requests to be redirected to HTTPS. This is one of the most common \
+uses of rewriting, but in most cases it is better accomplished without it.
+
+Solution:
+
+The preferred approach uses a `Redirect` directive in a dedicated virtual host:
+
+```config
+<VirtualHost *:80>
+    Redirect permanent "/" "https://www.example.com/"
+</VirtualHost>
+```
+
+If you must use a `.htaccess` file, rewriting is the appropriate tool:
+
+```config
+RewriteEngine On
+RewriteCond "%{HTTPS}" !=on
+```
+
+The variable is set to `on` when the connection uses TLS.
+"""
+
+LONG = ("The cache keeps every fetched document for a day. " * 3
+        + "Entries older than that are removed on the next start. " * 4
+        + "A full cache is emptied oldest first: the next fetch waits.")
+
+LIST = """The flags are:
+
+* `D` disables a worker and retries it later.
+* `S` stops a worker; it is not retried.
+* `R` makes a worker a hot spare for its set.
+* `H` makes it a hot standby, used when nothing else is left.
+"""
+
+
+def _chunk(text: str, cid: str = "docs/a.md#0", heading=("Guide", "Forcing HTTPS")) -> Chunk:
+    return Chunk(id=cid, doc_id=cid.split("#")[0], text=text, source="a.md", title="Guide",
+                 heading_path=heading, has_code="```" in text)
+
+
+def _at(text: str, words: str) -> int:
+    return text.index(words)
+
+
+def test_a_paragraph_and_the_block_it_introduces_are_one_unit_and_lists_end_after_items():
+    parts = units(HOWTO)
+    intro = [u for u in parts if u.introduces]
+    assert len(intro) == 2 and all(u.code_lines >= 3 for u in intro)
+    assert all(HOWTO[u.start:u.end].rstrip().endswith("```") for u in intro)
+    (items,) = units(LIST)  # the paragraph that introduces the list, and the list
+    assert items.introduces and len(items.cuts) == 4
+    assert LIST[items.start:items.cuts[0]].rstrip().endswith("retries it later.")
+
+
+def test_a_how_to_question_leads_with_the_block_whose_introduction_states_it_best():
+    chunk = _chunk(HOWTO)
+    anchor = _at(HOWTO, "You want all")
+    best_intro = _at(HOWTO, "The preferred approach")
+    htaccess = _at(HOWTO, "If you must use")
+    start, end = choose_span(chunk, anchor, ACFG, how=True,
+                             scores=[(anchor, 0.6), (best_intro, 0.55), (htaccess, 0.4)])
+    text = HOWTO[start:end]
+    assert text.startswith("The preferred approach")  # not the question said back
+    assert 'Redirect permanent "/"' in text and text.count("```") % 2 == 0  # the block whole
+    # the .htaccess sentence states the question best: its block leads instead
+    start, end = choose_span(chunk, anchor, ACFG, how=True,
+                             scores=[(anchor, 0.5), (best_intro, 0.4), (htaccess, 0.7)])
+    assert HOWTO[start:end].startswith("If you must use") and "RewriteCond" in HOWTO[start:end]
+
+
+def test_a_long_paragraph_is_cut_after_a_whole_sentence_and_a_list_after_an_item():
+    chunk = _chunk(LONG)
+    start, end = choose_span(chunk, 0, AnswerSettings(passage_words=30))
+    text = LONG[start:end]
+    assert start == 0 and text.endswith(".") and len(text) < len(LONG)
+    assert not text.rstrip().endswith(":")
+    chunk = _chunk(LIST)
+    start, end = choose_span(chunk, _at(LIST, "The flags"), AnswerSettings(passage_words=25))
+    text = LIST[start:end]
+    assert text.startswith("The flags are:") and "* `D`" in text and "* `H`" not in text
+    assert text.rstrip().endswith(".")  # a whole item, not half of one
+
+
+def test_what_comes_before_the_best_sentence_leads_when_it_is_short():
+    text = "Chunks are split at headings. Each section becomes one or more chunks.\n"
+    chunk = _chunk(text)
+    start, _ = choose_span(chunk, _at(text, "Each section"), ACFG)
+    assert start == 0  # the section's opening names its topic
+    long_before = " ".join(["Some preamble sentence about other things here."] * 12) + "\n\n"
+    text2 = long_before + "The answer is here and it is clear. It goes on.\n"
+    start, _ = choose_span(_chunk(text2), _at(text2, "The answer"), ACFG)
+    assert text2[start:].startswith("The answer")
+
+
+def _sp(chunks: list[Chunk], question: str = "How do I redirect http to https?") -> SuperPrompt:
+    return SuperPrompt(user_text=question, base_context_chunks=chunks,
+                       final_selection_ids=[c.id for c in chunks])
+
+
+def test_the_passage_is_rendered_under_its_title_and_citation_each_paragraph_cited():
+    chunk = _chunk(HOWTO)
+    sp = _sp([_chunk("Another section about logs.", "docs/b.md#0", ("Logs",)), chunk])
+    start, end = choose_span(chunk, 0, AnswerSettings(passage_words=200))
+    p = Passage(chunk, start, end, [Statement(text="x", kind="fact", chunk_ids=[chunk.id],
+                                              span=(0, 5))])
+    text = "".join(render(p, {c: n for n, c in enumerate(sp.final_selection_ids, 1)}))
+    assert text.startswith("#### Guide › Forcing HTTPS [2]\n")
+    assert "**Solution:**" in text  # a label is no statement: bold, uncited
+    fences = re.findall(r"```config\n.*?\n```", text, re.DOTALL)
+    assert len(fences) == 2 and 'Redirect permanent "/"' in fences[0]  # code whole, uncited
+    assert "[2]" not in "".join(fences)
+    for para in ("it is better accomplished without it. [2]",
+                 "in a dedicated virtual host: [2]", "uses TLS. [2]"):
+        assert para in text
+    # the sentences of a cited paragraph count as cited; the heading line is no sentence
+    sents = answer_sentences(text, 3)
+    assert sents[0].startswith("You want all HTTP requests") and sents[0].endswith("[2]")
+    assert all(s.rstrip().endswith("[2]") for s in sents)
+    assert not dangling_colons(text)
+
+
+def test_a_dangling_colon_and_the_question_said_back_are_found():
+    assert dangling_colons("Start it with: [1]\n\nThen it runs. [1]\n") == ["Start it with: [1]"]
+    assert not dangling_colons("Start it with: [1]\n\n```\nrun\n```\n")
+    assert said_back("How do I redirect http to https? [1] Use Redirect. [1]",
+                     "How do I redirect http to https?")
+    assert not said_back("Use a Redirect in the port-80 host. [1]", "How do I redirect http to https?")
+
+
+def test_a_length_a5_asks_for_keeps_whole_sentences_of_the_passage():
+    chunk = _chunk(LONG)
+    sents = [Statement(text=s, kind="fact", chunk_ids=[chunk.id], span=(a, b))
+             for s, a, b in _spans(LONG)]
+    p = Passage(chunk, 0, len(LONG), sents, [sents[0]])
+    short = trim(p, max_words=None, max_sentences=2)
+    assert len(short.statements) == 2 and short.end == sents[1].span[1] and not short.additions
+    assert trim(p, max_words=1000, max_sentences=None) is p
+
+
+def _spans(text: str):
+    from ragstream.text import split_sentences
+
+    for a, b in split_sentences(text):
+        piece = text[a:b]
+        lead = len(piece) - len(piece.lstrip())
+        yield piece.strip(), a + lead, b
+
+
+def test_the_pinned_chunk_is_the_passage(cfg):
+    from ragstream import edits
+
+    first, pinned = _chunk("Logs rotate daily.", "docs/b.md#0", ("Logs",)), _chunk(HOWTO)
+    sp = _sp([first, pinned])
+    sp.edits = [edits.new_edit(sp, "pin", pinned.id)]
+    p = lead_passage(sp, None, ACFG, [], None, None)
+    assert p is not None and p.chunk.id == pinned.id and "the chunk you pinned" in p.why
+
+
+def test_the_answer_leads_with_the_section_that_answers_in_its_own_words(kb_engine):
+    """On the bundled knowledge base: the answer opens with one section's title and citation,
+    quotes it in its order (every paragraph stands in the chunk), and the command whole."""
+    sp = kb_engine.run("How do I start a Chroma server?")
+    ans = answer(sp, kb_engine.cfg, kb_engine.services)
+    assert ans.mode == "extractive" and ans.passage is not None
+    first_line = ans.text.splitlines()[0]
+    assert first_line.startswith("#### ") and first_line.endswith(f"[{ans.passage.n}]")
+    chunk = sp.chunk_map()[ans.passage.chunk_id]
+    quoted = chunk.text[ans.passage.start:ans.passage.end]
+    body = ans.text.split("\n\n", 1)[1].split("\nAlso:")[0]
+    for para in body.split("\n\n"):  # each paragraph is the chunk's own text, cited
+        words = re.sub(r"\s*\[\d+\]$", "", para.strip()).replace("**", "")
+        assert words.strip() in quoted or words.strip().rstrip(":") in quoted, para
+    assert "chroma run" in ans.text and "```" in ans.text
+    assert not dangling_colons(ans.text) and not said_back(ans.text, sp.question)
+    assert ans.confidence_reason.startswith(f"{ans.confidence}: ") and ans.confidence_detail
