@@ -140,9 +140,9 @@ UNSUPPORTED = ("no sentence of it cites a valid source: nothing in it can be che
 #: heads the passage that answers in the model's prompt (``passage_block``)
 PASSAGE_HEADER = "## The passage that answers [{n}]\n\n**{title}**\n\n"
 #: what the closing cue adds when the model is given that passage
-PASSAGE_CUE = ("\nLead with what the passage that answers says, in its words, citing it; copy "
-               "its code or configuration whole; add what other sources say only where the "
-               "passage lacks it.")
+PASSAGE_CUE = ("_Lead your answer with what this passage says, in its words, citing [{n}]; "
+               "copy its code or configuration whole; add what other sources say only where "
+               "it lacks something._")
 SOURCES_LEFT_OUT = ("## Sources\n\n_The whole source texts are left out to fit the model's "
                     "context window; the condensed context above cites them by number._\n")
 
@@ -1266,7 +1266,8 @@ def passage_block(sp: SuperPrompt, passage: Passage | None) -> str:
     n = sp.final_selection_ids.index(passage.chunk.id) + 1
     from ragstream.passage import title_of
 
-    return PASSAGE_HEADER.format(n=n, title=title_of(passage.chunk)) + passage.text.strip() + "\n"
+    return (PASSAGE_HEADER.format(n=n, title=title_of(passage.chunk)) + passage.text.strip()
+            + "\n\n" + PASSAGE_CUE.format(n=n) + "\n")
 
 
 def answer_messages(sp: SuperPrompt, cfg: AppConfig, schema: dict | None = None,
@@ -1300,8 +1301,6 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig, schema: dict | None = None,
     user, note = "", ""
     room = budget - count_tokens(system, enc) - 8
     lead = passage_block(sp, passage)
-    if lead:
-        cue = cue + PASSAGE_CUE
     for extra, left_out in tries:
         blocks = [sp.Prompt_MD, lead, sp.S_CTX_MD, *extra, cue]
         user = "\n".join(b.rstrip() + "\n" for b in blocks if b.strip())

@@ -409,18 +409,21 @@ def _cited(text: str, mark: str) -> str:
     a heading inside it made bold: a citation that closes a paragraph covers its sentences."""
     lines = text.split("\n")
     ends: set[int] = set()
+    labels: set[int] = set()
     for block in markdown.parse(text, front_matter=False).walk():
         if block.kind == "paragraph" and block.end > block.start:
             last = block.end - 1
             while last > block.start and not lines[last].strip():
                 last -= 1
             ends.add(last)
+            if last == block.start and _LABEL.match(lines[last]):
+                labels.add(last)
     out = []
     for i, line in enumerate(lines):
         head = _HEADING_LINE.match(line)
         if head:
             out.append(f"**{head.group(2)}**")
-        elif i in ends and _LABEL.match(line):  # "Solution:", "Note:": a label, not a statement
+        elif i in labels:  # "Solution:", "Note:": a paragraph that labels, not a statement
             out.append(f"**{line.strip()}**")
         elif i in ends and line.strip():
             out.append(f"{line.rstrip()} {mark}")

@@ -31,6 +31,7 @@ from ragstream.answer import (
 from ragstream.backends.tokens import count_tokens
 from ragstream.cli import _print_answer_footer
 from ragstream.config import AnswerSettings
+from ragstream.passage import title_of
 from ragstream.errors import StageOrderError
 from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord
@@ -107,12 +108,18 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
         by_chunk.setdefault(s.chunk_ids[0], []).append(s.span[0])
     assert all(spans == sorted(spans) for spans in by_chunk.values())
     assert not any(mention_only(s.text) for s in chosen)
-    pieces = [f"{s.text} [{on_topic.final_selection_ids.index(s.chunk_ids[0]) + 1}]"
-              for s in chosen]
-    positions = [ans.text.index(p) for p in pieces]
-    assert positions == sorted(positions)
-    assert ans.text.startswith(pieces[0])  # it leads with the best sentence
-    assert len(answer_sentences(ans.text, acfg.min_sentence_words)) <= len(chosen)
+    # the answer leads with the passage that answers: the ReRanker's best source, under its
+    # title and citation, quoted in its order (ragstream.passage)
+    assert ans.passage is not None
+    lead = on_topic.chunk_map()[ans.passage.chunk_id]
+    assert ans.passage.chunk_id == on_topic.final_selection_ids[ans.passage.n - 1]
+    assert ans.passage.chunk_id == on_topic.final_selection_ids[0]
+    assert ans.text.startswith(f"#### {title_of(lead)} [{ans.passage.n}]\n")
+    quoted = lead.text[ans.passage.start:ans.passage.end]
+    first_words = " ".join(quoted.split()[:6])
+    assert first_words in " ".join(ans.text.split())
+    sents = answer_sentences(ans.text, acfg.min_sentence_words)
+    assert sents and all(citation_numbers(x, 50) for x in sents)  # each one cites
     for s in record.condensed:
         assert f"- {s.text} [" in on_topic.S_CTX_MD
     # each extracted statement points at the sentence of its chunk it was taken from
@@ -134,9 +141,10 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
 
     # answered, and the reason names the evidence (High or Medium is the calibrated P(leads),
     # near its threshold for this question: not asserted exactly)
-    assert ans.confidence in ("High", "Medium"), ans.confidence_reason
-    assert "P(answerable)" in ans.confidence_reason
-    assert "sentences cite a source" in ans.confidence_reason
+    assert ans.confidence in ("High", "Medium"), ans.confidence_detail
+    assert ans.confidence_reason.startswith(f"{ans.confidence}: ")  # in words …
+    assert "P(answerable)" in ans.confidence_detail  # … the figures beside them
+    assert "sentences cite a source" in ans.confidence_detail
 
     again = answer(on_topic, kb_engine.cfg, kb_engine.services)
     assert (again.text, again.citations, again.confidence_reason) == \
@@ -242,7 +250,7 @@ def test_off_topic_question_gets_no_results_and_the_kb_titles(kb_engine, off_top
     assert ans.text.startswith("I couldn't find this in the knowledge base. It covers:")
     assert "".join(tokens) == ans.text
     assert not ans.citations and not ans.invalid_citations
-    assert "nothing to answer from" in ans.confidence_reason
+    assert "nothing to answer from" in ans.confidence_detail
 
     titles = sorted({c.title for c in kb_engine.services.store.all_chunks()}, key=str.casefold)
     assert [ln[2:] for ln in ans.text.splitlines() if ln.startswith("- ")] == titles
@@ -360,7 +368,12 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
         assert block.strip() in user["content"]
     assert "### [1] " in user["content"]
     assert user["content"].endswith(ANSWER_CUE + "\n")
-    as_built = user["content"][:-len(ANSWER_CUE) - 2]  # the blocks, then a blank line
+    # the passage that answers, first and whole, between the prompt and the condensed context
+    lead = answer_mod.passage_block(on_topic, answer_mod.compose(
+        on_topic, cfg, services).passage)
+    assert lead.startswith("## The passage that answers [") and lead in user["content"]
+    assert user["content"].index(lead) < user["content"].index(on_topic.S_CTX_MD.strip())
+    as_built = user["content"][:-len(ANSWER_CUE) - 2].replace(lead + "\n", "")
     assert on_topic.System_MD.rstrip() + "\n\n" + as_built == on_topic.prompt_ready
 
     assert ans.mode == "llm" and ans.model == "test-model" and ans.error == ""
@@ -370,7 +383,7 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
     ids = on_topic.final_selection_ids
     assert [(c.n, c.chunk_id, c.valid) for c in ans.citations] == [(1, ids[0], True),
                                                                     (2, ids[1], True)]
-    assert ans.confidence != "Low" and "3 of 3 sentences" in ans.confidence_reason
+    assert ans.confidence != "Low" and "3 of 3 sentences" in ans.confidence_detail
 
     unchecked = cfg.with_overrides({"settings.answer.check_citations": False})
     bad = answer(on_topic, unchecked, services)  # checked, [99] would set it aside
@@ -378,7 +391,7 @@ def test_llm_answer_streams_maps_citations_and_flags_invalid_ones(on_topic, llm_
     assert [c.n for c in bad.sources] == [1]
     assert Answer.model_validate(bad.model_dump()).citations[-1].valid is False
     lowered = {"High": "Medium", "Medium": "Low"}[ans.confidence]  # an invalid citation: one level
-    assert bad.confidence == lowered and "[99]" in bad.confidence_reason
+    assert bad.confidence == lowered and "[99]" in bad.confidence_detail
 
 
 def test_an_answer_citing_nothing_is_unsupported_and_gets_the_extractive_one_beside(
@@ -513,7 +526,7 @@ def test_a_llama_cpp_endpoint_gets_the_sentence_form_and_every_sentence_cites(
     assert ans.form == "sentences" and json.loads(ans.raw) == reply
     assert "llama_cpp endpoint" in ans.mode_reason
     assert [c.n for c in ans.citations] == [1, 2] and all(c.valid for c in ans.citations)
-    assert ans.unsupported == "" and "2 of 2 sentences cite" in ans.confidence_reason
+    assert ans.unsupported == "" and "2 of 2 sentences cite" in ans.confidence_detail
 
 
 def test_auto_writes_free_text_for_other_endpoints_and_for_tables(kb_engine, on_topic,

@@ -91,7 +91,7 @@ def test_a_question_the_knowledge_base_does_not_cover_is_not_found_and_low(small
     assert ans.mode == "no-results" and ans.confidence == "Low"
     assert ans.text.startswith(NO_RESULTS_LEAD + " It covers:")
     assert not ans.citations
-    assert ans.confidence_reason.startswith("nothing to answer from")
+    assert ans.confidence_detail.startswith("nothing to answer from")
 
 
 def test_in_llm_mode_the_model_is_not_asked(small_kb, server):
@@ -125,7 +125,7 @@ def test_an_answerable_question_is_answered_and_not_low(small_kb):
     ans = answer(sp, small_kb.cfg, small_kb.services)
     assert ans.mode == "extractive" and ans.confidence != "Low", ans.confidence_reason
     assert ans.citations and "asn1Coding" in ans.text
-    assert "P(answerable)" in ans.confidence_reason and "asn1Coding (found)" in ans.confidence_reason
+    assert "P(answerable)" in ans.confidence_detail and "asn1Coding (found)" in ans.confidence_detail
 
 
 def test_path_join_asked_of_the_bundled_kb_is_not_found(kb_engine):
