@@ -303,17 +303,17 @@ class AnswerabilitySettings(_Strict):
         "sentences used or their headings, and its words in capitals (QUIC) somewhere in the "
         "knowledge base, else the question is not answerable"))
     answerable: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=2.577, best_match=4.94, rerank=5.742, lead_rerank=5.731, rerank_margin=3.868,
-        dense=2.662, covered=3.447, unseen=-3.94, lead_heading=1.169, lead_covered=1.089,
-        bias=-10.503),
+        lead_match=2.241, best_match=5.462, rerank=5.139, lead_rerank=5.139, rerank_margin=4.084,
+        dense=1.665, covered=4.167, unseen=-3.469, lead_heading=0.661, lead_covered=0.774,
+        bias=-9.605),
         description="P(the knowledge base answers the question)")
     leads: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
-        lead_match=0.173, rerank=5.407, rerank_margin=10.356, covered=2.05, lead_heading=2.031,
-        bias=-5.067),
+        lead_match=0.32, rerank=5.081, rerank_margin=10.741, covered=3.017, lead_heading=2.246,
+        bias=-5.465),
         description="P(the answer's first sentence comes from the section that answers)")
     min_answerable: float = Field(0.76, ge=0, le=1, description=(
         "below this P(answerable) the answer is 'not found' (Low) and no LLM is called"))
-    high_min_leads: float = Field(0.91, ge=0, le=1, description=(
+    high_min_leads: float = Field(0.88, ge=0, le=1, description=(
         "High confidence: P(leads with the answer) at least this"))
 
 

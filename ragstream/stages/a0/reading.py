@@ -7,11 +7,11 @@ questions (``SuperPrompt.recent_conversation``, oldest first), deterministically
 question is itself read with the ones before it, so a third turn leans on the second's reading.
 
 A question is a *follow-up* when it opens with a connector ("and", "but", "also", "so", "what
-about"), refers back ("do that", "is this", "those", "the other one", "instead", "too", "as
-well"), or has little of its own (at most ``WEAK_OWN_WORDS`` content words) and a word that may
-refer back ("it", "them", "there", "again", "also": "How do I stop it writing them?"), or none
-at all ("Why?"); "How does the ReRanker choose its backend?" names what its "its" refers
-to. A question that does none
+about"), refers back ("do that", "is this", "it", "them", "those", "the other one", "instead",
+"too", "as well"), or has little of its own (at most ``WEAK_OWN_WORDS`` content words) and a
+word that may refer back ("its", "their", "there", "again", "also", "then") or a verb without
+its object ("What did npm 6 use?"), or none at all ("Why?"); "How does the ReRanker choose
+its backend?" names what its "its" refers to. A question that does none
 of these is self-contained and left as it is. A follow-up is read by the first rule that
 applies (its name is recorded with the reading):
 
@@ -49,11 +49,17 @@ _CONNECTOR = re.compile(r"^\s*(?:(?:and|but|or|so|also|then|ok(?:ay)?|now|well|r
 _WHAT_ABOUT = re.compile(r"^\s*(?:what|how)\s+about\s+", re.IGNORECASE)
 #: words that refer back to what was said before
 _BACK = re.compile(
-    r"\b(?:those|these|instead|too|as well|either|otherwise|the other(?:s| ones?)?|the same|"
-    r"the rest|(?:which|the \w+est|that|this|the other) ones?)\b", re.IGNORECASE)
+    r"\b(?:it|they|them|those|these|instead|too|as well|either|otherwise|"
+    r"the other(?:s| ones?)?|the same|the rest|(?:which|the \w+est|that|this|the other) ones?)\b",
+    re.IGNORECASE)
 #: words that may refer back, or to something the question itself names ("How does the
 #: ReRanker choose its backend?"): a follow-up only in a question with little of its own
-_WEAK = re.compile(r"\b(?:it|its|they|them|their|there|again|also|other)\b", re.IGNORECASE)
+_WEAK = re.compile(r"\b(?:its|their|there|again|also|other|then|still)\b", re.IGNORECASE)
+#: a verb that needs an object, ending a short question: what it acts on was said before
+#: ("What did npm 6 use?" after "Which lockfileVersion does npm 9 write?")
+_NO_OBJECT = re.compile(r"\b(?:use|uses|write|writes|need|needs|set|choose|pick|take|read|"
+                        r"support|supports|require|requires|prefer|expect|accept|accepts)\s*"
+                        r"[?.!]*\s*$", re.IGNORECASE)
 #: a question with at most this many words of its own, and a word that may refer back, leans
 #: on the conversation
 WEAK_OWN_WORDS = 2
@@ -125,7 +131,8 @@ def is_follow_up(question: str) -> bool:
     if _BACK.search(q) or _DEMONSTRATIVE.search(q):
         return True
     own = [w for w in content_words(q) if w.casefold() not in _GENERIC]
-    return not own or (bool(_WEAK.search(q)) and len(own) <= WEAK_OWN_WORDS)
+    return not own or ((bool(_WEAK.search(q)) or bool(_NO_OBJECT.search(q)))
+                       and len(own) <= WEAK_OWN_WORDS)
 
 
 def _bare(question: str) -> str:
