@@ -20,6 +20,8 @@ from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import (
     actions,
+    answer_view,
+    citations,
     conversation,
     editing,
     eval_tab,
@@ -475,6 +477,76 @@ def sentence_rows(links: list[evidence.Link], opened: str | None, current: str |
             cite_col.caption("no source")
 
 
+def draw_reading(where: str) -> None:
+    """"Read as: …" for a follow-up A0 read with the conversation (what was typed, the earlier
+    question, who read it), under the stage line, in the Fields tab and above the answer;
+    nothing for a prompt that stands on its own. ``where`` keys its container."""
+    view = answer_view.reading_view(sp)
+    if view is None:
+        return
+    old = stale is not None and where != "answer"
+    with st.container(key=f"{views.STALE_KEY}reading_{where}" if old else f"reading_{where}"):
+        st.markdown(view.line + (" · :gray-badge[out of date]" if old else ""))
+        st.caption(view.detail)
+
+
+def draw_source_buttons() -> None:
+    """One button per source the answer cites, under it: each opens the source in its
+    document (``open_citation``)."""
+    buttons = citations.source_buttons(sp)
+    if not buttons:
+        return
+    with st.container(horizontal=True, key="cited_sources", gap="small",
+                      vertical_alignment="center"):
+        st.caption("Open a source in its document:", width="content")
+        for b in buttons:
+            if st.button(b.label, key=f"cite_{b.n}", help=b.help, icon=":material/menu_book:"):
+                open_citation(b.n)
+
+
+def open_in_document_button(chunk_id: str, key: str) -> None:
+    """"Open [n] in its document" for a chunk the answer cites (as its button under the
+    answer does); nothing for a chunk it does not cite."""
+    n = citations.source_number(sp, chunk_id)
+    if n is not None and st.button(f"Open [{n}] in its document", key=key,
+                                   icon=":material/menu_book:",
+                                   help="The answer's source in its document: the section "
+                                        "around it, the cited text marked, code as code"):
+        open_citation(n)
+
+
+def open_citation(n: int) -> None:
+    """Source ``[n]`` of the answer in a dialog: the section around the cited chunk, its cited
+    text marked, code as code, a paged document's page."""
+    view = citations.citation_view(sp, n, citations.fetch_for(engine, sp),
+                                   actions.session_config(engine, state).settings.answer.max_citation_range)
+    if view is None:
+        st.warning(f"[{n}] names no source of this answer.")
+        return
+    st.dialog(view.title, width="large", icon=":material/menu_book:")(draw_citation)(view)
+
+
+def draw_citation(view: citations.CitationView) -> None:
+    """An opened source: its section's title, the document and page, what is marked, then the
+    section around the cited chunk (the cited text beside a bar, its quoted words marked)."""
+    st.markdown(f"### {answer_view.md_text(view.section)}")
+    page = f" · **{view.page}**" if view.page else ""
+    st.caption(f"{answer_view.md_text(view.document)} · `{view.source}`{page} · chunk `{view.chunk_id}`")
+    st.caption(view.note)
+    for i, piece in enumerate(view.pieces):
+        if piece.heading:
+            st.markdown(f"**{answer_view.md_text(piece.heading)}**")
+        key = (views.CITED_KEY if piece.cited else views.AROUND_KEY if piece.around else "rs_text_")
+        with st.container(key=f"{key}{view.n}_{i}"):
+            st.markdown(piece.markdown, unsafe_allow_html=True)
+    st.caption(view.around_note)
+    if st.button("Follow this chunk through the stages", key="cite_follow",
+                 icon=":material/route:"):
+        state[S.JOURNEY_CHUNK] = view.chunk_id
+        state[S.VIEW] = "Chunk journey"
+        st.rerun()
+
+
 def draw_evidence(links: list[evidence.Link]) -> None:
     """The Evidence tab: the sentences (left) and the chunk they cite, its used sentences marked."""
     state[S.EVIDENCE_CHUNK] = evidence.default_chunk(sp, links, state[S.EVIDENCE_CHUNK])
@@ -497,6 +569,7 @@ def draw_evidence(links: list[evidence.Link]) -> None:
         chunk = sp.chunk_map()[opened]
         number = f"[{found.number}] " if found.number else ""
         st.markdown(f"**{number}{chunk.source}** § {chunk.heading_label or '(no heading)'}")
+        open_in_document_button(opened, "ev_open_doc")
         st.markdown(found.summary())
         st.html(found.html)
         st.caption(evidence.LEGEND)
@@ -625,6 +698,7 @@ def draw_chunk_views() -> None:
             if any(r.chunk_id == picked for r in src.view(key)):
                 st.caption(f"**{title}** · {views.row_detail(src, key, picked)}")
         chunk_buttons(picked, "detail")
+        open_in_document_button(picked, "detail_open_doc")
         detail = evidence.chunk_evidence(view_src, picked, links)
         if detail.used_by:
             st.caption(detail.summary())
@@ -669,6 +743,7 @@ def draw_fields() -> None:
                "hand for this prompt; fields with choices take one of them.")
     if note := editing.stage_note(1, fields_discarded, stale):
         st.warning(note, icon=":material/update:")
+    draw_reading("fields")
     if plan is not None:
         resume_button("resume_fields")
     field_key = f"fields_{state[S.EDIT_NONCE]}"
@@ -1041,6 +1116,7 @@ def main_area() -> None:
     sp = state[S.SP]
     st.html(views.PAGE_CSS)  # an out-of-date pass's results are greyed; room for table toolbars
     st.html(views.CELL_HOVER_JS, unsafe_allow_javascript=True)  # a cut cell whole on hover
+    st.html(views.CITE_CLICK_JS, unsafe_allow_javascript=True)  # the answer's [n] open sources
     st.title("RAGstream workbench")
     prompt_limit = actions.session_config(engine, state).settings.prompt.max_prompt_chars
     st.text_area("Prompt", key=S.PROMPT, height=130,
@@ -1111,10 +1187,12 @@ def main_area() -> None:
         stage_line += f" · session settings: {len(state[S.OVERRIDES])} changed"
     st.markdown(stage_line)
     st.caption(knowledge.results_line(sp, engine.kb))
+    if sp.answer is None or stale is not None:  # an answer shows it above its own text
+        draw_reading("stages")
     # --------------------------------------------------------------------------- answer
     links = evidence.sentence_links(
         sp, actions.session_config(engine, state).settings.answer.max_citation_range)
-    answer_box = st.container()
+    answer_box = st.container(key="answer_block")
     if sp.answer is not None and stale is not None:  # never shown as the answer to what is asked now
         answer_box = st.container(key=f"{views.STALE_KEY}answer").expander(
             views.stale_label(stale, "the answer of the earlier pass"), expanded=False,
@@ -1122,11 +1200,13 @@ def main_area() -> None:
     if sp.answer is not None:
         with answer_box:
             ans = sp.answer
-            colour = {"High": "green", "Medium": "orange", "Low": "red"}.get(ans.confidence, "gray")
-            st.markdown(f"#### Answer · :{colour}-badge[{ans.confidence} confidence]")
-            st.caption(f"{ans.confidence_reason} · mode: {ans.mode}"
-                       + (f" · model: {ans.model}" if ans.model else "")
-                       + (f" · {ans.error}" if ans.error else ""))
+            st.markdown("#### Answer")
+            draw_reading("answer")
+            st.markdown(answer_view.confidence_line(ans))
+            if note := answer_view.mode_note(ans):
+                st.caption(note)
+            with st.expander(answer_view.FIGURES_TITLE, expanded=False, icon=":material/calculate:"):
+                st.markdown(answer_view.figures_markdown(ans))
             if turn_note := conversation.turn_note(sp):
                 st.caption(turn_note)
             if ans.unsupported:
@@ -1136,7 +1216,9 @@ def main_area() -> None:
                            "the extractive answer from the sources instead.", icon=":material/report:")
             elif ans.checks:
                 st.caption(f"Citation checks passed: {ans.checks}.")
-            st.markdown(ans.text)
+            with st.container(key="answer_text"):  # its [n] markers open their sources
+                st.markdown(ans.text)
+            draw_source_buttons()
             if ans.set_aside:
                 with st.expander("The model's answer (set aside)", expanded=False):
                     st.markdown(ans.set_aside)
@@ -1152,7 +1234,13 @@ def main_area() -> None:
                     picked = st.selectbox("Open a cited chunk", list(by_label), key="cited_chunk")
                     cited = by_label[picked]
                     st.html(evidence.chunk_evidence(sp, cited.chunk_id, links).html)
-                    if st.button("Follow this chunk through the stages", key="follow_cited"):
+                    c1, c2 = st.columns(2)
+                    if c1.button(f"Open [{cited.n}] in its document", key="open_cited",
+                                 icon=":material/menu_book:", width="stretch",
+                                 help="The section around it, the cited text marked, code as code"):
+                        open_citation(cited.n)
+                    if c2.button("Follow this chunk through the stages", key="follow_cited",
+                                 icon=":material/route:", width="stretch"):
                         state[S.JOURNEY_CHUNK] = cited.chunk_id
                         state[S.VIEW] = "Chunk journey"  # the tabs are drawn below: not yet in this run
                         st.rerun()

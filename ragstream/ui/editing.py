@@ -29,6 +29,8 @@ FIELD_CAPS = {"choices": 2}
 #: the match a header's rung reads as in the fields table
 RUNGS = {"exact": "exact", "alias": "alias", "typo": "typo", "bilingual": "bilingual",
          "template": "template", "keyword": "keyword", "semantic": "LLM"}
+#: the name of A0's rule that reads a follow-up with the conversation (``stages.a0_preprocessing``)
+FOLLOW_UP_RULE = "follow_up"
 #: the checkbox columns of the chunk tables
 PIN, EXCLUDE = "pin", "exclude"
 
@@ -119,7 +121,9 @@ def field_source(sp: SuperPrompt, name: str) -> tuple[str, str, str]:
     if header is not None and source == "user":
         return ("header", RUNGS.get(header.rung, header.rung),
                 f"'{header.label}:' on line {header.line}: {header.detail}")
-    rule = next((r for r in ex.a0_rules or [] if r.key == name), None)
+    rules = [r for r in ex.a0_rules or [] if r.key == name]
+    # a follow-up's task is A0's reading of it with the conversation: that rule says why
+    rule = next((r for r in rules if r.rule == FOLLOW_UP_RULE), rules[0] if rules else None)
     if source in ("derived", "default") and rule is not None:
         return source, "—", rule.detail
     if source == "user":

@@ -131,11 +131,26 @@ STALE_CSS = (f"<style>[class*='st-key-{STALE_KEY}'] {{ opacity: 0.55; filter: gr
 TOOLBAR_ROOM = 30
 GRID_CSS = ("<style>.stElementContainer:has(> [data-testid=stFullScreenFrame] > "
             f"[data-testid=stDataFrame]) {{ margin-top: {TOOLBAR_ROOM}px; }}</style>")
-#: the page's own style: the out-of-date pass greyed, room for the tables' toolbars
-PAGE_CSS = STALE_CSS + GRID_CSS
+#: the class prefixes of an opened citation's pieces (``st.container`` keys): the cited text,
+#: drawn with a bar beside it, and the text of the chunks around it, drawn paler
+CITED_KEY = "rs_cited_"
+AROUND_KEY = "rs_around_"
+CITED_CSS = ("<style>"
+             f"[class*='st-key-{CITED_KEY}'] {{ border-left: 4px solid #e6a700; "
+             "padding: 0.25rem 0 0.25rem 0.85rem; background: rgba(255, 241, 168, 0.22); "
+             "border-radius: 0 0.4rem 0.4rem 0; }"
+             f"[class*='st-key-{AROUND_KEY}'] {{ opacity: 0.72; padding-left: calc(0.85rem + 4px); }}"
+             "::highlight(ragstream-cite) { color: #1a5fb4; text-decoration: underline dotted; }"
+             "</style>")
+#: the page's own style: the out-of-date pass greyed, room for the tables' toolbars, an
+#: opened citation's cited text beside a bar
+PAGE_CSS = STALE_CSS + GRID_CSS + CITED_CSS
 #: the page's script that shows a cut cell's whole text where the pointer rests on it
 #: (Streamlit's grid has no cell tooltips); each grid's cut cells come in ``hover_data``
 CELL_HOVER_JS = f"<script>{(Path(__file__).parent / 'cell_hover.js').read_text(encoding='utf-8')}</script>"
+#: the page's script that makes the answer's [n] markers open their sources (the buttons under
+#: the answer) without a page reload
+CITE_CLICK_JS = f"<script>{(Path(__file__).parent / 'cite_click.js').read_text(encoding='utf-8')}</script>"
 
 
 def stale_cause(stale: Stale) -> str:
