@@ -33,6 +33,8 @@ from ragstream.super_prompt import SuperPrompt
 #: stage's agent configuration (``agents.<stage>``, less its ``mode``) and the mode it resolves
 #: to now (deterministic, or LLM with which endpoint and model)
 PROMPT, FILTERS, KB, CONVERSATION, AGENT = "prompt", "filters", "kb", "conversation", "agent"
+#: the earlier questions a follow-up is read with (A0): they matter only to a prompt that is one
+FOLLOW_UP = "follow_up"
 #: the key under which ``AGENT`` records the resolved mode
 LLM_MODE = "llm mode"
 
@@ -118,6 +120,16 @@ def _kb_changes(was: str | None, now: str) -> list[str]:
     return out
 
 
+def follow_up_key(sp: SuperPrompt) -> str | None:
+    """What A0 reads of the conversation: the earlier questions, when the prompt is a follow-up
+    (``stages.a0.reading.is_follow_up``) and there are any; None otherwise, so a new turn in
+    the conversation leaves a self-contained prompt's pass current."""
+    from ragstream.stages.a0.reading import is_follow_up
+
+    earlier = [t.user for t in sp.recent_conversation if t.user.strip()]
+    return _hash(earlier) if earlier and is_follow_up(sp.user_text) else None
+
+
 def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
               kb: str | None, uses_llm: Callable[[AppConfig], bool] | None = None) -> StageInputs:
     """What ``stage`` reads now (its ``Stage.reads``): from ``sp`` (prompt, filters,
@@ -134,6 +146,8 @@ def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
             fields["kb"] = kb
         elif path == CONVERSATION:
             fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
+        elif path == FOLLOW_UP:
+            fields["conversation"] = follow_up_key(sp)
         elif path == AGENT:
             settings.update(_cached(cfg, f"{AGENT}:{stage}", lambda: _agent(stage, cfg, uses_llm)))
         else:

@@ -150,6 +150,8 @@ def read_follow_up(sp: SuperPrompt, result: Canonical, cfg: AppConfig | None = N
     if not task.strip() or not earlier:
         return None
     found = read(task, earlier)
+    if found is None:  # self-contained: left as it is, by the rule and the model alike
+        return None
     llm = getattr(services, "llm", None) if services is not None else None
     record: ReadingRecord | None = None
     if llm is not None and cfg is not None and resolve_mode(
@@ -248,6 +250,6 @@ def discard(sp: SuperPrompt) -> None:
 
 
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Pre-processing", run=run, discard=discard,
-              reads=(staleness.PROMPT, staleness.CONVERSATION, "prompt_schema",
+              reads=(staleness.PROMPT, staleness.FOLLOW_UP, "prompt_schema",
                      "settings.prompt.max_prompt_chars", staleness.AGENT),
               uses_llm=lambda cfg: True)  # a follow-up's reading asks the model when there is one
