@@ -413,11 +413,13 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
     cited = citation_numbers(lead, acfg.max_citation_range)
     own = sp.final_selection_ids.index(passage.chunk.id) + 1 \
         if passage is not None and passage.chunk.id in sp.final_selection_ids else None
-    if own is not None and own not in cited and not any(1 <= n <= acfg.top_sources
-                                                         for n in cited):
+    if own is not None and own > acfg.top_sources and own not in cited \
+            and not any(1 <= n <= acfg.top_sources for n in cited):
         failed.append(f"none of its first {acfg.lead_sentences} sentences "
-                      f"(answer.lead_sentences) cites the passage that answers [{own}]")
-    elif own is None and not any(1 <= n <= acfg.top_sources for n in cited):
+                      f"(answer.lead_sentences) cites the passage that answers [{own}] or "
+                      f"{top_label(acfg.top_sources)} (answer.top_sources)")
+    elif (own is None or own <= acfg.top_sources) \
+            and not any(1 <= n <= acfg.top_sources for n in cited):
         failed.append(f"none of its first {acfg.lead_sentences} sentences "
                       f"(answer.lead_sentences) cites {top_label(acfg.top_sources)} "
                       f"(answer.top_sources)")

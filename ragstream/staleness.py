@@ -120,14 +120,24 @@ def _kb_changes(was: str | None, now: str) -> list[str]:
     return out
 
 
-def follow_up_key(sp: SuperPrompt) -> str | None:
-    """What A0 reads of the conversation: the earlier questions, when the prompt is a follow-up
-    (``stages.a0.reading.is_follow_up``) and there are any; None otherwise, so a new turn in
-    the conversation leaves a self-contained prompt's pass current."""
+def follow_up_key(sp: SuperPrompt, cfg: AppConfig) -> str | None:
+    """What A0 reads to read a follow-up: the earlier questions, and the model that reads it
+    when A0 runs in LLM mode, when the prompt is a follow-up (``stages.a0.reading.
+    is_follow_up``) and there are earlier questions; None otherwise, so a new turn in the
+    conversation, or another endpoint, leaves a self-contained prompt's pass current."""
     from ragstream.stages.a0.reading import is_follow_up
 
     earlier = [t.user for t in sp.recent_conversation if t.user.strip()]
-    return _hash(earlier) if earlier and is_follow_up(sp.user_text) else None
+    if not earlier or not is_follow_up(sp.user_text):
+        return None
+    reader = "rule"
+    if cfg.settings.llm.base_url:
+        try:
+            if resolve_mode(cfg.agents.A0_PreProcessing, cfg, llm_available=True).mode == "llm":
+                reader = "llm " + _hash(cfg.settings.llm.model_dump(mode="json"))
+        except ConfigError:
+            reader = "unavailable"
+    return _hash([earlier, reader])
 
 
 def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
@@ -147,7 +157,7 @@ def inputs_of(stage: str, reads: Sequence[str], sp: SuperPrompt, cfg: AppConfig,
         elif path == CONVERSATION:
             fields["conversation"] = _hash([t.model_dump() for t in sp.recent_conversation])
         elif path == FOLLOW_UP:
-            fields["conversation"] = follow_up_key(sp)
+            fields["conversation"] = follow_up_key(sp, cfg)
         elif path == AGENT:
             settings.update(_cached(cfg, f"{AGENT}:{stage}", lambda: _agent(stage, cfg, uses_llm)))
         else:

@@ -18,7 +18,13 @@ phrase templates, keyword cues, typo tolerance, MUST keys and their defaults —
    context; repeated keys are joined; an empty task takes the context's last question (or
    all of it); the other MUST keys get their defaults. Unknown headers become
    ``unknown_attributes``.
-4. **Semantic fallback** (``a0.semantic``, off by default): with an LLM endpoint, the labels
+4. **Follow-up** (``a0.reading``): with earlier turns in ``sp.recent_conversation``, a task
+   that only makes sense after them ("and how do I do that in .htaccess instead?") is read
+   with the earlier questions into a standalone task ("How do I redirect all http traffic to
+   https in .htaccess instead?"), body source ``derived``, recorded in ``extras.reading``;
+   with an LLM endpoint (A0 in LLM mode) the model writes the reading and the rules' is the
+   fallback. A self-contained task is left as it is. A task the person sets replaces it.
+5. **Semantic fallback** (``a0.semantic``, off by default): with an LLM endpoint, the labels
    the ladder left unknown are sent to a tiny Chooser agent in one call, and its confident
    answers become the ladder's last rung. With no unknown label the LLM is not called; if the
    call fails or its reply stays invalid, A0 keeps the deterministic result and
@@ -26,7 +32,8 @@ phrase templates, keyword cues, typo tolerance, MUST keys and their defaults —
 
 Output
 ------
-``sp.body``, ``sp.prompt_ready`` and, in ``sp.extras``: ``a0_decisions`` (one per candidate:
+``sp.body``, ``sp.prompt_ready`` and, in ``sp.extras``: ``reading`` (a follow-up's),
+``a0_decisions`` (one per candidate:
 its rung, why, and whether it opened a section), ``normalized_map`` (header label → key or
 null), ``unknown_attributes`` (``{"label", "value"}``), ``a0_rules`` (which rule fired and
 why), ``body_sources`` (``user``, ``derived`` or ``default`` per body key),
@@ -252,4 +259,4 @@ def discard(sp: SuperPrompt) -> None:
 STAGE = Stage(name=AGENT_NAME, value="preprocessed", label="A0 Pre-processing", run=run, discard=discard,
               reads=(staleness.PROMPT, staleness.FOLLOW_UP, "prompt_schema",
                      "settings.prompt.max_prompt_chars", staleness.AGENT),
-              uses_llm=lambda cfg: True)  # a follow-up's reading asks the model when there is one
+              uses_llm=semantic_enabled)  # a follow-up's model: staleness.FOLLOW_UP
