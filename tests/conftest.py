@@ -50,6 +50,20 @@ def fresh_engine(tmp_path, embedder) -> Engine:
     return engine
 
 
+def docs_engine(root: Path, docs: dict[str, str], embedder) -> Engine:
+    """An engine in ``root`` whose default knowledge base is ``docs`` (file name -> text),
+    written into ``root/kb`` and ingested; the embedding model is shared."""
+    folder = root / "kb"
+    folder.mkdir()
+    for name, text in docs.items():
+        (folder / name).write_text(text)
+    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(folder)))
+    engine.services.embedder = embedder
+    report = engine.ensure_knowledge_base()
+    assert report.failed == 0 and report.processed == len(docs), report.errors
+    return engine
+
+
 def three_article_engine(root: Path, embedder) -> Engine:
     """An engine in ``root`` whose default knowledge base is three bundled articles (reranking,
     faq, configuration), ingested; the embedding model is shared."""

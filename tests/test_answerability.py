@@ -17,7 +17,7 @@ import pytest
 from ragstream.answer import NO_RESULTS_LEAD, answer, kb_titles
 from ragstream.answerability import missing_names, specific_names
 from ragstream.engine import Engine
-from tests.conftest import make_config
+from tests.conftest import docs_engine, make_config
 from tests.fake_openai import Reply
 from tests.llm_support import answer_only, llm_config, with_llm
 
@@ -50,15 +50,7 @@ DOCS = {
 @pytest.fixture(scope="module")
 def small_kb(tmp_path_factory, embedder) -> Engine:
     """An engine over the three small documents above, ingested once for the module."""
-    root = tmp_path_factory.mktemp("answerability")
-    docs = root / "kb"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text)
-    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
-    engine.services.embedder = embedder
-    assert engine.ingest(docs).failed == 0
-    return engine
+    return docs_engine(tmp_path_factory.mktemp("answerability"), DOCS, embedder)
 
 
 @pytest.mark.parametrize("question, names", [

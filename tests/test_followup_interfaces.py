@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
-from tests.conftest import make_config
+from tests.conftest import docs_engine
 from tests.test_service import answer_events, serving
 
 DOCS = {
@@ -139,16 +139,7 @@ SELF_SECTION = "Password-protecting a directory"
 @pytest.fixture(scope="module")
 def web(tmp_path_factory, embedder) -> Engine:
     """The web-server handbook ingested as the default knowledge base (shared embedder)."""
-    root = tmp_path_factory.mktemp("followup")
-    docs = root / "kb"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text)
-    engine = Engine(make_config(root / "index", RAGSTREAM_KB_DIR=str(docs)))
-    engine.services.embedder = embedder
-    report = engine.ensure_knowledge_base()
-    assert report.failed == 0 and report.processed == len(DOCS), report.errors
-    return engine
+    return docs_engine(tmp_path_factory.mktemp("followup"), DOCS, embedder)
 
 
 # --------------------------------------------------------------------------- the CLI
