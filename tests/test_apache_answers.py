@@ -124,3 +124,30 @@ def test_the_cli_answers_and_reads_a_follow_up_from_its_conversation(apache, tmp
     assert out.returncode == 0, out.stderr
     assert "read as: How do I redirect all http traffic to https in .htaccess" in out.stderr
     assert "RewriteCond" in out.stdout
+
+
+def test_the_openai_route_answers_and_reads_a_follow_up_from_the_earlier_messages(apache):
+    """``/v1/chat/completions`` with the ``openai`` client: the https question, then the
+    follow-up with the earlier messages, read with them and answered with the rewrite rule."""
+    import openai
+
+    from ragstream.service.api import RAGPipeline
+    from ragstream.service.http import create_app
+    from tests.test_service import serving
+
+    with serving(create_app(RAGPipeline(apache), token=None)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=120)
+
+        def ask(*messages: tuple[str, str]):
+            reply = client.chat.completions.create(
+                model="ragstream/default",
+                messages=[{"role": r, "content": t} for r, t in messages])  # type: ignore[misc]
+            return reply.choices[0].message.content or "", (reply.model_extra or {})["ragstream"]
+
+        first, info = ask(("user", "How do I redirect all http traffic to https?"))
+        assert "Redirect permanent" in first[:LEAD] and info["read_as"] == ""
+        follow, info = ask(("user", "How do I redirect all http traffic to https?"),
+                           ("assistant", first),
+                           ("user", "and how do I do that in .htaccess instead?"))
+    assert ".htaccess" in info["read_as"] and "https" in info["read_as"]
+    assert "RewriteCond" in follow and info["confidence"] != "Low"
