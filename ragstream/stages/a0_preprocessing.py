@@ -192,6 +192,23 @@ READING_PROMPT = (
     '{"standalone": "..."}')
 
 
+def reading_doubt(text: str, task: str, earlier: list[str]) -> str:
+    """Why a model's reading of ``task`` cannot stand ("" when it can): it answers instead of
+    asking (no question mark where the person asked one), it is the earlier question again, or
+    it leaves out a word the follow-up asked about (".htaccess" in "and how do I do that in
+    .htaccess instead?")."""
+    from ragstream.stages.a0.reading import content_words
+    from ragstream.text import fold
+
+    if task.rstrip().endswith("?") and not text.rstrip().endswith("?"):
+        return "it answers instead of asking"
+    if earlier and fold(text) == fold(earlier[-1]):
+        return "it is the earlier question again"
+    said = fold(text)
+    lost = [w for w in content_words(task) if len(w) > 2 and fold(w) not in said]
+    return f"it leaves out {', '.join(repr(w) for w in lost[:3])}" if lost else ""
+
+
 def model_reading(llm, task: str, earlier: list[str], found, cfg: AppConfig) -> ReadingRecord | None:
     """The model's standalone reading of ``task`` after ``earlier`` (None when it leaves the
     question as it is and the rule sees no follow-up either); on an endpoint error or a reply
@@ -222,6 +239,11 @@ def model_reading(llm, task: str, earlier: list[str], found, cfg: AppConfig) -> 
             return None
         return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule,
                              note="the model left the question as it is; read by rule")
+    doubt = reading_doubt(text, task, earlier)
+    if doubt and found is not None:  # the model's word weighed against what was asked
+        return ReadingRecord(text=found.text, typed=task, after=found.after, rule=found.rule,
+                             note=f"the model's reading was set aside ({doubt}): {text!r}; "
+                                  f"read by rule")
     rule_said = f"; the rule read {found.text!r}" if found is not None else ""
     return ReadingRecord(text=text, typed=task, after=after, rule="model", by="model",
                          note=None if not rule_said else f"model {llm.model}{rule_said}")

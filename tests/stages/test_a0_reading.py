@@ -131,3 +131,22 @@ def test_with_an_llm_the_model_reads_it_and_the_rule_is_the_fallback(cfg, embedd
     assert sp.extras.reading is not None and sp.extras.reading.by == "rule"
     assert "failed" in (sp.extras.reading.note or "")
     assert sp.body["task"] == "How do I redirect all http traffic to https in .htaccess instead?"
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("Yes, you can redirect with RewriteRule in .htaccess.", "answers instead of asking"),
+    (HTTPS, "earlier question again"),
+    ("How do I redirect all http traffic to https?  ", "earlier question again"),
+    ("How do I redirect traffic to https on my server?", "leaves out 'htaccess'"),
+])
+def test_a_models_reading_that_answers_repeats_or_drops_the_new_words_is_set_aside(
+        cfg, embedder, reply, why):
+    from ragstream.services import Services
+
+    with FakeOpenAI(models=["test-model"], responder=lambda b: Reply.json(
+            {"standalone": reply})) as server:
+        mcfg = llm_config(cfg, server)
+        sp = a0.run(_follow_up(), mcfg, with_llm(Services(embedder=embedder), mcfg))
+    reading = sp.extras.reading
+    assert reading is not None and reading.by == "rule" and why in (reading.note or "")
+    assert sp.body["task"] == "How do I redirect all http traffic to https in .htaccess instead?"
