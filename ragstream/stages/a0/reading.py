@@ -7,13 +7,13 @@ questions (``SuperPrompt.recent_conversation``, oldest first), deterministically
 question is itself read with the ones before it, so a third turn leans on the second's reading.
 
 A question is a *follow-up* when it opens with a connector ("and", "but", "also", "so", "what
-about"), refers back ("do that", "is this", "it", "them", "those", "the other one", "instead",
-"too", "as well"), or has little of its own (at most ``WEAK_OWN_WORDS`` content words) and a
-word that may refer back ("its", "their", "there", "again", "also", "then") or a verb without
-its object ("What did npm 6 use?"), or none at all ("Why?"); "How does the ReRanker choose
-its backend?" names what its "its" refers to. A question that does none
-of these is self-contained and left as it is. A follow-up is read by the first rule that
-applies (its name is recorded with the reading):
+about"), refers back ("do that", "is this", "it", "them", "those", "the other one", "another",
+"instead", "too", "as well"), leaves out its verb ("Which versions didn't?"), or has little
+of its own (at most ``WEAK_OWN_WORDS`` content words) and a word that may refer back ("its",
+"their", "there", "again", "also", "then") or a verb without its object ("What did npm 6
+use?"), or none at all ("Why?"); "How does the ReRanker choose its backend?" names what its
+"its" refers to. A question that does none of these is self-contained and left as it is. A
+follow-up is read by the first rule that applies (its name is recorded with the reading):
 
 * ``action``: "do that" / "do it" / "do the same" stands for the earlier question's action
   ("redirect all http traffic to https", what follows "how do I", "can I", "what's the best way
@@ -49,9 +49,13 @@ _CONNECTOR = re.compile(r"^\s*(?:(?:and|but|or|so|also|then|ok(?:ay)?|now|well|r
 _WHAT_ABOUT = re.compile(r"^\s*(?:what|how)\s+about\s+", re.IGNORECASE)
 #: words that refer back to what was said before
 _BACK = re.compile(
-    r"\b(?:it|they|them|those|these|instead|too|as well|either|otherwise|"
-    r"the other(?:s| ones?)?|the same|the rest|(?:which|the \w+est|that|this|the other) ones?)\b",
-    re.IGNORECASE)
+    r"\b(?:it|they|them|those|these|instead|too|as well|either|otherwise|another|"
+    r"the other(?:s| ones?)?|the same|the rest|(?:which|the \w+est|that|this|the other) ones?|"
+    r"there (?:also )?(?:one|any))\b", re.IGNORECASE)
+#: a question that ends on an auxiliary leaves out its verb ("Which npm versions didn't?")
+_BARE_AUX = re.compile(r"\b(?:didn't|doesn't|don't|can't|cannot|won't|wouldn't|shouldn't|"
+                       r"couldn't|isn't|aren't|wasn't|weren't|hasn't|haven't|did|can|will|"
+                       r"would|should|could|has|have|was|were)\s*[?.!]*\s*$", re.IGNORECASE)
 #: words that may refer back, or to something the question itself names ("How does the
 #: ReRanker choose its backend?"): a follow-up only in a question with little of its own
 _WEAK = re.compile(r"\b(?:its|their|there|again|also|other|then|still)\b", re.IGNORECASE)
@@ -128,7 +132,7 @@ def is_follow_up(question: str) -> bool:
     q = question.strip()
     if _CONNECTOR.match(q) or _WHAT_ABOUT.match(q) or _DO_THAT.search(q):
         return True
-    if _BACK.search(q) or _DEMONSTRATIVE.search(q):
+    if _BACK.search(q) or _DEMONSTRATIVE.search(q) or _BARE_AUX.search(q):
         return True
     own = [w for w in content_words(q) if w.casefold() not in _GENERIC]
     return not own or ((bool(_WEAK.search(q)) or bool(_NO_OBJECT.search(q)))
