@@ -187,6 +187,10 @@ def check_chunk(index: Any, chunk_id: str) -> str:
                     f"`ragstream find \"some words\"` or the page's chunk search.")
 
 
+#: ``chunk_status`` of a chunk no chunk view holds
+NOT_RETRIEVED = "not retrieved"
+
+
 def chunk_status(sp: SuperPrompt, chunk_id: str) -> str:
     """Where ``chunk_id`` stood in the latest chunk view that has it: ``A3: dropped (off-topic
     …)``, ``ReRanker: rank 4``; ``not retrieved`` when no view has it."""
@@ -196,7 +200,7 @@ def chunk_status(sp: SuperPrompt, chunk_id: str) -> str:
         if row is not None:
             said = f"{row.status} ({row.reason})" if row.status == "dropped" and row.reason else row.status
             return f"{title}: rank {row.rank}, {said}"
-    return "not retrieved"
+    return NOT_RETRIEVED
 
 
 def check_item(sp: SuperPrompt, kind: EditKind, key: str, after: str | None,

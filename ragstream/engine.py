@@ -332,25 +332,36 @@ class Engine:
         value = edits.check_field(cfg or self.cfg, name, value)
         return self.edit(sp, "field", name, value, before=sp.body.get(name))
 
-    def pin(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+    def pin(self, sp: SuperPrompt, chunk_id: str,
+            seen: SuperPrompt | None = None) -> SuperPrompt:
         """Keep ``chunk_id`` through A3 and A4 and in the final selection (pinned ones first)."""
-        return self._chunk(sp, "pin", chunk_id)
+        return self._chunk(sp, "pin", chunk_id, seen)
 
-    def exclude(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+    def exclude(self, sp: SuperPrompt, chunk_id: str,
+                seen: SuperPrompt | None = None) -> SuperPrompt:
         """Drop ``chunk_id`` from Retrieval on."""
-        return self._chunk(sp, "exclude", chunk_id)
+        return self._chunk(sp, "exclude", chunk_id, seen)
 
-    def add_chunk(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+    def add_chunk(self, sp: SuperPrompt, chunk_id: str,
+                  seen: SuperPrompt | None = None) -> SuperPrompt:
         """Bring ``chunk_id`` in though Retrieval did not return it, pinned."""
-        return self._chunk(sp, "add", chunk_id)
+        return self._chunk(sp, "add", chunk_id, seen)
 
-    def drop(self, sp: SuperPrompt, chunk_id: str) -> SuperPrompt:
+    def drop(self, sp: SuperPrompt, chunk_id: str,
+             seen: SuperPrompt | None = None) -> SuperPrompt:
         """Have the A3 gate drop ``chunk_id`` ("dropped by you"); it replaces a pin of it."""
-        return self._chunk(sp, "drop", chunk_id)
+        return self._chunk(sp, "drop", chunk_id, seen)
 
-    def _chunk(self, sp: SuperPrompt, kind: edits.EditKind, chunk_id: str) -> SuperPrompt:
+    def _chunk(self, sp: SuperPrompt, kind: edits.EditKind, chunk_id: str,
+               seen: SuperPrompt | None = None) -> SuperPrompt:
+        """One chunk decision; its ``before`` says where the chunk stood in ``seen`` (the state
+        the person was looking at, whose views an earlier edit may have discarded from ``sp``),
+        else in ``sp``."""
         edits.check_chunk(self.services_for(sp).index(), chunk_id)
-        return self.edit(sp, kind, chunk_id, kind, before=edits.chunk_status(sp, chunk_id))
+        status = edits.chunk_status(sp, chunk_id)
+        if status == edits.NOT_RETRIEVED and seen is not None:
+            status = edits.chunk_status(seen, chunk_id)
+        return self.edit(sp, kind, chunk_id, kind, before=status)
 
     # The statement and rule edits check their item against ``sp`` or, once an earlier edit
     # discarded A4's / A5's result, against ``seen`` (the state the person was looking at).

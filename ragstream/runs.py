@@ -27,6 +27,12 @@ latency); and the big parts, zlib-compressed: ``sp`` (the SuperPrompt's JSON) an
 (the snapshots' JSON). An index on ``session`` finds a session's latest run. After each new
 run the oldest are deleted so that at most ``keep`` remain.
 
+Table ``drafts`` (schema version 2): per ``session``, the page's state with the person's edits
+(chunk decisions, fields, notes, rules) that no pass has run yet, the state they were made on
+(``seen``, shown marked out of date) and the run they were made on; saved at every edit,
+dropped when a pass of the session is kept, so that a reload loses none of them
+(``save_draft``, ``draft``, ``drop_draft``).
+
 The schema is versioned as the interaction log's is (``ragstream.qa_log``): ``MIGRATIONS``
 lists the steps in order, ``PRAGMA user_version`` counts the steps a file has, a missing step
 is applied when the file is opened and a file from a newer RAGstream is refused with
@@ -58,6 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ragstream.config import AppConfig
 
 TABLE = "runs"
+#: the table of the sessions' edits not yet run (``RunStore.save_draft``)
+DRAFTS = "drafts"
 #: zlib's level for the stored JSON: a whole pass (~315 kB of JSON) packs to ~85 kB in ~2.5 ms
 #: at 1, ~70 kB in ~7 ms at the default 6; the page saves after every stage click, so 1
 ZLIB_LEVEL = 1
@@ -86,8 +94,17 @@ def _create_table(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (session, id)")
 
 
+def _create_drafts(conn: sqlite3.Connection) -> None:
+    """Version 2: the ``drafts`` table: per session, the state with the person's edits (notes,
+    rules, chunk decisions) that no pass has run yet, so that a reload brings them back."""
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {DRAFTS} ("
+        "session TEXT PRIMARY KEY, updated TEXT NOT NULL, run_id INTEGER, "
+        "sp BLOB NOT NULL, seen BLOB)")
+
+
 #: the schema migrations in order: step ``i`` takes a file from version ``i`` to ``i + 1``
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_table, _create_drafts)
 
 
 
@@ -173,6 +190,16 @@ class StoredRun(RunMeta):
     def meta(self) -> RunMeta:
         """The run's meta alone (what ``RunStore.list`` gives)."""
         return RunMeta.model_validate(self.model_dump(include=set(RunMeta.model_fields)))
+
+
+class Draft(BaseModel):
+    """A session's state with edits that no pass has run yet (``RunStore.save_draft``)."""
+
+    session: str
+    updated: str
+    run_id: int | None = None
+    sp: SuperPrompt
+    seen: SuperPrompt | None = None
 
 
 def meta_of(sp: SuperPrompt) -> dict[str, Any]:
@@ -411,6 +438,42 @@ class RunStore:
                 found = conn.execute(f"SELECT {cols} FROM {TABLE} WHERE id < ? ORDER BY id DESC "
                                      f"LIMIT 1", (int(run_id),)).fetchone()
         return self._meta(found) if found is not None else None
+
+    # -- drafts: a session's edits that no pass has run yet ------------------------------
+
+    def save_draft(self, session: str, sp: SuperPrompt, seen: SuperPrompt | None = None,
+                   run_id: int | None = None) -> None:
+        """Keep ``sp`` (the page's state with edits not yet run) as ``session``'s draft, with
+        ``seen`` (the state whose results those edits discarded, still shown marked out of
+        date) and the run the edits were made on; it replaces the session's earlier draft."""
+        values = (self._scrub(session), _now(), run_id, self._pack(sp.to_json(indent=None)),
+                  self._pack(seen.to_json(indent=None)) if seen is not None else None)
+        with closing(self._connect()) as conn, conn:
+            conn.execute(f"INSERT OR REPLACE INTO {DRAFTS} (session, updated, run_id, sp, seen) "
+                         "VALUES (?, ?, ?, ?, ?)", values)
+
+    def draft(self, session: str) -> Draft | None:
+        """``session``'s draft, or None when it has none. ``RunFileError`` when it cannot be
+        read back."""
+        with closing(self._connect()) as conn:
+            row = conn.execute(f"SELECT * FROM {DRAFTS} WHERE session = ?", (session,)).fetchone()
+        if row is None:
+            return None
+        try:
+            sp = SuperPrompt.model_validate_json(zlib.decompress(row["sp"]))
+            seen = (SuperPrompt.model_validate_json(zlib.decompress(row["seen"]))
+                    if row["seen"] is not None else None)
+        except (ValidationError, ValueError, zlib.error) as err:
+            raise RunFileError(f"The edits session {session!r} made and did not run yet, kept in "
+                               f"{self.path}, cannot be read back ({str(err)[:200]}). The runs "
+                               f"are not affected; make the edits again.") from None
+        return Draft(session=session, updated=row["updated"], run_id=row["run_id"], sp=sp,
+                     seen=seen)
+
+    def drop_draft(self, session: str) -> None:
+        """Forget ``session``'s draft (a pass ran its edits, or they were all undone)."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute(f"DELETE FROM {DRAFTS} WHERE session = ?", (session,))
 
     def count(self) -> int:
         """How many runs the history holds."""

@@ -207,7 +207,7 @@ def test_an_empty_file_is_migrated_and_a_newer_one_refused(tmp_path):
     path = tmp_path / "runs.sqlite3"
     path.write_bytes(b"")  # an empty file is an empty database
     store = RunStore(path, environ={})
-    assert store.count() == 0 and _version(path) == len(MIGRATIONS) == 1
+    assert store.count() == 0 and _version(path) == len(MIGRATIONS) == 2
     with closing(sqlite3.connect(path)) as conn:
         indexes = [r[1] for r in conn.execute("PRAGMA index_list(runs)")]
     assert "runs_session" in indexes
@@ -217,11 +217,60 @@ def test_an_empty_file_is_migrated_and_a_newer_one_refused(tmp_path):
     newer = tmp_path / "newer.sqlite3"
     with closing(sqlite3.connect(newer)) as conn:
         conn.execute("PRAGMA user_version = 7")
-    with pytest.raises(SchemaVersionError, match="schema version 7.*versions up to 1"):
+    with pytest.raises(SchemaVersionError, match="schema version 7.*versions up to 2"):
         RunStore(newer, environ={}).count()
     with pytest.raises(SchemaVersionError):
         RunStore(newer, environ={}).save(_sp())
     assert _version(newer) == 7  # left as it was
+
+
+def test_a_version_1_history_gains_the_drafts_table_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        MIGRATIONS[0](conn)
+        conn.execute("PRAGMA user_version = 1")
+    with closing(sqlite3.connect(path)) as conn, conn:  # a run saved by the version-1 code
+        conn.execute("INSERT INTO runs (created, updated, origin, prompt, stage, sp, stages) "
+                     "VALUES ('t', 't', 'cli', 'p', 'raw', ?, ?)",
+                     (zlib.compress(_sp().to_json().encode()), zlib.compress(b"{}")))
+    store = RunStore(path, environ={})
+    assert store.count() == 1 and store.draft("s") is None and _version(path) == 2
+    store.save_draft("s", _sp("an edited prompt"), run_id=1)
+    assert store.draft("s").sp.user_text == "an edited prompt"
+
+
+# --------------------------------------------------------------------------- drafts
+
+
+def test_a_sessions_draft_is_kept_replaced_and_dropped(tmp_path, monkeypatch):
+    store = _store(tmp_path, environ={"RAGSTREAM_TEST_API_KEY": SECRET})
+    run_id = store.save(_sp(), session="abc")
+    seen = _sp()
+    edited = _sp(f"with my key {SECRET}")
+    store.save_draft("abc", edited, seen, run_id)
+    draft = store.draft("abc")
+    assert draft.run_id == run_id and draft.seen == seen
+    assert draft.sp.user_text == "with my key ***"  # scrubbed like a run
+    with closing(sqlite3.connect(store.path)) as conn:
+        blobs = [zlib.decompress(r[0]).decode() for r in conn.execute("SELECT sp FROM drafts")]
+    assert blobs and not [b for b in blobs if SECRET in b]
+    assert store.draft("other") is None  # one session's draft is its own
+    store.save_draft("abc", _sp("again"), None, run_id)  # the newest replaces it
+    assert store.draft("abc").sp.user_text == "again" and store.draft("abc").seen is None
+    store.drop_draft("abc")
+    assert store.draft("abc") is None
+    assert store.count() == 1  # the runs are not touched
+
+
+def test_a_damaged_draft_is_named_and_the_runs_still_read(tmp_path):
+    store = _store(tmp_path)
+    run_id = store.save(_sp(), session="abc")
+    store.save_draft("abc", _sp("edited"), run_id=run_id)
+    with closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute("UPDATE drafts SET sp = ?", (b"not zlib",))
+    with pytest.raises(RunFileError, match="'abc' made and did not run yet.*make the edits again"):
+        store.draft("abc")
+    assert store.get(run_id).sp == _sp()
 
 
 # --------------------------------------------------------------------------- secrets

@@ -1062,6 +1062,7 @@ def _edit(engine: Engine, st_state: S.SessionState, change: Callable[[SuperPromp
     elif plan:
         notice += f" Re-run {plan[0]} → {plan[1]} to apply it."
     st_state[S.NOTICE] = notice
+    runs_tab.keep_draft(engine, st_state)  # a reload brings the edits back
     return True
 
 
@@ -1076,10 +1077,13 @@ def change_chunks(engine: Engine, st_state: S.SessionState, changes: list) -> bo
     if not changes:
         return False
 
+    seen = seen_state(st_state)  # where each chunk stood, though an earlier edit discarded it
+
     def change(sp: SuperPrompt) -> SuperPrompt:
         for c in changes:
             if c.action in ("pin", "exclude"):
-                sp = (engine.pin if c.action == "pin" else engine.exclude)(sp, c.chunk_id)
+                sp = (engine.pin if c.action == "pin" else engine.exclude)(sp, c.chunk_id,
+                                                                           seen=seen)
             else:
                 gone = [e.id for e in sp.edits if e.kind in ("pin", "add", "exclude", "drop")
                         and e.target == c.chunk_id]
@@ -1093,7 +1097,8 @@ def change_chunks(engine: Engine, st_state: S.SessionState, changes: list) -> bo
 def chunk_action(engine: Engine, st_state: S.SessionState, chunk_id: str, action: str) -> bool:
     """Pin, exclude, add (pinned) or clear the person's decision on one chunk."""
     if action == "add":
-        return _edit(engine, st_state, lambda sp: engine.add_chunk(sp, chunk_id),
+        seen = seen_state(st_state)
+        return _edit(engine, st_state, lambda sp: engine.add_chunk(sp, chunk_id, seen=seen),
                      f"Added {chunk_id}, pinned.")
     from ragstream.ui.editing import ChunkChange
 

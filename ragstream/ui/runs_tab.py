@@ -62,6 +62,57 @@ def start_session(engine: Engine, st_state: S.SessionState,
         st_state[S.NOTICE] = (f"Restored run {run.id} of this session "
                               f"({views.value_label(run.stage, bool(run.answer))}, saved "
                               f"{run.updated[:19].replace('T', ' ')} UTC).")
+    _restore_draft(engine, st_state, named, run)
+
+
+def _restore_draft(engine: Engine, st_state: S.SessionState, session: str,
+                   run: StoredRun | None) -> None:
+    """Bring back the session's edits that no pass ran yet (``RunStore.save_draft``), made on
+    ``run`` (the session's latest run, or on a fresh page when it has none), and say which."""
+    try:
+        draft = _store(engine).draft(session)
+    except (RagstreamError, sqlite3.Error) as err:
+        st_state[S.NOTICE] = f"{st_state.get(S.NOTICE) or ''} {err}".strip()
+        return
+    if draft is None or draft.run_id != (run.id if run is not None else None):
+        return  # none, or made on a run the session has since gone past
+    st_state[S.SP] = draft.sp
+    st_state[S.BEFORE_EDITS] = draft.seen
+    st_state[S.PROMPT] = draft.sp.user_text
+    st_state[S.EDIT_NONCE] = (st_state.get(S.EDIT_NONCE) or 0) + 1
+    pending = [e for e in draft.sp.edits
+               if run is None or e.id not in {k.id for k in run.sp.edits}]
+    said = "; ".join(edits_summary(e) for e in pending[:6])
+    more = f" and {len(pending) - 6} more" if len(pending) > 6 else ""
+    again = " ↻ Re-run applies them." if controller.resume_target(draft.sp) else ""
+    where = f"Restored run {run.id} of this session" if run is not None else "Restored this session"
+    st_state[S.NOTICE] = (f"{where} with your {len(pending)} edit{'s' if len(pending) != 1 else ''} "
+                          f"not yet run ({said}{more}).{again}")
+
+
+def edits_summary(edit) -> str:
+    """One edit in a few words: ``pin kb/a.md#2``, ``note: …``."""
+    target = short_text(edit.target, 60)
+    return f"{edit.kind.replace('_', ' ')} {target}"
+
+
+def keep_draft(engine: Engine, st_state: S.SessionState) -> None:
+    """Keep the session's edits not yet run (the page's state after an edit), so that a reload
+    brings them back; when the state has no edits beyond the run it shows, forget them."""
+    session = st_state.get(S.SESSION)
+    if not session:
+        return
+    sp = st_state[S.SP]
+    saved = st_state.get(S.RUN_SAVED)
+    store = _store(engine)
+    try:
+        if saved is not None and [e.id for e in sp.edits] == [e.id for e in saved.edits]:
+            store.drop_draft(session)
+        else:
+            store.save_draft(session, sp, st_state.get(S.BEFORE_EDITS), st_state.get(S.RUN_ID))
+    except (RagstreamError, sqlite3.Error, OSError) as err:
+        st_state[S.NOTICE] = (f"{st_state.get(S.NOTICE) or ''} Your edits could not be kept for "
+                              f"a reload: {err}").strip()
 
 
 def _show(engine: Engine, st_state: S.SessionState, run: StoredRun, continues: bool) -> None:
@@ -204,6 +255,11 @@ def record(engine: Engine, st_state: S.SessionState, started: SuperPrompt,
     st_state[S.RUN_ID] = run_id
     st_state[S.RUN_SAVED] = sp
     st_state[S.RUN_STAGES] = stages
+    if st_state.get(S.SESSION):  # the run holds the session's edits now
+        try:
+            store.drop_draft(st_state[S.SESSION])
+        except (RagstreamError, sqlite3.Error, OSError):
+            pass  # a draft left behind names a run the session has gone past: never restored
 
 
 # --------------------------------------------------------------------------- the Runs tab

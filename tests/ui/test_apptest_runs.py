@@ -186,3 +186,45 @@ def test_the_compare_tab_compares_the_run_with_the_one_before():
     assert "exclude" in row["cause"] and (row["status B"] == "dropped" or pd.isna(row["status B"]))
     assert any(f"`{excluded}`" in m.value and "removed in B" in m.value for m in at.markdown)
     assert any(c.language == "diff" for c in at.code)
+
+
+def test_edits_not_yet_run_come_back_after_a_reload_with_where_each_chunk_stood():
+    at = page()
+    session = at.session_state[S.SESSION]
+    at.text_area(key=S.PROMPT).set_value(PROMPT).run()
+    at.button(key="run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    ran = at.session_state[S.RUN_ID]
+    retrieved = [r.chunk_id for r in at.session_state[S.SP].view("retrieval")]
+    first, second = retrieved[0], retrieved[1]
+    # two exclusions, one after the other: the first discards Retrieval's results
+    for chunk in (first, second):
+        at.selectbox(key="detail_chunk").set_value(chunk).run()
+        at.button(key="detail_exclude").click().run()
+        assert not at.exception and not at.error, [e.value for e in at.error]
+    made = at.session_state[S.SP].edits
+    assert [(e.kind, e.target) for e in made] == [("exclude", first), ("exclude", second)]
+    # the edit list's words are true at every rank: both stood in Retrieval's results
+    for edit in made:
+        assert edit.before and "not retrieved" not in edit.before, edit.before
+        assert "Retrieval" in edit.before or "ReRanker" in edit.before or "A3" in edit.before \
+            or "A4" in edit.before, edit.before
+    # a reload before re-running: the edits are back, on the run they were made on, and said
+    again = page(session)
+    assert again.session_state[S.RUN_ID] == ran
+    assert [(e.kind, e.target) for e in again.session_state[S.SP].edits] == \
+        [("exclude", first), ("exclude", second)]
+    said = " ".join(i.value for i in again.info)
+    assert f"Restored run {ran}" in said and "2 edits not yet run" in said, said
+    assert first in said and second in said
+    # the stages they discarded are shown as they were, marked out of date, and one click
+    # applies them; the run that does is kept, and a second reload has nothing pending
+    assert again.session_state[S.BEFORE_EDITS] is not None
+    again.button(key="resume").click().run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    final = again.session_state[S.SP].final_selection_ids
+    assert first not in final and second not in final
+    third = page(session)
+    assert third.session_state[S.SP].edits == again.session_state[S.SP].edits
+    assert not any("not yet run" in i.value for i in third.info)
+    assert store().draft(session) is None
