@@ -28,6 +28,11 @@ if ! "$VPY" -c "import torch" 2>/dev/null; then
 fi
 echo "==> installing requirements.txt (pinned; quick when already satisfied)"
 "$VPY" -m pip install --quiet -r requirements.txt
+# the `ragstream` command (.venv/bin/ragstream): this checkout, editable, nothing downloaded
+if [ ! -x .venv/bin/ragstream ] || ! .venv/bin/ragstream --help >/dev/null 2>&1; then
+  echo "==> installing the ragstream command"
+  "$VPY" -m pip install --quiet --no-deps --no-build-isolation -e .
+fi
 
 echo "==> preparing offline model and tokenizer files"
 "$VPY" -m ragstream.doctor
