@@ -180,6 +180,30 @@ def _sentence_start(text: str, unit: Unit, at: int) -> int:
     return begin
 
 
+#: an example is what a question that asks how wants: a sentence opening with one leads it
+_FOR_EXAMPLE = re.compile(r"^\W*for (?:example|instance)\b", re.IGNORECASE)
+
+
+def _standalone_intro(text: str, unit: Unit, start: int) -> int:
+    """From ``start`` (a sentence of ``unit``'s introduction), the first sentence up to the
+    block that stands on its own: one that does not lean on what comes before it, or that
+    opens an example ("For example, if … moved to /bar/, …as follows:"); ``start`` itself
+    when every one of them leans back (the caller then takes the paragraph from its start)."""
+    body = text[unit.start:unit.end]
+    fence = re.search(r"^\s*(?:```|~~~|    \S)", body, re.MULTILINE)
+    prose_end = unit.start + (fence.start() if fence else len(body))
+    for a, b in split_sentences(text[unit.start:prose_end]):
+        at = unit.start + a
+        piece = text[at:unit.start + b]
+        at += len(piece) - len(piece.lstrip())
+        if at < start or not piece.strip():
+            continue
+        head = text[at:at + 40]
+        if not _LEANS_BACK.match(head) or _FOR_EXAMPLE.match(head):
+            return at
+    return start
+
+
 def _intro_start(text: str, unit: Unit, room: int) -> int:
     """Where the prose that introduces ``unit``'s block starts: the sentence from which at
     most ``room`` words lead to the block (at least the sentence ending in ':')."""
@@ -232,9 +256,12 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
             k, anchor_at = block, at
     start = _sentence_start(text, parts[k], anchor_at) if parts[k].kind == "paragraph" \
         else parts[k].start
+    if how and parts[k].kind == "paragraph":  # the block's introduction opens on a sentence
+        start = _standalone_intro(text, parts[k], start)  # that does not lean on the one before
     before = _prose_words(text[parts[k].start:start])
     if start > parts[k].start and (before <= lead_room and not how
-                                   or _LEANS_BACK.match(text[start:start + 40])):
+                                   or _LEANS_BACK.match(text[start:start + 40])
+                                   and not (how and _FOR_EXAMPLE.match(text[start:start + 40]))):
         start = parts[k].start
     first = k
     if start == parts[k].start:  # the units before it, while the prose before stays short
@@ -274,7 +301,20 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         elif i == k:
             end = u.end
         break
-    return start, end
+    return start, _no_dangling_colon(text, parts, start, end)
+
+
+def _no_dangling_colon(text: str, parts: Sequence[Unit], start: int, end: int) -> int:
+    """``end``, or an earlier place where a sentence or item ends, so that the passage never
+    ends on a sentence ending in ':' whose block is not in it (the chunk ended there: its
+    block is in the next chunk); ``end`` when no such place is left after ``start``."""
+    if not _ENDS_COLON.search(text[start:end].rstrip()):
+        return end
+    places = sorted({c for u in parts for c in (*u.cuts, u.end) if start < c < end})
+    for c in reversed(places):
+        if not _ENDS_COLON.search(text[start:c].rstrip()) and text[start:c].strip():
+            return c
+    return end
 
 
 def passage_statements(chunk: Chunk, start: int, end: int,

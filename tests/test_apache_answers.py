@@ -92,6 +92,16 @@ def test_two_name_based_hosts_are_answered_with_their_configuration(apache):
     assert "ServerName" in ans.text and _fences_whole(ans.text)
 
 
+def test_a_password_and_a_moved_folder_are_answered_with_their_commands(apache):
+    """The manual's commands (``<div class="example"><p><code>``) are code blocks, and a
+    how-to answer opens on the sentence that introduces its block, not on prose before it."""
+    _, ans = _ask(apache, "We moved the content of /foo/ to /bar/. How do I send visitors "
+                          "with old links to the new place?")
+    assert "Redirect permanent" in ans.text[:LEAD] and _fences_whole(ans.text)
+    _, ans = _ask(apache, "How do I password-protect a directory?")
+    assert ans.confidence != "Low" and re.search(r"```\nhtpasswd -c ", ans.text), ans.text
+
+
 @pytest.mark.parametrize("question", [
     "How do I get a free Let's Encrypt certificate with certbot?",
     "How do I enable HTTP/2 on my HTTPS site?",

@@ -109,6 +109,55 @@ def test_what_comes_before_the_best_sentence_leads_when_it_is_short():
     assert text2[start:].startswith("The answer")
 
 
+BALANCER = """As useful as the above is, it still has the deficiencies that should the backend \
+node go down, proxying those requests provides no real advantage. What is needed is the ability \
+to define a group of backend servers which can handle such requests and for the reverse proxy \
+to load balance and failover among them. This group is sometimes called a cluster but Apache \
+httpd's term is a balancer. One defines a balancer by leveraging the `<Proxy>` and \
+`BalancerMember` directives as shown:
+
+```config
+<Proxy balancer://myset>
+    BalancerMember http://www2.example.com:8080
+</Proxy>
+```
+"""
+
+MOVED = """The directives above tell httpd to get content from a place in the filesystem. \
+Sometimes it is desirable to tell the client that the content is at a different URL and have \
+it make a new request with the new URL. This is called redirection and is implemented by the \
+`Redirect` directive. For example, if the contents of the directory `/foo/` are moved to the \
+new directory `/bar/`, you can instruct clients to request the content there as follows:
+
+```config
+Redirect permanent "/foo/" "http://www.example.com/bar/"
+```
+"""
+
+
+def test_a_how_to_answer_opens_on_the_sentence_that_introduces_its_block_standing_alone():
+    # the prose before the block is long; the sentences nearest it lean on the one before
+    # ("This group …"), except the one that says how, or opens an example: that one leads
+    start, end = choose_span(_chunk(BALANCER), 0, ACFG, how=True)
+    assert BALANCER[start:end].startswith("One defines a balancer")
+    assert "BalancerMember http://www2" in BALANCER[start:end]
+    start, end = choose_span(_chunk(MOVED), 0, ACFG, how=True)
+    assert MOVED[start:end].startswith("For example, if the contents")
+    assert 'Redirect permanent "/foo/"' in MOVED[start:end]
+    # a question that does not ask how reads the section from its start
+    start, _ = choose_span(_chunk(MOVED), 0, ACFG, how=False)
+    assert start == 0
+
+
+def test_a_passage_never_ends_on_a_colon_whose_block_is_in_the_next_chunk():
+    text = ("Running these build tasks in the `prepare` script ensures they happen once, in a "
+            "single place. Additionally, this means that:\n")  # the chunk ends there
+    start, end = choose_span(_chunk(text), 0, ACFG)
+    assert text[start:end].rstrip().endswith("single place.")
+    alone = "The full list is:\n"  # nothing before it to end on: it stays
+    assert choose_span(_chunk(alone), 0, ACFG) == (0, len(alone))
+
+
 def _sp(chunks: list[Chunk], question: str = "How do I redirect http to https?") -> SuperPrompt:
     return SuperPrompt(user_text=question, base_context_chunks=chunks,
                        final_selection_ids=[c.id for c in chunks])

@@ -552,12 +552,53 @@ class _Renderer:
             body = "\n\n".join(self.render_nested(el, flags, depth))
             out.block("\n".join(f"> {line}" if line else ">" for line in body.split("\n"))
                       if body else "")
+        elif tag == "p" and (block := self.code_paragraph(el, flags)):
+            out.block(block)
         elif tag in _BLOCK_CONTAINERS:
             out.flush()
             self.children(el, out, flags, depth)
             out.flush()
         else:  # inline (a, span, em, strong, …) and unknown elements: their content in place
             self.children(el, out, flags, depth)
+
+    def code_paragraph(self, el: Any, flags: int) -> str | None:
+        """A paragraph that is one ``code`` element and nothing else, holding a command or a
+        few lines (a space or a ``<br>`` in it), as a fenced block: it stands on its own on the
+        page, as Apache's manual shows its commands (``<div class="example"><p><code>htpasswd
+        -c …</code></p>``); each ``<br>`` a line, each line's spaces collapsed. None for any
+        other paragraph."""
+        if (el.text or "").strip():
+            return None
+        kids = [c for c in el if (tag := _tag(c)) is not None and not self.skip(c, tag, flags)]
+        if len(kids) != 1 or _tag(kids[0]) != "code" or (kids[0].tail or "").strip():
+            return None
+        if any(_tag(c) not in _INLINE_IN_TEXT for c in kids[0].iterdescendants()):
+            return None
+        parts: list[str] = []
+
+        def visit(node: Any) -> None:  # the code's text; only a <br> breaks its line
+            parts.append(node.text or "")
+            for child in node:
+                tag = _tag(child)
+                if tag == "br":
+                    parts.append("\x00")
+                elif tag is not None and not self.skip(child, tag, flags):
+                    visit(child)
+                parts.append(child.tail or "")
+
+        visit(kids[0])
+        raw = "".join(parts).translate(_INVISIBLE)
+        lines = [_collapse(line).strip() for line in raw.split("\x00")]
+        while lines and not lines[0]:
+            lines.pop(0)
+        while lines and not lines[-1]:
+            lines.pop()
+        if not lines or (len(lines) == 1 and " " not in lines[0]):
+            return None
+        text = "\n".join(lines)
+        longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+        fence = "`" * max(3, longest + 1)
+        return f"{fence}\n{text}\n{fence}"
 
     def render_nested(self, el: Any, flags: int, depth: int) -> list[str]:
         """The blocks of ``el``'s content, written apart (a list item, a quote, a cell)."""

@@ -12,6 +12,7 @@ import functools
 import io
 import os
 import pickle
+import re
 import resource
 import select
 import signal
@@ -869,3 +870,43 @@ def test_a_large_page_without_main_is_located_by_justext_at_a_useful_speed():
     assert words > 40_000
     assert "Page 39" not in converted.markdown
     assert words / elapsed > 20_000, f"{words / elapsed:,.0f} words/s"
+
+
+# ----------------------------------------------------------------------------- code paragraphs
+
+
+def test_a_paragraph_that_is_one_code_element_is_a_code_block():
+    page = """<html><body><h1>Auth</h1>
+    <p>To create the file, type:</p>
+    <div class="example"><p><code>
+      htpasswd -c /usr/local/apache/passwd/passwords rbowen
+    </code></p></div>
+    <p>It asks for the password twice:</p>
+    <div class="example"><p><code>
+      # htpasswd -c passwords rbowen<br>
+      New password: <em>mypassword</em><br>
+      Adding password for user rbowen
+    </code></p></div>
+    <p><code>mod_speling</code></p>
+    <p>Use <code>AuthUserFile</code> to name the file.</p>
+    </body></html>"""
+    md = html(page).markdown
+    assert "To create the file, type:\n\n```\nhtpasswd -c /usr/local/apache/passwd/passwords " \
+           "rbowen\n```" in md
+    # each <br> a line, the source's own line breaks and indentation not
+    assert "```\n# htpasswd -c passwords rbowen\nNew password: mypassword\nAdding password " \
+           "for user rbowen\n```" in md
+    assert "`mod_speling`" in md and "```\nmod_speling" not in md  # one word: inline code
+    assert "Use `AuthUserFile` to name the file." in md  # code inside prose stays inline
+    assert block_kinds(md).count("fence") == 2
+
+
+@pytest.mark.skipif(not furniture.MANUALS["apache"].root.is_dir(),
+                    reason="Debian's apache2-doc is not installed (scripts/setup.sh --browser)")
+def test_the_apache_manuals_commands_are_code_blocks():
+    page = furniture.MANUALS["apache"].root / "howto" / "auth.html"
+    md = convert_html(page.name, page.read_bytes(), LIMITS).markdown
+    fences = [b for b in md_reader.parse(md).blocks if b.kind == "fence"]
+    texts = [md.splitlines()[b.start:b.end] for b in fences]
+    assert any(any(line.startswith("htpasswd -c ") for line in t) for t in texts), texts
+    assert not re.search(r"^`htpasswd -c [^`]*`$", md, re.MULTILINE)
