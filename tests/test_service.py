@@ -24,8 +24,8 @@ import uvicorn
 import ragstream
 from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
-from ragstream.service.contract import IngestionResult, RAGContext
 from ragstream.service.auth import Failures
+from ragstream.service.contract import IngestionResult, RAGContext
 from ragstream.service.http import (
     MAX_BODY_BYTES,
     AnswerRequest,
