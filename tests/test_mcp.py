@@ -76,18 +76,18 @@ def test_over_stdio_the_tools_search_fetch_and_answer(index):
         async with Client(params, read_timeout_seconds=120) as client:
             listed = (await client.list_tools()).tools
             out: dict = {"tools": {t.name: t for t in listed}}
-            out["search"] = structured(await client.call_tool("search", {"query": QUESTION}))
+            out["search"] = structured(await client.call_tool("search", {"question": QUESTION}))
             first = out["search"]["chunks"][0]
-            out["chunk"] = structured(await client.call_tool("get_chunk", {"chunk_ref": first["chunk_ref"]}))
+            out["chunk"] = structured(await client.call_tool("get_chunk", {"chunk_id": first["chunk_id"]}))
             out["document"] = structured(await client.call_tool("get_document", {"path": first["path"]}))
             out["answer"] = structured(await client.call_tool("answer", {"question": QUESTION}))
             out["kbs"] = structured(await client.call_tool("list_knowledge_bases", {}))
             out["none"] = structured(await client.call_tool(
-                "search", {"query": "How do I cook pasta al dente?"}))
-            out["empty"] = error_text(await client.call_tool("search", {"query": "  "}))
+                "search", {"question": "How do I cook pasta al dente?"}))
+            out["empty"] = error_text(await client.call_tool("search", {"question": "  "}))
             out["unknown"] = error_text(await client.call_tool(
-                "search", {"query": QUESTION, "kb": "nowhere"}))
-            out["no_chunk"] = error_text(await client.call_tool("get_chunk", {"chunk_ref": "kb/none.md#0"}))
+                "search", {"question": QUESTION, "kb": "nowhere"}))
+            out["no_chunk"] = error_text(await client.call_tool("get_chunk", {"chunk_id": "kb/none.md#0"}))
             return out
 
     got = asyncio.run(session())
@@ -100,7 +100,8 @@ def test_over_stdio_the_tools_search_fetch_and_answer(index):
     found = got["search"]
     assert found["found"] and found["kb"] == "default" and found["chunks"]
     for c in found["chunks"]:
-        assert 0.0 <= c["relevance"] <= 1.0 and c["source"] and c["section"] and c["chunk_ref"]
+        assert 0.0 <= c["relevance"] <= 1.0 and c["source"] and c["section"]
+        assert c["chunk_id"] == c["chunk_ref"] and c["chunk_id"].startswith("kb/")
         assert len(c["excerpt"]) <= EXCERPT_CHARS + 2  # an excerpt, not the document
     assert found["chunks"][0]["path"] == "kb/reranking.md"
     first = found["chunks"][0]
@@ -111,7 +112,7 @@ def test_over_stdio_the_tools_search_fetch_and_answer(index):
     # the same citations as the engine's own pass on the same question
     _sp, ans = engine.answer(engine.run(QUESTION))
     answered = got["answer"]
-    assert [c["chunk_ref"] for c in answered["citations"]] == [c.chunk_id for c in ans.sources]
+    assert [c["chunk_id"] for c in answered["citations"]] == [c.chunk_id for c in ans.sources]
     assert answered["text"] == ans.text and answered["confidence"] == ans.confidence
     assert engine.runs().get(answered["run_id"]).origin == "api"
 
@@ -166,7 +167,7 @@ def test_over_http_behind_the_token_with_ingest_when_asked_for(http_server):
             out["ingest"] = structured(await client.call_tool(
                 "ingest", {"filename": "ops/zorblatt.md", "content": doc}))
             out["search"] = structured(await client.call_tool(
-                "search", {"query": "How is the zorblatt flux capacitor calibrated?", "max_chunks": 3}))
+                "search", {"question": "How is the zorblatt flux capacitor calibrated?", "max_chunks": 3}))
             return out
 
     got = asyncio.run(session())
@@ -187,7 +188,7 @@ def test_the_engine_down_is_a_tool_error_naming_what_to_start(tmp_path, embedder
     async def session() -> list[str]:
         async with Client(build_server(RAGPipeline(engine))) as client:
             return [error_text(await client.call_tool(name, args)) for name, args in (
-                ("search", {"query": QUESTION}), ("answer", {"question": QUESTION}))]
+                ("search", {"question": QUESTION}), ("answer", {"question": QUESTION}))]
 
     for text in asyncio.run(session()):
         assert "vector store unavailable" in text and f"The Chroma server at {url} cannot be reached" in text

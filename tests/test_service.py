@@ -24,6 +24,7 @@ import uvicorn
 import ragstream
 from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
+from ragstream.service.auth import Failures
 from ragstream.service.contract import IngestionResult, RAGContext
 from ragstream.service.http import (
     MAX_BODY_BYTES,
@@ -134,7 +135,9 @@ def llm(rules, fake, logs) -> Iterator[tuple[str, Engine]]:
     # its [99] too (tests/test_answer_checks.py checks the citations)
     cfg = llm_config(rules.cfg, fake).with_overrides({"settings.answer.check_citations": False})
     engine = Engine(cfg, services=with_llm(rules.services, cfg))
-    with serving(create_app(RAGPipeline(engine), token=TOKEN)) as url:
+    # failed attempts are slowed by a few milliseconds here (the delays' growth: test_service_auth.py)
+    with serving(create_app(RAGPipeline(engine), token=TOKEN,
+                            failures=Failures(base_s=0.001, cap_s=0.005))) as url:
         yield url, engine
 
 
@@ -174,7 +177,7 @@ def test_health_needs_no_token_and_reports_the_index(plain, llm, rules):
         assert r.status_code == 200
         assert r.json() == {"status": "ok", "chunks": rules.services.index().n_chunks,
                             "store_mode": "persistent", "version": ragstream.__version__,
-                            "message": ""}
+                            "message": "", "kb": "default", "failed_auth": r.json()["failed_auth"]}
     assert r.json()["chunks"] > 6
 
 

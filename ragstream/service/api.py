@@ -54,6 +54,33 @@ CACHE_SIZE = 1024
 WORKERS = 4
 
 
+def ingest_command(kb: str) -> str:
+    """The command that fills knowledge base ``kb`` with a folder or a file of documents."""
+    return f"python -m ragstream ingest PATH --kb {kb}"
+
+
+def fill_hint(kb: str) -> str:
+    """How to fill an empty knowledge base, in words."""
+    return f"fill it with `{ingest_command(kb)}` (PATH: a folder or a file of your documents)"
+
+
+def example_topic(engine: Engine) -> str:
+    """A section heading of ``engine``'s knowledge base (its first document's second chunk's,
+    else its first's), for an error message's example; '' when it is empty or cannot be read."""
+    try:
+        store = engine.services.store
+        for doc_id in list(store.documents())[:3]:
+            ids = store.document_chunks(doc_id)
+            held = store.fetch(ids[:2]) if ids else {}
+            for cid in reversed(ids[:2]):
+                chunk = held[cid].chunk if cid in held else None
+                if chunk is not None and (chunk.heading_path or chunk.title):
+                    return (chunk.heading_path[-1] if chunk.heading_path else chunk.title).strip()
+    except Exception:  # only an example: never the reason a request fails differently
+        return ""
+    return ""
+
+
 class RAGPipeline:
     """The retrieval service contract over an ``Engine``: ``retrieve`` (and, below, ``ingest``)."""
 
@@ -107,7 +134,7 @@ class RAGPipeline:
         rs = self.cfg.settings.retrieval
         max_chunks = rs.max_chunks if max_chunks is None else max_chunks
         min_relevance = rs.min_relevance if min_relevance is None else min_relevance
-        query = self.checked_query(query)
+        query = self.checked_query(query, kb)
         if not 1 <= max_chunks <= 100:
             raise InvalidQueryError(f"max_chunks is {max_chunks}; give a number from 1 to 100.")
         if not 0.0 <= min_relevance <= 1.0:
@@ -121,12 +148,16 @@ class RAGPipeline:
             future.cancel()
             raise RetrievalTimeoutError(rs.timeout_s) from None
 
-    def checked_query(self, query: str) -> str:
-        """``query`` stripped; ``InvalidQueryError`` when it is empty or over the limit."""
+    def checked_query(self, query: str, kb: str | None = None) -> str:
+        """``query`` stripped; ``InvalidQueryError`` when it is empty or over the limit (an
+        empty one is told what knowledge base ``kb`` could answer: ``example_topic``)."""
         limit = self.cfg.settings.prompt.max_prompt_chars
         if not isinstance(query, str) or not query.strip():
-            raise InvalidQueryError("The query is empty. Send a question, for example "
-                                    "'What can I do during movement?'.")
+            engine = self.engine_for(kb)
+            topic = example_topic(engine)
+            raise InvalidQueryError("The query is empty. Send a question" + (
+                f", for example about {topic!r} (a section of knowledge base {engine.kb!r})."
+                if topic else f" (knowledge base {engine.kb!r} is empty: {fill_hint(engine.kb)})."))
         if len(query) > limit:
             raise InvalidQueryError(f"The query has {len(query)} characters; the limit is {limit}. "
                                     f"Shorten it (or raise prompt.max_prompt_chars in "
@@ -173,7 +204,8 @@ class RAGPipeline:
                               kb=engine.kb)
 
         if index.n_chunks == 0:
-            return empty("The knowledge base is empty: ingest documents first.")
+            return empty(f"The knowledge base {engine.kb!r} is empty (0 chunks): "
+                         f"{fill_hint(engine.kb)}.")
         if not filters.empty and not index.count(filters):
             return empty(f"No chunk matches the filters ({filters.describe()}).")
         sp = engine.new(query)
@@ -204,7 +236,7 @@ class RAGPipeline:
 
     def _chunk(self, chunk: Chunk, score: float, kb: str) -> DocumentChunk:
         return DocumentChunk(
-            chunk_id=stable_uuid(chunk.id), document_id=stable_uuid(chunk.doc_id), text=chunk.text,
+            chunk_id=chunk.id, document_id=stable_uuid(chunk.doc_id), text=chunk.text,
             metadata={
                 "source": chunk.source_name or chunk.source,
                 "doc_type": chunk.doc_type,

@@ -2,9 +2,13 @@
 take and give, with the field names consumers (a chat bot, CLI tools) rely on.
 
 ``relevance_score`` is ``ragstream.relevance``'s calibrated score: the estimated probability
-that a reader would judge the chunk relevant to the query (0–1). Ids are UUIDs: a chunk's is
-derived from its RAGstream id (``metadata["chunk_ref"]``), a document's is the UUID it was
-ingested under, or one derived from its path.
+that a reader would judge the chunk relevant to the query (0–1).
+
+**Ids.** A chunk has one id on every route (``/retrieve``, ``/answer``, the ``/v1`` citations,
+MCP, the CLI, the page): its RAGstream id, the document's path, ``#`` and the chunk's number
+(``kb/faq.md#3``), readable and stable while the document is unchanged.
+``metadata["chunk_ref"]`` repeats it (its older name). A document's id is the UUID it was
+ingested under, or one derived from its path (``stable_uuid``).
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ class DocumentChunk(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    chunk_id: uuid.UUID
+    chunk_id: str = Field(description="the chunk's id, its document's path '#' its number "
+                                      "('kb/faq.md#3'), the same on every route")
     document_id: uuid.UUID
     text: str
     metadata: dict[str, Any] = Field(
         description="source, doc_type, last_update_date, section; also path, heading_path, "
-                    "title, chunk_ref (the RAGstream chunk id) and embedding_model; page and "
+                    "title, chunk_ref (the same as chunk_id, its older name) and embedding_model; page and "
                     "page_end (1-based) for a chunk of a paged document (PDF)")
     relevance_score: float = Field(ge=0, le=1)
     position_in_doc: int = Field(ge=0, description="the chunk's number in its document, from 0")

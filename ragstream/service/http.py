@@ -22,8 +22,13 @@ Endpoints (the schema is at ``/openapi.json``):
 
 Every error is JSON ``{"error": kind, "message": text}`` with the status of ``STATUS_BY_ERROR``
 (422 for a bad query or request body, 503 store unreachable, 504 retrieval timeout, 500 for
-any other RAGstream error), 401 for a missing or wrong bearer token, 413 for a body over the
-limit. With a token, every path but ``/health`` needs ``Authorization: Bearer <token>``.
+any other RAGstream error), 401 for a missing or wrong bearer token, 403 for a token without
+the scope or the knowledge base (``ragstream.service.auth``), 413 for a body over the limit;
+under ``/v1/`` every error (these, 404 and validation errors too) has OpenAI's shape instead.
+With tokens, every path but ``/health`` needs ``Authorization: Bearer <token>``: ``WRITE``
+routes the ``write`` scope, the others ``read``; a token limited to knowledge bases is refused
+on any other (and lists only its own). Failed attempts are counted (``/health``'s
+``failed_auth``) and slowed (``auth.Failures``).
 
 No endpoint takes edits (pins, exclusions, fields, statements, rules): each request is a prompt
 of its own and runs without any, so nothing one request decided acts on another. A person's
@@ -55,7 +60,6 @@ Every response names the process that made it in ``X-RAGstream-Worker`` (its pid
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import os
@@ -72,6 +76,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragstream.errors import (
     ConversationError,
@@ -86,7 +91,16 @@ from ragstream.errors import (
     RetrievalTimeoutError,
     VectorDBUnavailableError,
 )
-from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument, stable_uuid
+from ragstream.service.auth import (
+    OPEN,
+    Failures,
+    ForbiddenError,
+    Grant,
+    Tokens,
+    client_address,
+    require_token_off_loopback,
+)
+from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument
 from ragstream.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,6 +119,7 @@ MAX_CONVERSATION_ITEMS = 10
 OPEN_PATHS = frozenset({"/health"})
 #: the HTTP status of each error kind; the first class that matches wins, others are 500
 STATUS_BY_ERROR: tuple[tuple[type[RagstreamError], int], ...] = (
+    (ForbiddenError, 403),
     (InvalidQueryError, 422),
     (EmptyPromptError, 422),
     (PromptTooLongError, 422),
@@ -117,6 +132,11 @@ STATUS_BY_ERROR: tuple[tuple[type[RagstreamError], int], ...] = (
     (ConversationError, 409),
 )
 SSE_MEDIA_TYPE = "text/event-stream"
+#: (method, path or path prefix ending in '/') of the routes that need the write scope
+WRITE: tuple[tuple[str, str], ...] = (("POST", "/ingest"), ("POST", "/kb"), ("PATCH", "/kb/"),
+                                      ("DELETE", "/kb/"), ("PUT", "/kb/"), ("POST", "/kb/"))
+#: where the guard keeps a request's grant in the ASGI scope's state
+GRANT_KEY = "ragstream_grant"
 #: the response header naming the worker process (its pid) that answered
 WORKER_HEADER = "X-RAGstream-Worker"
 #: set by ``serve_workers`` for its workers: the name of the variable holding the bearer token
@@ -159,11 +179,16 @@ class ErrorBody(BaseModel):
 class Health(BaseModel):
     """``GET /health``: whether the service can answer, and what it serves."""
 
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "empty", "unavailable"] = Field(description=(
+        "'ok'; 'empty' when the served knowledge base has no chunk yet (message: how to fill "
+        "it); 'unavailable' when the store cannot be reached (503)"))
     chunks: int | None = Field(description="chunks in the index (None when the store is unreachable)")
     store_mode: str = Field(description="'persistent' (embedded Chroma) or 'http' (a Chroma server)")
     version: str = Field(description="the RAGstream version")
-    message: str = Field("", description="why the status is 'unavailable'")
+    message: str = Field("", description="why the status is 'empty' or 'unavailable', and what to do")
+    kb: str = Field("default", description="the knowledge base served by default")
+    failed_auth: int = Field(0, description=(
+        "requests refused for a missing or wrong token since this process started"))
 
 
 class RetrieveRequest(BaseModel):
@@ -241,8 +266,8 @@ class CitationEvent(BaseModel):
     """The data of a ``citation`` event: one valid citation of the answer."""
 
     n: int = Field(description="the number the answer cites, [n]")
-    chunk_id: str = Field(description="the chunk's UUID, as /retrieve gives it")
-    chunk_ref: str = Field(description="the RAGstream chunk id")
+    chunk_id: str = Field(description="the chunk's id ('kb/faq.md#3'), as /retrieve and /v1 give it")
+    chunk_ref: str = Field(description="the same as chunk_id (its older name)")
     source: str = Field(description="the document's declared source name, else its path")
     path: str = Field(description="the document's file path")
     section: str = Field(description="the chunk's heading path, 'A > B'")
@@ -297,6 +322,14 @@ def read_as(sp: SuperPrompt) -> str:
     return reading.text if reading is not None else ""
 
 
+def empty_message(kb: str) -> str:
+    """What ``/health`` and ``serve`` say of an empty knowledge base."""
+    from ragstream.service.api import fill_hint
+
+    return (f"The knowledge base {kb!r} is empty (0 chunks): every question will find nothing. "
+            f"{fill_hint(kb)[0].upper()}{fill_hint(kb)[1:]}; the service answers from it at once.")
+
+
 def status_for(err: RagstreamError) -> int:
     """The HTTP status for ``err`` (``STATUS_BY_ERROR``; 500 for any other RAGstream error)."""
     return next((status for cls, status in STATUS_BY_ERROR if isinstance(err, cls)), 500)
@@ -310,14 +343,42 @@ def _error(status: int, kind: str, message: str, headers: dict[str, str] | None 
 # --------------------------------------------------------------------------- token and body size
 
 
+def needed_scope(method: str, path: str) -> str:
+    """The scope a request needs: ``write`` for the ``WRITE`` routes, else ``read``."""
+    for m, p in WRITE:
+        if method == m and (path == p or (p.endswith("/") and path.startswith(p))):
+            return "write"
+    return "read"
+
+
+def grant_of(request: Request) -> Grant:
+    """The grant the guard found for ``request`` (``auth.OPEN`` when the service has no token)."""
+    state = request.scope.get("state") or {}
+    grant = state.get(GRANT_KEY) if isinstance(state, dict) else None
+    return grant if isinstance(grant, Grant) else OPEN
+
+
+def _refusal(status: int, kind: str, message: str, openai_shape: bool,
+             headers: dict[str, str] | None = None) -> JSONResponse:
+    if openai_shape:
+        from ragstream.service import openai_compat
+
+        response = openai_compat.error_response(status, message, kind)
+        response.headers.update(headers or {})
+        return response
+    return _error(status, kind, message, headers)
+
+
 class _Guard:
-    """ASGI middleware: the bearer token (all paths but ``OPEN_PATHS``), then the body limit
-    (``Content-Length`` first, then the bytes as they arrive); the body read is replayed."""
+    """ASGI middleware: the bearer token (all paths but ``OPEN_PATHS``) and its scope, then
+    the body limit (``Content-Length`` first, then the bytes as they arrive); the body read is
+    replayed. A refusal under ``/v1/`` has OpenAI's error shape."""
 
     def __init__(self, app: Callable[[_Scope, _Receive, _Send], Awaitable[None]],
-                 token: str | None, limits: dict[str, int], default_limit: int):
+                 tokens: Tokens, failures: Failures, limits: dict[str, int], default_limit: int):
         self.app = app
-        self._token = token.encode("utf-8") if token else None
+        self.tokens = tokens
+        self.failures = failures
         self.limits = limits
         self.default_limit = default_limit
 
@@ -326,16 +387,41 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
-        if self._token is not None and scope["path"] not in OPEN_PATHS and not self._authorized(headers):
-            await _error(401, "unauthorized",
-                         "This endpoint needs the header 'Authorization: Bearer <token>' with the "
-                         "token the service was started with.",
-                         {"WWW-Authenticate": "Bearer"})(scope, receive, send)
-            return
-        limit = self.limits.get(scope["path"], self.default_limit)
-        too_large = _error(413, "request too large",
-                           f"The request body is larger than {limit:,} bytes, the limit of "
-                           f"{scope['path']}. Send less (split an ingest into several requests).")
+        path = scope["path"]
+        openai_shape = path.startswith("/v1/")
+        if self.tokens and path not in OPEN_PATHS:
+            grant = self.tokens.from_header(headers.get("authorization"))
+            address = client_address(scope)
+            if grant is None:
+                given = headers.get("authorization")
+                count, delay = self.failures.record(address)
+                log.warning("refused %s %s from %s: %s (failed attempt %d from that address; "
+                            "answered after %.2f s)", scope["method"], path, address,
+                            "no bearer token" if given is None else "a wrong token", count, delay)
+                if delay:
+                    await asyncio.sleep(delay)
+                why = ("This endpoint needs the header 'Authorization: Bearer <token>'."
+                       if given is None else "The bearer token is not one this service accepts.")
+                await _refusal(401, "unauthorized", why + " Send a token the service was "
+                               "started with ($RAGSTREAM_API_TOKEN or one of its tokens file; an "
+                               "OpenAI client sends its api_key).", openai_shape,
+                               {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+            self.failures.clear(address)
+            scope.setdefault("state", {})[GRANT_KEY] = grant
+            try:
+                grant.check(needed_scope(scope["method"], path),  # type: ignore[arg-type]
+                            what=f"({scope['method']} {path})")
+            except ForbiddenError as err:
+                log.warning("refused %s %s from %s: the token %r lacks the scope", scope["method"],
+                            path, address, grant.name)
+                await _refusal(403, err.kind, str(err), openai_shape)(scope, receive, send)
+                return
+        limit = self.limits.get(path, self.default_limit)
+        too_large = _refusal(413, "request too large",
+                             f"The request body is larger than {limit:,} bytes, the limit of "
+                             f"{path}. Send less (split an ingest into several requests).",
+                             openai_shape)
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -343,8 +429,8 @@ class _Guard:
                     await too_large(scope, receive, send)
                     return
             except ValueError:
-                await _error(400, "bad request", "The Content-Length header is not a number.")(
-                    scope, receive, send)
+                await _refusal(400, "bad request", "The Content-Length header is not a number.",
+                               openai_shape)(scope, receive, send)
                 return
         body = bytearray()
         while True:
@@ -367,11 +453,6 @@ class _Guard:
             return await receive()  # then what the server says next: http.disconnect
 
         await self.app(scope, replay, send)
-
-    def _authorized(self, headers: dict[str, bytes]) -> bool:
-        assert self._token is not None
-        scheme, _, given = headers.get("authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
 
 
 class _WorkerHeader:
@@ -408,7 +489,7 @@ def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
 
 def _citation(c: Citation, sp: SuperPrompt) -> CitationEvent:
     chunk = sp.chunk_map().get(c.chunk_id)
-    return CitationEvent(n=c.n, chunk_id=str(stable_uuid(c.chunk_id)), chunk_ref=c.chunk_id,
+    return CitationEvent(n=c.n, chunk_id=c.chunk_id, chunk_ref=c.chunk_id,
                          source=(chunk.source_name if chunk else "") or c.source, path=c.source,
                          section=c.section, title=c.title, label=c.label, page=c.page)
 
@@ -523,6 +604,7 @@ async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token (when the service has one)"},
+    403: {"model": ErrorBody, "description": "the token lacks the scope or the knowledge base"},
     413: {"model": ErrorBody, "description": "the request body is over the limit"},
     422: {"model": ErrorBody, "description": "invalid query or request body"},
     500: {"model": ErrorBody, "description": "another RAGstream error"},
@@ -543,22 +625,38 @@ their errors are HTTP errors. A client that disconnects stops the answer; the Q&
 the text it was sent, marked incomplete."""
 
 
+def tokens_of(token: str | None, tokens: Tokens | None) -> Tokens:
+    """``tokens``, or the one full token ``token`` (read and write, every knowledge base)."""
+    if tokens is not None:
+        return tokens
+    return Tokens([(token.strip(), Grant("$RAGSTREAM_API_TOKEN"))]) if token and token.strip() else Tokens()
+
+
 def create_app(pipeline: RAGPipeline, token: str | None = None, *,
+               tokens: Tokens | None = None, failures: Failures | None = None,
                max_body_bytes: int = MAX_BODY_BYTES,
                max_ingest_body_bytes: int = MAX_INGEST_BODY_BYTES) -> FastAPI:
-    """The HTTP face of ``pipeline`` (and its engine); ``token``: the bearer token, if any."""
+    """The HTTP face of ``pipeline`` (and its engine). ``token``: one full bearer token, or
+    ``tokens`` (``auth.Tokens.load``: scopes and knowledge bases); none: no token needed.
+    ``failures``: where failed attempts are counted (a new ``auth.Failures`` by default)."""
     from ragstream import __version__
     from ragstream.service import openai_compat
 
     engine = pipeline.engine
+    accepted = tokens_of(token, tokens)
+    failures = failures or Failures()
     app = FastAPI(title="RAGstream retrieval service", version=__version__,
                   description="The retrieval contract (seed 000) and the streamed answer (seed 003) "
                               "of RAGstream over HTTP.")
-    app.add_middleware(_Guard, token=token, limits={"/ingest": max_ingest_body_bytes},
-                       default_limit=max_body_bytes)
+    app.add_middleware(_Guard, tokens=accepted, failures=failures,
+                       limits={"/ingest": max_ingest_body_bytes}, default_limit=max_body_bytes)
     app.add_middleware(_WorkerHeader)  # outermost: a 401 or 413 names its worker too
+    app.state.failures = failures
     # documents the bearer scheme in the schema; _Guard enforces it (on every path but /health)
-    secured = [Security(HTTPBearer(auto_error=False))] if token else []
+    secured = [Security(HTTPBearer(auto_error=False))] if accepted else []
+
+    def kb_name(kb: str | None) -> str:
+        return kb or engine.kb
 
     def openai_path(request: Request) -> bool:  # the OpenAI-compatible routes' errors
         return request.url.path.startswith(openai_compat.PATH_PREFIX)
@@ -581,6 +679,23 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
             return openai_compat.error_response(500, message, "internal error")
         return _error(500, "internal error", message)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: Exception) -> JSONResponse:
+        assert isinstance(err, StarletteHTTPException)
+        kind = {404: "not found", 405: "method not allowed"}.get(err.status_code, "bad request")
+        message = (f"There is no {request.method} {request.url.path}"
+                   + (": the OpenAI-compatible routes are GET /v1/models and POST "
+                      "/v1/chat/completions." if openai_path(request) else
+                      " (the routes are listed at /docs and /openapi.json)."))
+        if err.status_code not in (404, 405):
+            message = str(err.detail)
+        headers = dict(err.headers) if err.headers else None
+        if openai_path(request):
+            response = openai_compat.error_response(err.status_code, message, kind)
+            response.headers.update(headers or {})
+            return response
+        return _error(err.status_code, kind, message, headers)
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, RequestValidationError)
@@ -588,7 +703,10 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
                              for e in err.errors())
         message = f"The request body is not valid: {problems}"
         if openai_path(request):
-            return openai_compat.error_response(400, message, "invalid request")
+            first = err.errors()[0] if err.errors() else {}
+            loc = [str(p) for p in first.get("loc", ())[1:]]
+            return openai_compat.error_response(400, message, "invalid request",
+                                                param=".".join(loc) or None)
         body = ErrorBody(error="invalid request", message=message)
         return JSONResponse({**body.model_dump(), "detail": jsonable_encoder(err.errors())},
                             status_code=422)
@@ -601,35 +719,46 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
             chunks = engine.services.index().n_chunks
         except RagstreamError as err:
             down = Health(status="unavailable", chunks=None, store_mode=mode, version=__version__,
-                          message=str(err))
+                          message=str(err), kb=engine.kb, failed_auth=failures.total)
             return JSONResponse(down.model_dump(), status_code=503)
-        return Health(status="ok", chunks=chunks, store_mode=mode, version=__version__)
+        if not chunks:
+            return Health(status="empty", chunks=0, store_mode=mode, version=__version__,
+                          kb=engine.kb, failed_auth=failures.total,
+                          message=empty_message(engine.kb))
+        return Health(status="ok", chunks=chunks, store_mode=mode, version=__version__,
+                      kb=engine.kb, failed_auth=failures.total)
 
     @app.post("/retrieve", response_model=RAGContext, dependencies=secured,
               responses={**_ERRORS, 504: {"model": ErrorBody, "description": "retrieval timed out"}},
               summary="The chunks most relevant to the query (RAGPipeline.retrieve)")
-    def retrieve(body: RetrieveRequest) -> RAGContext:
+    def retrieve(body: RetrieveRequest, request: Request) -> RAGContext:
+        grant_of(request).check("read", kb_name(body.kb))
         return pipeline.retrieve(body.query, body.context_key, max_chunks=body.max_chunks,
                                  min_relevance=body.min_relevance, filters=body.filters, kb=body.kb)
 
     @app.post("/ingest", response_model=IngestionResult, dependencies=secured,
               responses={**_ERRORS, 409: {"model": ErrorBody, "description": "another ingestion runs"}},
               summary="Ingest (upsert) rule documents (RAGPipeline.ingest)")
-    def ingest(documents: list[RuleDocument], kb: str | None = None) -> IngestionResult:
+    def ingest(documents: list[RuleDocument], request: Request, kb: str | None = None) -> IngestionResult:
+        grant_of(request).check("write", kb_name(kb))
         return pipeline.ingest(documents, kb=kb)
 
     @app.get("/kb", dependencies=secured, summary="The knowledge bases: name, folder, collection")
-    def kb_list() -> list[dict[str, Any]]:
-        return [kb.model_dump() for kb in engine.knowledge_bases().all()]
+    def kb_list(request: Request) -> list[dict[str, Any]]:
+        grant = grant_of(request)
+        return [kb.model_dump() for kb in engine.knowledge_bases().all() if grant.may_see(kb.name)]
 
     @app.post("/kb", dependencies=secured, status_code=201, responses=_ERRORS,
               summary="Create a knowledge base (ingest into it with POST /ingest?kb=NAME)")
-    def kb_create(body: KnowledgeBaseRequest) -> dict[str, Any]:
+    def kb_create(body: KnowledgeBaseRequest, request: Request) -> dict[str, Any]:
+        grant_of(request).check("write", body.name)
         return engine.create_kb(body.name, body.folder).model_dump()
 
     @app.patch("/kb/{name}", dependencies=secured, responses=_ERRORS,
                summary="Rename a knowledge base (its documents and index stay)")
-    def kb_rename(name: str, body: RenameRequest) -> dict[str, Any]:
+    def kb_rename(name: str, body: RenameRequest, request: Request) -> dict[str, Any]:
+        grant_of(request).check("write", name)
+        grant_of(request).check("write", body.name)
         renamed = engine.rename_kb(name, body.name).model_dump()
         pipeline.clear_cache()
         return renamed
@@ -637,7 +766,8 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
     @app.delete("/kb/{name}", dependencies=secured, responses=_ERRORS,
                 summary="Delete a knowledge base: its index and its own folder (never another's); "
                         "?confirm=NAME must repeat its name")
-    def kb_delete(name: str, confirm: str = "") -> dict[str, Any]:
+    def kb_delete(name: str, request: Request, confirm: str = "") -> dict[str, Any]:
+        grant_of(request).check("write", name)
         kb = engine.knowledge_bases().get(name)
         if confirm != kb.name:
             raise KnowledgeBaseError(f"Deleting knowledge base {kb.name!r} removes its index"
@@ -651,13 +781,14 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
               responses={200: {"content": {SSE_MEDIA_TYPE: {}}, "description": "the SSE stream"},
                          **_ERRORS},
               summary="Answer with citations, streamed as Server-Sent Events", description=_ANSWER_DOC)
-    async def answer(body: AnswerRequest) -> StreamingResponse:
+    async def answer(body: AnswerRequest, request: Request) -> StreamingResponse:
         started = time.perf_counter()
+        grant_of(request).check("read", kb_name(body.kb))
 
         kb_engine = pipeline.engine_for(body.kb)
 
         def stages() -> SuperPrompt:
-            sp = kb_engine.new(pipeline.checked_query(body.query), body.turns() or None,
+            sp = kb_engine.new(pipeline.checked_query(body.query, body.kb), body.turns() or None,
                                conversation_name=body.conversation or "")
             sp.filters = body.filters
             return kb_engine.run(sp)
@@ -688,28 +819,32 @@ def warm_pipeline(pipeline: RAGPipeline) -> None:
     settle_memory()  # what the first retrieval opened lives as long as the worker
 
 
-def serve(pipeline: RAGPipeline, host: str, port: int, token: str | None) -> None:
-    """Serve ``create_app(pipeline, token)`` with uvicorn in this process until interrupted
-    (``warm_pipeline`` first)."""
+def serve(pipeline: RAGPipeline, host: str, port: int, token: str | None = None, *,
+          tokens: Tokens | None = None) -> None:
+    """Serve ``create_app(pipeline, token, tokens=tokens)`` with uvicorn in this process until
+    interrupted (``warm_pipeline`` first); off loopback only with a token
+    (``auth.require_token_off_loopback``)."""
     import uvicorn
 
+    accepted = tokens_of(token, tokens)
+    require_token_off_loopback(host, accepted)
     warm_pipeline(pipeline)
-    uvicorn.run(create_app(pipeline, token), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(pipeline, tokens=accepted), host=host, port=port, log_level="info")
 
 
-def worker_token() -> str | None:
-    """The bearer token of a worker: the value of the variable ``$RAGSTREAM_SERVE_TOKEN_ENV``
-    names, stripped (None when that is unset or blank)."""
+def worker_tokens() -> Tokens:
+    """The tokens of a worker: the full token in the variable ``$RAGSTREAM_SERVE_TOKEN_ENV``
+    names (when set), and the tokens file of ``$RAGSTREAM_API_TOKENS_FILE``."""
     name = os.environ.get(WORKER_TOKEN_ENV, "")
-    token = os.environ.get(name, "").strip() if name else ""
-    return token or None
+    return Tokens.load(name or None)
 
 
 def app_factory() -> FastAPI:
     """The app of one worker process (``serve_workers``): its own ``Engine`` (the configuration
     from the environment, the default knowledge base), warmed up, its own ``RAGPipeline``
-    (``warm_pipeline``), and the bearer token from ``worker_token``. A store that cannot be
-    reached now is a warning: /health says so and the worker answers once it is back."""
+    (``warm_pipeline``). A store that cannot be
+    reached now is a warning: /health says so and the worker answers once it is back. The
+    tokens come from ``worker_tokens``."""
     from ragstream.engine import Engine
     from ragstream.service.api import RAGPipeline
 
@@ -720,7 +855,7 @@ def app_factory() -> FastAPI:
         log.warning("worker %d: warm-up failed (%s): %s", os.getpid(), err.kind, err)
     pipeline = RAGPipeline(engine)
     warm_pipeline(pipeline)
-    return create_app(pipeline, worker_token())
+    return create_app(pipeline, tokens=worker_tokens())
 
 
 def _listening_socket(host: str, port: int):
@@ -753,10 +888,12 @@ def serve_workers(host: str, port: int, workers: int, token_env: str | None) -> 
     ``SO_REUSEPORT`` socket on ``host:port`` (the kernel balances connections over them). A
     worker that dies is replaced; SIGINT/SIGTERM stop them all gracefully (requests under way
     finish). ``token_env``: the name of the variable holding the bearer token, passed to the
-    workers as ``$RAGSTREAM_SERVE_TOKEN_ENV``."""
+    workers as ``$RAGSTREAM_SERVE_TOKEN_ENV`` (the tokens file's path, in
+    ``$RAGSTREAM_API_TOKENS_FILE``, they inherit). Off loopback only with a token."""
     import multiprocessing
     import signal
 
+    require_token_off_loopback(host, Tokens.load(token_env))
     if token_env:
         os.environ[WORKER_TOKEN_ENV] = token_env
     else:

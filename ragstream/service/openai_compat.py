@@ -43,9 +43,13 @@ chunk with ``finish_reason`` ``stop`` and the two extra fields, an optional ``us
 non-streamed message. An error after the stream has begun is one chunk with an ``error``
 object, then ``[DONE]``.
 
-**Errors** have OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``: an unknown
-model is 404, a request without a user message or with an empty or too long prompt 400, the
-engine down 503 (the typed error's message, which names what to start).
+**Errors** have OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, every one
+under ``/v1/`` (so the ``openai`` client's exception carries the message): a missing or wrong
+token 401 (code ``unauthorized``), a token without the read scope or for another knowledge
+base 403 (code ``forbidden``), an unknown model or path 404, a request without a user
+message, with an empty or too long prompt or a body that does not validate 400 (``param``
+names the field), the engine down 503 (the typed error's message, which names what to start),
+anything else 500.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -196,10 +200,13 @@ def error_body(message: str, kind: str, code: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
 
 
-def error_response(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
-    """An error response in OpenAI's shape (``invalid_request_error`` for 4xx as OpenAI says)."""
+def error_response(status: int, message: str, kind: str, code: str | None = None,
+                   param: str | None = None) -> JSONResponse:
+    """An error response in OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``
+    (``invalid_request_error`` for 4xx, as OpenAI's own 401 and 404 have it, else
+    ``server_error``; ``code`` the RAGstream error's kind)."""
     openai_kind = "invalid_request_error" if 400 <= status < 500 else "server_error"
-    return JSONResponse(error_body(message, openai_kind, code or kind.replace(" ", "_")),
+    return JSONResponse(error_body(message, openai_kind, code or kind.replace(" ", "_"), param),
                         status_code=status)
 
 
@@ -208,16 +215,18 @@ def error_response(status: int, message: str, kind: str, code: str | None = None
 
 def add_routes(app: FastAPI, pipeline: RAGPipeline, secured: list) -> None:
     """``GET /v1/models`` and ``POST /v1/chat/completions`` on ``app``."""
-    from ragstream.service.http import answer_stream
+    from ragstream.service.http import answer_stream, grant_of
 
     engine = pipeline.engine
 
     @app.get("/v1/models", dependencies=secured, tags=["OpenAI-compatible"],
              summary="The knowledge bases, one model each ('ragstream/<name>')")
-    def models() -> dict[str, Any]:
+    def models(request: Request) -> dict[str, Any]:
+        grant = grant_of(request)
         return {"object": "list", "data": [
             {"id": f"{MODEL_PREFIX}{kb.name}", "object": "model", "created": 0,
-             "owned_by": "ragstream"} for kb in engine.knowledge_bases().all()]}
+             "owned_by": "ragstream"} for kb in engine.knowledge_bases().all()
+            if grant.may_see(kb.name)]}
 
     @app.post("/v1/chat/completions", dependencies=secured, tags=["OpenAI-compatible"],
               response_model=None,
@@ -225,15 +234,16 @@ def add_routes(app: FastAPI, pipeline: RAGPipeline, secured: list) -> None:
                       "sources (OpenAI's chat completions; stream or not)",
               description=__doc__.split("**The reply**", 1)[1].split("**Errors**", 1)[0]
               if __doc__ else "")
-    async def chat(body: ChatRequest) -> Any:
+    async def chat(body: ChatRequest, request: Request) -> Any:
         started = time.perf_counter()
+        grant_of(request).check("read", body.kb() or engine.kb)
         kb_engine = pipeline.engine_for(body.kb())
         model = f"{MODEL_PREFIX}{kb_engine.kb}"
         pairs = kb_engine.cfg.limits.N4_RECENT_CONV_MAX_PAIRS
 
         def stages() -> SuperPrompt:
             prompt, turns = body.prompt_and_turns(pairs)
-            sp = kb_engine.new(pipeline.checked_query(prompt), turns or None)
+            sp = kb_engine.new(pipeline.checked_query(prompt, kb_engine.kb), turns or None)
             return kb_engine.run(sp)
 
         sp = await run_in_threadpool(stages)
