@@ -275,10 +275,17 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
     used_words = _prose_words(text[start:parts[k].start]) if first < k else 0
     used_code = sum(u.code_lines for u in parts[first:k])
     end, has_code = start, used_code > 0
+    # the section's end is not left out for a few words: what is left of the chunk after a
+    # unit fits when it is at most a fifth of the room (the section's closing sentence)
+    slack = words_room // 5
     for i in range(k, len(parts)):
         u = parts[i]
         words = u.words if u.start >= start else _prose_words(text[start:u.end])
-        fits = used_words + words <= words_room and used_code + u.code_lines <= code_room
+        rest = sum(p.words for p in parts[i:]) if i > k else float("inf")
+        fits = (used_words + words <= words_room
+                or used_words + rest <= words_room + slack
+                and not sum(p.code_lines for p in parts[i:])) \
+            and used_code + u.code_lines <= code_room
         # a how-to question is answered by its block: reach the first one, prose permitting
         reach = how and not has_code and used_words + words <= 2 * words_room \
             and used_code + u.code_lines <= code_room

@@ -158,6 +158,19 @@ def test_a_passage_never_ends_on_a_colon_whose_block_is_in_the_next_chunk():
     assert choose_span(_chunk(alone), 0, ACFG) == (0, len(alone))
 
 
+def test_a_sections_short_closing_paragraph_is_not_left_out_for_a_few_words():
+    main = ("The main field is a module ID that is the primary entry point to your program. "
+            "If your package is named foo and a user requires it, your main module's exports "
+            "object will be returned.\n\nThis should be a module relative to the root of your "
+            "package folder.\n\nFor most modules it makes the most sense to have a main script "
+            "and often not much else.\n\nIf `main` is not set, it defaults to `index.js` in the "
+            "package's root folder.\n")
+    start, end = choose_span(_chunk(main), 0, AnswerSettings(passage_words=72))
+    assert main[start:end].rstrip().endswith("root folder.")  # 11 words over the room: kept
+    start, end = choose_span(_chunk(main), 0, AnswerSettings(passage_words=30))
+    assert "index.js" not in main[start:end]  # more than a fifth over: left out
+
+
 def _sp(chunks: list[Chunk], question: str = "How do I redirect http to https?") -> SuperPrompt:
     return SuperPrompt(user_text=question, base_context_chunks=chunks,
                        final_selection_ids=[c.id for c in chunks])
