@@ -282,6 +282,7 @@ class ConnectionCheck:
     message: str
     seconds: float
     models: list[str] = field(default_factory=list)
+    at: float = field(default_factory=time.time)
 
 
 class LLMClient:
