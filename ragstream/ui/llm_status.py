@@ -59,21 +59,21 @@ def lines(llm: LLMClient | None) -> list[Line]:
     where = f"Endpoint `{settings.base_url}`, model `{settings.model}`"
     if settings.answer_model and settings.answer_model != settings.model:
         where += f" (answers: `{settings.answer_model}`)"
-    out: list[Line] = []
     if status.state == "failing":
-        out.append(Line("error", f"**Not reachable** (since {_when(status.at)}). {where}."))
-        out.append(Line("warning", "Answering offline because "
-                        f"{offline_because(status, settings.model, settings.base_url)}: the "
-                        "agents run their rules and answers are extractive until it answers."))
-        out.append(Line("caption", f"Last error: {status.message}"))
-    elif status.state == "reachable":
-        out.append(Line("success", f"**Reachable** (answered at {_when(status.at)}). {where}."))
+        return [Line("error", f"**Not reachable** (since {_when(status.at)})."),
+                Line("warning", "Answering offline because "
+                     f"{offline_because(status, settings.model, settings.base_url)}: the agents "
+                     "run their rules and answers are extractive until it answers again."),
+                Line("caption", f"{where}."),
+                Line("caption", f"Last error: {status.message}")]
+    if status.state == "reachable":
+        out = [Line("success", f"**Reachable** (answered at {_when(status.at)})."),
+               Line("caption", f"{where}.")]
         if status.message:
             out.append(Line("caption", f"Last error: {status.message}"))
-    else:
-        out.append(Line("caption", f"{where}. Not asked yet: the first pass or "
-                                   "\"Test connection\" will tell whether it answers."))
-    return out
+        return out
+    return [Line("caption", f"{where}. Not asked yet: the first pass or \"Test connection\" "
+                            "will tell whether it answers.")]
 
 
 def check_line(check: ConnectionCheck) -> Line:
