@@ -419,13 +419,13 @@ class LLMClient:
                    if full else "Raise llm.run_budget_s in config/settings.json")
             raise self._fail(
                 f"{self.describe()} did not answer within {waited:.3g} s "
-                f"({_tries(err) + before} tries; the limit was {limit}). {fix}.",
+                f"({_count_tries(_tries(err) + before)}; the limit was {limit}). {fix}.",
                 "timeout" if full else "") from None
         except openai.APIConnectionError as err:
             refused = _refused(err)
             why = "connection refused, nothing listens there" if refused else _cause(err)
             raise self._fail(
-                f"Cannot reach {self.describe()}: {why} ({_tries(err) + before} tries). "
+                f"Cannot reach {self.describe()}: {why} ({_count_tries(_tries(err) + before)}). "
                 f"Start the server, or set RAGSTREAM_LLM_BASE_URL (llm.base_url) to its "
                 f"address.", "refused" if refused else "unreachable") from None
         except openai.OpenAIError as err:
@@ -845,6 +845,10 @@ def _model_missing(err: openai.APIStatusError) -> bool:
     code = str(getattr(err, "code", "") or "")
     return code == "model_not_found" or (err.status_code == 404 and "model" in err.message.lower()
                                          and "url" not in err.message.lower())
+
+
+def _count_tries(n: int) -> str:
+    return "1 try" if n == 1 else f"{n} tries"
 
 
 def _tries(err: openai.APIError) -> int:

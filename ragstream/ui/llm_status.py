@@ -50,8 +50,9 @@ def _when(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) if at else ""
 
 
-def lines(llm: LLMClient | None) -> list[Line]:
-    """The block's lines for the endpoint ``llm`` (None: none configured)."""
+def lines(llm: LLMClient | None, shown: str = "") -> list[Line]:
+    """The block's lines for the endpoint ``llm`` (None: none configured); the last error is
+    left out when it is ``shown`` already (the last "Test connection" found it)."""
     if llm is None:
         return [Line("caption", NONE)]
     settings = llm.settings
@@ -64,12 +65,13 @@ def lines(llm: LLMClient | None) -> list[Line]:
                 Line("warning", "Answering offline because "
                      f"{offline_because(status, settings.model, settings.base_url)}: the agents "
                      "run their rules and answers are extractive until it answers again."),
-                Line("caption", f"{where}."),
-                Line("caption", f"Last error: {status.message}")]
+                Line("caption", f"{where}.")] + (
+                    [Line("caption", f"Last error: {status.message}")]
+                    if status.message != shown else [])
     if status.state == "reachable":
         out = [Line("success", f"**Reachable** (answered at {_when(status.at)})."),
                Line("caption", f"{where}.")]
-        if status.message:
+        if status.message and status.message != shown:
             out.append(Line("caption", f"Last error: {status.message}"))
         return out
     return [Line("caption", f"{where}. Not asked yet: the first pass or \"Test connection\" "
@@ -103,10 +105,10 @@ def draw(engine: Any) -> None:
                           "one token."):
             with st.spinner("Asking the endpoint…"):
                 test_connection(llm, st.session_state)
-        check = st.session_state.get(CHECK)
-        if check is not None:
-            line = check_line(check)
-            getattr(st, line.kind)(line.text)
+    check = st.session_state.get(CHECK) if llm is not None else None
+    if check is not None:
+        line = check_line(check)
+        getattr(st, line.kind)(line.text)
     with state_box:
-        for line in lines(llm):
+        for line in lines(llm, check.message if check is not None else ""):
             getattr(st, line.kind)(line.text)
