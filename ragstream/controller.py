@@ -23,7 +23,7 @@ from typing import Any
 
 from ragstream import staleness
 from ragstream.backends import telemetry
-from ragstream.backends.llm import current_pass, one_pass
+from ragstream.backends.llm import one_pass, pass_down
 from ragstream.config import AppConfig
 from ragstream.edits import Edit, merged
 from ragstream.errors import (
@@ -142,7 +142,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
             raise StageError(name, f"{type(err).__name__}: {err}") from err
         wall_ms = (time.perf_counter() - started) * 1000.0
         work.stage = st.value
-        work._llm_pass = current_pass()  # the answer goes on with the pass the stages ran in
+        work._llm_down = pass_down()  # the pass's answer does not ask a failed endpoint again
         work.history_of_stages.append(st.recorded)
         work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
         work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb, st.uses_llm)

@@ -222,6 +222,12 @@ class PassState:
 
     failure: LLMError | None = None
 
+    @classmethod
+    def after(cls, down: tuple[str, str] | None) -> PassState | None:
+        """The pass that goes on after ``pass_down()``'s (problem, message), or None when
+        nothing failed (a new pass, or the one open)."""
+        return None if down is None else cls(LLMError(down[1], down[0]))
+
 
 _PASS: ContextVar[PassState | None] = ContextVar("ragstream_llm_pass", default=None)
 
@@ -244,9 +250,11 @@ def one_pass(state: PassState | None = None) -> Iterator[PassState]:
         _PASS.reset(token)
 
 
-def current_pass() -> PassState | None:
-    """The pass open in this thread or task (``one_pass``), or None."""
-    return _PASS.get()
+def pass_down() -> tuple[str, str] | None:
+    """How the endpoint failed in the open pass, as (problem, message), or None: what a
+    state keeps so that its pass's answer does not ask again (``PassState.after``)."""
+    failure = pass_failure()
+    return None if failure is None else (failure.problem, str(failure))
 
 
 def pass_failure() -> LLMError | None:
