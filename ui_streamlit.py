@@ -28,6 +28,7 @@ from ragstream.ui import (
     evidence,
     inspector,
     knowledge,
+    llm_status,
     runs_tab,
     views,
 )
@@ -403,13 +404,7 @@ with st.sidebar:
     searched = "everything" if active_filters.empty else active_filters.describe()
     st.caption(f"Retrieval searches: {searched}. Applies from the next Retrieval run.")
 
-    st.header("LLM")
-    if engine.services.llm is None:
-        st.caption("No endpoint configured: every agent runs its deterministic mode and "
-                   "answers are extractive. See the README to connect one.")
-    else:
-        st.caption(f"Endpoint `{engine.cfg.settings.llm.base_url}`, model "
-                   f"`{engine.cfg.settings.llm.model}`.")
+    llm_status.draw(engine)
 
     st.header("Settings")
     st.caption("For this session only; validated like the configuration files.")

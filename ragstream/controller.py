@@ -23,6 +23,7 @@ from typing import Any
 
 from ragstream import staleness
 from ragstream.backends import telemetry
+from ragstream.backends.llm import one_pass, pass_down
 from ragstream.config import AppConfig
 from ragstream.edits import Edit, merged
 from ragstream.errors import (
@@ -141,6 +142,7 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
             raise StageError(name, f"{type(err).__name__}: {err}") from err
         wall_ms = (time.perf_counter() - started) * 1000.0
         work.stage = st.value
+        work._llm_down = pass_down()  # the pass's answer does not ask a failed endpoint again
         work.history_of_stages.append(st.recorded)
         work.stage_runs.append(StageRun(stage=name, wall_ms=round(wall_ms, 1), mode=st.mode_of(work)))
         work.computed_from[name] = staleness.inputs_of(name, st.reads, work, cfg, kb, st.uses_llm)
@@ -195,17 +197,19 @@ def run_all(sp: SuperPrompt, cfg: AppConfig, services, until: str | None = None,
     """Auto mode: run every remaining stage in order (through ``until`` if given), starting
     again at the first stage whose result is out of date. ``before_stage(name)`` is called as
     a stage starts, ``on_stage(name, sp)`` with the state after it; when a stage fails, the
-    states already passed to ``on_stage`` are complete."""
+    states already passed to ``on_stage`` are complete. The stages are one LLM pass
+    (``llm.one_pass``): after the endpoint fails, the later ones run offline at once."""
     kb = staleness.kb_fingerprint(services)
     stale = first_stale(sp, cfg, kb)
-    for name in remaining(sp, until, stale):
-        if before_stage:
-            before_stage(name)
-        # the stages before the first out-of-date one are current, and each stage run here
-        # is current with the same configuration and knowledge base
-        sp = run_stage(sp, name, cfg, services, kb, checked=True)
-        if on_stage:
-            on_stage(name, sp)
+    with one_pass():  # after the endpoint fails, the pass's later stages do not call it
+        for name in remaining(sp, until, stale):
+            if before_stage:
+                before_stage(name)
+            # the stages before the first out-of-date one are current, and each stage run here
+            # is current with the same configuration and knowledge base
+            sp = run_stage(sp, name, cfg, services, kb, checked=True)
+            if on_stage:
+                on_stage(name, sp)
     return sp
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ragstream import controller, edits, staleness
 from ragstream import replay as replays
 from ragstream.backends import telemetry
+from ragstream.backends.llm import PassState, one_pass
 from ragstream.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
@@ -250,7 +251,7 @@ class Engine:
         from ragstream.answer import answer_and_log
 
         with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb},
-                            parent=sp._trace_link) as span:
+                            parent=sp._trace_link) as span, one_pass(PassState.after(sp._llm_down)):
             out, ans = answer_and_log(cfg or self.cfg, self.services_for(sp), sp, on_token=on_token)
             if sp.conversation_name:
                 self._add_turn(out, ans)

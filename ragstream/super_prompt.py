@@ -320,6 +320,9 @@ class SuperPrompt(BaseModel):
     #: the traced pass that made this state (``telemetry.link``), so that its answer joins
     #: that trace; never saved (a state read back from a run starts a trace of its own)
     _trace_link: tuple[int, int, int] | None = PrivateAttr(default=None)
+    #: how the LLM endpoint failed in the pass its last stage ran in, as (problem, message)
+    #: (``llm.one_pass``): its answer does not ask again; never saved
+    _llm_down: tuple[str, str] | None = PrivateAttr(default=None)
     edits: list[Edit] = Field(default_factory=list, description=(
         "the person's decisions for this prompt, which the stages apply every run"))
     computed_from: dict[str, StageInputs] = Field(default_factory=dict, description=(

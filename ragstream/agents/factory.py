@@ -11,7 +11,9 @@
   ``PromptBudgetError``; stages build their payload with ``Agent.fit`` so that it does.
 * ``run_agent`` is how a stage uses it: in LLM mode it calls the LLM path; if the endpoint
   fails, the reply stays invalid, or the pass has spent ``llm.run_budget_s`` on model calls,
-  it runs the deterministic path and records why in ``sp.extras.agent_modes``. Each agent's
+  it runs the deterministic path and records why in ``sp.extras.agent_modes``; after the
+  endpoint failed earlier in the pass (``llm.one_pass``) it runs it at once, without a request,
+  and says so ("ran offline at once: …"). Each agent's
   calls (tokens, seconds, first-try validity, form) go to ``sp.extras.llm_usage``, and what
   they sent and got back (messages, raw reply, parsed result; ``agents.trace``) to
   ``sp.extras.llm_calls``; the remaining run budget is each call's timeout.
@@ -34,11 +36,14 @@ from ragstream.agents.trace import call_record
 from ragstream.backends.llm import (
     AgentOutputError,
     CallLog,
+    EndpointDownError,
     JSONResult,
     LLMClient,
     LLMError,
     NoLogprobsError,
     inline_schema,
+    offline_words,
+    pass_failure,
 )
 from ragstream.backends.tokens import count_tokens
 from ragstream.config import AgentCommon, AppConfig
@@ -273,6 +278,12 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
                                  f"budget (llm.run_budget_s = {budget:g} s: {who})"))
             sp.extras.agent_modes[name].fallback = True
             return deterministic_path()
+        down = pass_failure()
+        if down is not None:  # the endpoint failed earlier in this pass: no request at all
+            record_mode(sp, name, ModeDecision("deterministic",
+                                               f"ran offline at once: {offline_words(down)}"))
+            sp.extras.agent_modes[name].fallback = True
+            return deterministic_path()
         agent = AgentFactory(cfg, llm).create(name, output)
         agent.deadline = time.monotonic() + (budget - spent)
         try:
@@ -280,7 +291,9 @@ def run_agent(sp: SuperPrompt, name: str, cfg: AppConfig, services,
             record_mode(sp, name, decision)
             return result
         except (LLMError, AgentOutputError) as err:
-            decision = ModeDecision("deterministic", f"LLM mode failed, fell back: {err}")
+            decision = ModeDecision("deterministic", (
+                f"ran offline at once: {err}" if isinstance(err, EndpointDownError) else
+                f"LLM mode failed, fell back: {err}"))
             record_mode(sp, name, decision)
             sp.extras.agent_modes[name].fallback = True
             return deterministic_path()

@@ -33,6 +33,14 @@ model was of an enum value (``ragstream.agents.choices.value_probabilities``). l
 ``llama-server``, Ollama and OpenAI give them. In ``auto`` a server that refuses them (HTTP 400,
 422, 500 or 501 on a request that asked) or answers without them is not asked again, and the
 agents use their compact lists instead (``offers_logprobs``).
+
+A failing endpoint is said once, in words that name the setting to change (``explain``): a
+refused connection or another network error (``RAGSTREAM_LLM_BASE_URL``), a timeout
+(``llm.timeout_s``), a refused key (the variable ``llm.api_key_env`` names), a model the server
+does not have (``RAGSTREAM_LLM_MODEL``). Within one pass (``one_pass``: the controller's auto
+run and its answer) the first such failure is remembered and every later call of the pass
+raises ``EndpointDownError`` at once, without a request; the next pass tries again. The
+client keeps the endpoint's last known state for the page (``status``, ``check``).
 """
 
 from __future__ import annotations
@@ -62,9 +70,18 @@ T = TypeVar("T", bound=BaseModel)
 
 
 class LLMError(RagstreamError):
-    """The endpoint could not give an answer (after retries where they apply)."""
+    """The endpoint could not give an answer (after retries where they apply). ``problem``
+    names what failed when it is one of ``PROBLEMS`` (else "")."""
 
     kind = "LLM endpoint"
+
+    def __init__(self, message: str, problem: str = ""):
+        super().__init__(message)
+        self.problem = problem
+
+
+class EndpointDownError(LLMError):
+    """Not sent: the endpoint failed earlier in this pass (``one_pass``)."""
 
 
 class AgentOutputError(RagstreamError):
@@ -80,6 +97,10 @@ class ReplyCutOffError(AgentOutputError):
 class NoLogprobsError(LLMError):
     """The endpoint gives no token log-probabilities (it refused them, or sent none)."""
 
+
+#: what can make an endpoint unusable for the rest of a pass: a refused connection, another
+#: network error, no answer within ``llm.timeout_s``, a refused API key, an unknown model
+PROBLEMS = ("refused", "unreachable", "timeout", "key", "model")
 
 FORMS = ("json_schema", "llama_cpp", "ollama", "json_object")
 #: the form to try next when an endpoint refuses one (``llm.structured_output = auto``)
@@ -194,6 +215,84 @@ def watching(watcher: CallWatcher) -> Iterator[None]:
         _WATCHER.reset(token)
 
 
+@dataclass
+class PassState:
+    """What one pass has learnt of the endpoint: its first failure that makes every later call
+    of the pass pointless (one of ``PROBLEMS``)."""
+
+    failure: LLMError | None = None
+
+    @classmethod
+    def after(cls, down: tuple[str, str] | None) -> PassState | None:
+        """The pass that goes on after ``pass_down()``'s (problem, message), or None when
+        nothing failed (a new pass, or the one open)."""
+        return None if down is None else cls(LLMError(down[1], down[0]))
+
+
+_PASS: ContextVar[PassState | None] = ContextVar("ragstream_llm_pass", default=None)
+
+
+@contextmanager
+def one_pass(state: PassState | None = None) -> Iterator[PassState]:
+    """Within this block the model calls are one pass's: after the endpoint fails them (a
+    refused connection, a timeout, a refused key, an unknown model) the pass's later calls
+    raise ``EndpointDownError`` without a request. ``state``: a pass to go on with (its
+    answer, after its stages); None opens a new pass, or joins the one already open."""
+    current = _PASS.get()
+    if state is None and current is not None:
+        yield current
+        return
+    state = state if state is not None else PassState()
+    token = _PASS.set(state)
+    try:
+        yield state
+    finally:
+        _PASS.reset(token)
+
+
+def pass_down() -> tuple[str, str] | None:
+    """How the endpoint failed in the open pass, as (problem, message), or None: what a
+    state keeps so that its pass's answer does not ask again (``PassState.after``)."""
+    failure = pass_failure()
+    return None if failure is None else (failure.problem, str(failure))
+
+
+def pass_failure() -> LLMError | None:
+    """The failure that stopped the endpoint earlier in the open pass, or None."""
+    state = _PASS.get()
+    return state.failure if state is not None else None
+
+
+def offline_words(failure: LLMError) -> str:
+    """Why a call was not sent: the pass's earlier failure, in words."""
+    return f"the endpoint failed earlier in this pass, not tried again: {failure}"
+
+
+@dataclass
+class EndpointStatus:
+    """The endpoint's last known state, for the page: ``state`` is "unknown" (no call yet),
+    "reachable" (the last call or check got an answer) or "failing" (it failed with one of
+    ``PROBLEMS``); ``message`` is the last error in words ("" after a success); ``at`` is
+    when (``time.time()``); ``models`` what the server listed on the last check."""
+
+    state: str = "unknown"
+    message: str = ""
+    problem: str = ""
+    at: float = 0.0
+    models: list[str] | None = None
+
+
+@dataclass
+class ConnectionCheck:
+    """What ``LLMClient.check`` found: whether the model answered, in words, and how long."""
+
+    ok: bool
+    message: str
+    seconds: float
+    models: list[str] = field(default_factory=list)
+    at: float = field(default_factory=time.time)
+
+
 class LLMClient:
     """Chat completions from one OpenAI-compatible endpoint; failures raise ``LLMError``."""
 
@@ -203,12 +302,16 @@ class LLMClient:
         env = os.environ if environ is None else environ
         self.settings = settings
         self._key = env.get(settings.api_key_env, "") if settings.api_key_env else ""
+        #: HTTP requests sent to the endpoint (each try of each call, and checks)
+        self.requests = 0
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=self._key or "not-needed",  # local servers (Ollama, llama.cpp) need none
             timeout=settings.timeout_s,
             max_retries=settings.max_attempts - 1,
+            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._count]}),
         )
+        self.status = EndpointStatus()
         self._lock = threading.Lock()
         self._form: str | None = None  # the structured-output form, once known
         self._confirmed = False  # True once the endpoint accepted a structured request
@@ -231,6 +334,69 @@ class LLMClient:
 
     # -- plumbing -----------------------------------------------------------------------
 
+    def _count(self, _request: Any) -> None:
+        with self._lock:
+            self.requests += 1
+
+    def _note(self, err: LLMError | None, models: list[str] | None = None) -> None:
+        """The endpoint's state after a call or check: answered (``err`` None), or failed; a
+        failure that stops the endpoint (``PROBLEMS``) also stops the open pass."""
+        with self._lock:
+            if err is None:
+                self.status = EndpointStatus("reachable", at=time.time(),
+                                             models=models if models is not None
+                                             else self.status.models)
+                return
+            failing = err.problem in PROBLEMS
+            self.status = EndpointStatus("failing" if failing else "reachable", str(err),
+                                         err.problem, time.time(), self.status.models)
+        state = _PASS.get()
+        if failing and state is not None and state.failure is None:
+            state.failure = err
+
+    def _fail(self, message: str, problem: str = "") -> LLMError:
+        err = LLMError(self.redact(message), problem)
+        self._note(err)
+        return err
+
+    def _not_again(self) -> None:
+        """Raise ``EndpointDownError`` when the endpoint failed earlier in the open pass."""
+        failure = pass_failure()
+        if failure is not None:
+            raise EndpointDownError(offline_words(failure), failure.problem)
+
+    def _model_setting(self, model: str) -> str:
+        """Where the model ``model`` is set, for a message."""
+        if model == self.settings.model:
+            return "RAGSTREAM_LLM_MODEL (llm.model in config/settings.json)"
+        if model == self.settings.answer_model:
+            return "llm.answer_model in config/settings.json"
+        return "the agent's \"model\" in config/agents/ (empty: llm.model)"
+
+    def _status_words(self, err: openai.APIStatusError, tries: int, model: str) -> tuple[str, str]:
+        """An HTTP error in words that name the setting to change, and its problem."""
+        said = f"HTTP {err.status_code}: {err.message}"
+        after = f" (after {tries} tries)" if tries > 1 else ""
+        url = self.settings.base_url
+        if err.status_code in (401, 403):
+            var = self.settings.api_key_env
+            if not var:
+                fix = ("no key is sent: set llm.api_key_env in config/settings.json to the name "
+                       "of the variable that holds it")
+            elif not self._key:
+                fix = f"no key is sent: ${var} is not set; set it to this server's key"
+            else:
+                fix = (f"the key in ${var} (the variable llm.api_key_env names) is wrong or may "
+                       f"not do this; put a valid key there")
+            return f"{url} refused the API key ({said}){after}: {fix}.", "key"
+        if _model_missing(err):
+            return (f"{url} has no model {model!r} ({said}): set {self._model_setting(model)} "
+                    f"to a model the server serves (\"Test connection\" lists them)."), "model"
+        if err.status_code == 404:
+            return (f"{self.describe()} answered {said}: is RAGSTREAM_LLM_BASE_URL "
+                    f"(llm.base_url) the API root, usually ending in /v1?"), ""
+        return f"{self.describe()} answered {said}{after}", ""
+
     def redact(self, text: str, parts: bool = True) -> str:
         """``text`` with the API key replaced by ``***``; with ``parts``, also its first 8 and
         last 4 characters (for error messages; a text to show whole keeps them)."""
@@ -241,38 +407,76 @@ class LLMClient:
         return text
 
     @contextmanager
-    def _errors(self, timeout: float | None = None) -> Iterator[None]:
-        """Raise what the openai client gives up with (after its retries) as ``LLMError``."""
+    def _errors(self, timeout: float | None = None, model: str = "",
+                before: int = 0) -> Iterator[None]:
+        """Raise what the openai client gives up with (after its retries) as ``LLMError``, in
+        words that name the setting to change (``PROBLEMS``); note the endpoint's state.
+        ``before``: tries already made for this call by another request."""
         import openai
 
         try:
             yield
         except openai.APIStatusError as err:
-            tries = _tries(err)
-            raise LLMError(self.redact(
-                f"{self.describe()} answered HTTP {err.status_code}: {err.message}"
-                + (f" (after {tries} tries)" if tries > 1 else "")
-            )) from None
+            raise self._fail(*self._status_words(err, _tries(err) + before,
+                                                 model or self.model)) from None
         except openai.APITimeoutError as err:
             waited = timeout or self.settings.timeout_s
-            limit = ("llm.timeout_s" if waited >= self.settings.timeout_s else
-                     "what is left of llm.run_budget_s")
-            raise LLMError(
-                f"{self.describe()} did not answer within {waited:.3g} s ({_tries(err)} tries; "
-                f"the limit was {limit}). Raise it or check the server."
-            ) from None
+            full = waited >= self.settings.timeout_s
+            limit = "llm.timeout_s" if full else "what is left of llm.run_budget_s"
+            fix = ("Raise llm.timeout_s in config/settings.json, or check the server"
+                   if full else "Raise llm.run_budget_s in config/settings.json")
+            raise self._fail(
+                f"{self.describe()} did not answer within {waited:.3g} s "
+                f"({_count_tries(_tries(err) + before)}; the limit was {limit}). {fix}.",
+                "timeout" if full else "") from None
         except openai.APIConnectionError as err:
-            raise LLMError(self.redact(
-                f"Cannot reach {self.describe()}: {err} ({_tries(err)} tries). "
-                f"Check llm.base_url / RAGSTREAM_LLM_BASE_URL."
-            )) from None
+            refused = _refused(err)
+            why = "connection refused, nothing listens there" if refused else _cause(err)
+            raise self._fail(
+                f"Cannot reach {self.describe()}: {why} ({_count_tries(_tries(err) + before)}). "
+                f"Start the server, or set RAGSTREAM_LLM_BASE_URL (llm.base_url) to its "
+                f"address.", "refused" if refused else "unreachable") from None
         except openai.OpenAIError as err:
-            raise LLMError(self.redact(f"{self.describe()}: {err}")) from None
+            raise self._fail(f"{self.describe()}: {err}") from None
         except ValueError as err:  # e.g. a 200 whose body is cut-off JSON
-            raise LLMError(self.redact(
-                f"{self.describe()} sent a response that is not valid JSON: {err}")) from None
+            raise self._fail(
+                f"{self.describe()} sent a response that is not valid JSON: {err}") from None
+        self._note(None)
 
     # -- public -------------------------------------------------------------------------
+
+    def check(self, limit: float = 30.0) -> ConnectionCheck:
+        """Test the endpoint now, without retries: list its models (``GET /models``; a server
+        that lists none is fine) and ask the model for one token. ``status`` follows what it
+        found; the message names the setting to change when it failed."""
+        import openai
+
+        started = time.perf_counter()
+        timeout = min(limit, self.settings.timeout_s)
+        client = self._client.with_options(max_retries=0, timeout=timeout)
+        models: list[str] = []
+        try:
+            with self._errors(timeout):
+                try:
+                    models = sorted(m.id for m in client.models.list())
+                except openai.APIStatusError as err:
+                    if err.status_code not in (404, 405, 501):  # some servers list no models
+                        raise
+            with self._errors(timeout, self.model):
+                client.chat.completions.create(
+                    model=self.model, messages=[{"role": "user", "content": "Say OK."}],
+                    max_tokens=1, temperature=0.0)
+        except LLMError as err:
+            message = str(err)
+            if err.problem == "model" and models:
+                message += f" It serves: {', '.join(models[:12])}."
+            return ConnectionCheck(False, message, round(time.perf_counter() - started, 2),
+                                   models)
+        seconds = round(time.perf_counter() - started, 2)
+        self._note(None, models)
+        listed = f"; it lists {len(models)} model{'s' * (len(models) != 1)}" if models else ""
+        return ConnectionCheck(True, f"{self.settings.base_url} answered: model {self.model} "
+                                     f"replied in {seconds:.2f} s{listed}.", seconds, models)
 
     def structured_form(self) -> str:
         """The form agent calls ask for their schema in (see the module docstring)."""
@@ -339,29 +543,31 @@ class LLMClient:
         """One chat completion asking for ``schema``; in ``auto``, a refused form steps down."""
         import openai
 
-        unreachable = False  # a probe that failed on the network is sent again with retries
+        before = 0  # a probe that failed on the network counts as the call's first try
         while True:
             probing = (self.settings.structured_output == "auto" and not self._confirmed
-                       and form in STEP_DOWN and not unreachable)
+                       and form in STEP_DOWN and not before)
             # no retries while probing, nor when the run budget leaves less than one try's time
             short = kwargs.get("timeout", self.settings.timeout_s) < self.settings.timeout_s
-            client = self._client.with_options(max_retries=0) if probing or short else self._client
-            with self._errors(kwargs.get("timeout")):
+            retries = self.settings.max_attempts - 1 - before
+            client = (self._client.with_options(max_retries=0) if probing or short else
+                      self._client.with_options(max_retries=retries) if before else self._client)
+            with self._errors(kwargs.get("timeout"), kwargs.get("model", ""), before):
                 try:
                     resp = client.chat.completions.create(
                         **kwargs, **self._response_format(form, name, schema))
                 except openai.APIStatusError as err:
                     if self._refused_logprobs(err, kwargs):
                         continue
-                    if not (probing and err.status_code in _REFUSED):
+                    if not (probing and err.status_code in _REFUSED) or _model_missing(err):
                         raise
                     with self._lock:
                         self._form = form = STEP_DOWN[form]
                     continue
                 except openai.APIConnectionError:  # also a timeout
-                    if not probing:
+                    if not probing or retries < 1:
                         raise
-                    unreachable = True
+                    before = 1
                     continue
             with self._lock:
                 self._confirmed = True
@@ -381,6 +587,7 @@ class LLMClient:
         spec = json_schema or inline_schema(schema.model_json_schema())
         convo = list(messages)
         with _watched(log, agent or schema.__name__, model or self.model):
+            self._not_again()
             for attempt in range(2):
                 form = self.structured_form()
                 log.messages = convo
@@ -437,6 +644,7 @@ class LLMClient:
         log.form = "logprobs"
         log.messages = list(messages)
         with _watched(log, agent or "judge", model or self.model):
+            self._not_again()
             if self.offers_logprobs() is False:
                 raise NoLogprobsError(f"{self.describe()} gives no token log-probabilities")
             kwargs: dict[str, Any] = {
@@ -471,7 +679,7 @@ class LLMClient:
         while True:
             short = kwargs.get("timeout", self.settings.timeout_s) < self.settings.timeout_s
             client = self._client.with_options(max_retries=0) if short else self._client
-            with self._errors(timeout):
+            with self._errors(timeout, kwargs.get("model", "")):
                 try:
                     return client.chat.completions.create(**kwargs)
                 except openai.APIStatusError as err:
@@ -491,6 +699,7 @@ class LLMClient:
         closing(...)`` block) closes the model's HTTP response at once. With ``json_schema``
         the reply is asked for as JSON of that schema, in the endpoint's structured form
         (``structured_form``), and the pieces are the JSON text as it streams."""
+        self._not_again()
         started = time.perf_counter()
         result.model = model or self.answer_model
         extra: dict[str, Any] = {}
@@ -501,7 +710,7 @@ class LLMClient:
         # it current in its caller's context
         span = telemetry.start_span(f"chat {result.model}", chat_attributes(result.model, name))
         try:
-            with self._errors():
+            with self._errors(model=result.model):
                 stream = self._client.chat.completions.create(
                     model=result.model, messages=_for_openai(messages),
                     temperature=temperature, max_tokens=max_tokens, stream=True,
@@ -611,6 +820,43 @@ def _content(messages: list[dict[str, str]], reply: str) -> dict[str, Any]:
 def _for_openai(messages: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
     """Our ``{"role", "content"}`` messages, typed as the openai client's message params."""
     return cast("list[ChatCompletionMessageParam]", messages)
+
+
+def _refused(err: BaseException) -> bool:
+    """Whether a connection error is a refused connection (nothing listens at the address)."""
+    seen: BaseException | None = err
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _cause(err: BaseException) -> str:
+    """The innermost reason of a connection error (the openai client only says "Connection
+    error.")."""
+    words = str(err)
+    seen: BaseException | None = err.__cause__ or err.__context__
+    for _ in range(8):
+        if seen is None:
+            break
+        words = str(seen) or words
+        seen = seen.__cause__ or seen.__context__
+    return words.rstrip(".")
+
+
+def _model_missing(err: openai.APIStatusError) -> bool:
+    """Whether an HTTP error says the model asked for does not exist (OpenAI's
+    ``model_not_found``; Ollama's and vLLM's 404 that names the model)."""
+    code = str(getattr(err, "code", "") or "")
+    return code == "model_not_found" or (err.status_code == 404 and "model" in err.message.lower()
+                                         and "url" not in err.message.lower())
+
+
+def _count_tries(n: int) -> str:
+    return "1 try" if n == 1 else f"{n} tries"
 
 
 def _tries(err: openai.APIError) -> int:
