@@ -163,3 +163,18 @@ def asks_how(question: str, cues: Sequence[str]) -> bool:
     case, matched on word boundaries: ``reranker.how_cues``)."""
     folded = " " + " ".join(_WORD.findall(question.casefold())) + " "
     return any(" " + " ".join(_WORD.findall(c.casefold())) + " " in folded for c in cues)
+
+
+#: "how does X work?": the closing "work" frames the question, it is not its subject
+_HOW_WORK = re.compile(r"^(\W*how\s+(?:does|do|did|will|would|can|could|should)\s+.+?)\s+work(?:s|ing)?"
+                       r"(\s+(?:in|with|for|on|at|under)\b.*)?\s*([?.!]*)\s*$",
+                       re.IGNORECASE | re.DOTALL)
+
+
+def without_frame(question: str) -> str:
+    """``question`` without the words that only frame it: "How does reranking work?" is about
+    reranking, not about work ("How does reranking in A3 work with pins?" keeps "in A3 …")."""
+    m = _HOW_WORK.match(question)
+    if m is None:
+        return question
+    return f"{m.group(1)}{m.group(2) or ''}{m.group(3)}"

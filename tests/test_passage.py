@@ -11,6 +11,7 @@ from ragstream.config import AnswerSettings
 from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.records import Statement
 from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.text import without_frame
 
 ACFG = AnswerSettings()
 
@@ -252,3 +253,15 @@ def test_the_answer_leads_with_the_section_that_answers_in_its_own_words(kb_engi
     assert "chroma run" in ans.text and "```" in ans.text
     assert not dangling_colons(ans.text) and not said_back(ans.text, sp.question)
     assert ans.confidence_reason.startswith(f"{ans.confidence}: ") and ans.confidence_detail
+
+
+def test_how_does_x_work_is_about_x_not_about_work(kb_engine):
+    """"How does reranking work?" is led by the article on reranking, not by the section
+    titled "nDCG@10 worked example" that only shares the word 'work' with the frame."""
+    assert without_frame("How does reranking work?") == "How does reranking?"
+    assert without_frame("how do pins work with filters") == "how do pins with filters"
+    assert without_frame("What is the work folder?") == "What is the work folder?"
+    sp = kb_engine.run("How does reranking work?")
+    ans = answer(sp, kb_engine.cfg, kb_engine.services)
+    assert ans.passage is not None
+    assert ans.passage.chunk_id.startswith("kb/reranking.md#"), ans.passage.chunk_id

@@ -44,7 +44,7 @@ from ragstream.backends.search.base import Evidence
 from ragstream.config import RerankerSettings
 from ragstream.errors import ModelLoadError
 from ragstream.super_prompt import Chunk
-from ragstream.text import asks_how
+from ragstream.text import asks_how, without_frame
 
 
 class Reranker(Protocol):
@@ -125,7 +125,7 @@ class OfflineReranker:
         q = services.embedder.embed([query])[0]
         corpus = services.index()
         evidence = evidence_for(chunks, corpus, services.embedder)
-        terms = corpus.query_terms(query)
+        terms = corpus.query_terms(without_frame(query))  # "how does X work": X, not work
         coverage = corpus.coverage(terms, chunks)
         weights = corpus.idf_weights(terms)
         weighted = [weighted_share(weights, held.__contains__) for held in corpus.terms_of(chunks)]
