@@ -169,7 +169,8 @@ def test_create_and_select_ingests_in_the_background_and_names_the_refused_file(
         # the report: the refused file named with its reason; the documents counted
         errors = [e.value for e in at.sidebar.error]
         assert len(errors) == 1 and "photo.md" in errors[0] and "image" in errors[0], errors
-        assert any(f"Knowledge base {name!r}: its folder {docs} ingested in" in i.value
+        assert any(f"Knowledge base {name!r}: {FILES - 1} documents ingested from {docs} in "
+                   in i.value and "; 1 refused, named in the report below." in i.value
                    for i in at.info), [i.value for i in at.info]
         documents = next(m for m in at.metric if m.label == "Documents")
         assert documents.value == str(FILES - 1)

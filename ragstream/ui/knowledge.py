@@ -427,8 +427,11 @@ def _ended(job: IngestJob) -> str | None:
                 f"are named in the report's warnings. Ingest the folder again to finish "
                 f"(unchanged files are skipped).")
     if job.kind == "create" and job.state == "done":
-        return (f"Knowledge base {job.kb!r}: its folder {job.source} ingested in "
-                f"{clock(p.elapsed_s)} ({p.chunks} chunks); the report is below.")
+        report = (job.result or {}).get("report") or {}
+        refused = report.get("failed", 0)
+        return (f"Knowledge base {job.kb!r}: {_count(report.get('processed', 0), 'document')} "
+                f"ingested from {job.source} in {clock(p.elapsed_s)} ({_count(p.chunks, 'chunk')})"
+                + (f"; {refused} refused, named in the report below." if refused else "."))
     return None
 
 
