@@ -156,8 +156,7 @@ def _ingest_with_bar(engine, path: str | None, prune: bool | None):
         p = job.progress()
         bar.total, bar.n = max(p.total, 1), p.done
         now = "cancelling after this file" if p.stopping else p.current
-        bar.set_postfix_str(f"{p.line().split(' · ', 1)[-1]}{' · ' + now if now else ''}",
-                            refresh=False)
+        bar.set_postfix_str(f"{p.so_far()}{' · ' + now if now else ''}", refresh=False)
         bar.refresh()
 
     try:

@@ -69,16 +69,22 @@ class JobProgress:
         """``done / total`` for a progress bar (0 before the files are counted)."""
         return min(1.0, self.done / self.total) if self.total else 0.0
 
+    def so_far(self) -> str:
+        """``57 chunks written · 0:06 elapsed, about 0:12 left`` (before the files are counted:
+        that it is starting, and the time)."""
+        if not self.started:
+            return (f"starting (waiting for another ingestion to finish, or listing the "
+                    f"files) · {clock(self.elapsed_s)} elapsed")
+        left = ("" if self.remaining_s is None or self.state != "running"
+                else f", about {clock(self.remaining_s)} left")
+        return (f"{self.chunks} chunk{'s' if self.chunks != 1 else ''} written · "
+                f"{clock(self.elapsed_s)} elapsed{left}")
+
     def line(self) -> str:
         """``4 of 12 files · 57 chunks written · 0:06 elapsed, about 0:12 left``."""
         if not self.started:
-            return f"starting (waiting for another ingestion to finish, or listing the files) · " \
-                   f"{clock(self.elapsed_s)} elapsed"
-        left = ("" if self.remaining_s is None or self.state != "running"
-                else f", about {clock(self.remaining_s)} left")
-        return (f"{self.done} of {self.total} file{'s' if self.total != 1 else ''} · "
-                f"{self.chunks} chunk{'s' if self.chunks != 1 else ''} written · "
-                f"{clock(self.elapsed_s)} elapsed{left}")
+            return self.so_far()
+        return f"{self.done} of {self.total} file{'s' if self.total != 1 else ''} · {self.so_far()}"
 
 
 class IngestJob:

@@ -471,18 +471,19 @@ def job_views(st_state: S.SessionState) -> tuple[list[JobView], bool]:
 
 def _view(job: IngestJob) -> JobView:
     p: JobProgress = job.progress()
-    what = {"create": "its folder", "folder": "folder", "upload": ""}[job.kind]
-    head = f"Ingesting into **{job.kb}**" + (f" — {what} {job.source}".rstrip() if what
-                                               else f" — {job.source}")
+    source = Path(job.source).name if job.kind != "upload" else job.source
+    head = f"Ingesting into **{job.kb}** — " + {"create": f"its folder {source}",
+                                                "folder": f"folder {source}",
+                                                "upload": source}[job.kind]
     if p.stopping:
         now = "cancelling after the file being read…"
     elif p.started and p.current:
         now = f"now {p.current}"
     else:
         now = ""
-    bar = f"{head}  \n{p.done} of {p.total} files" + (f" · {now}" if now else "") if p.started \
-        else f"{head}  \n{now or 'starting…'}"
-    return JobView(job.id, job.kb, p.fraction, bar, p.line(), p.stopping)
+    files = f"{p.done} of {p.total} files" if p.started else ""
+    bar = f"{head}  \n" + " · ".join(x for x in (files, now) if x) if files or now else head
+    return JobView(job.id, job.kb, p.fraction, bar, p.so_far(), p.stopping)
 
 
 def cancel(job_id: str) -> None:
