@@ -154,3 +154,19 @@ def test_a_job_that_fails_keeps_its_error_in_words(fresh_engine, tmp_path):
 
 def test_times_read_as_a_clock():
     assert (clock(0), clock(75.2), clock(3725)) == ("0:00", "1:15", "1:02:05")
+
+
+def test_a_job_cancelled_while_it_waits_for_the_lock_ends_without_reading_anything(fresh_engine,
+                                                                                   docs):
+    from ragstream.ingest.lock import IngestLock
+
+    with IngestLock(fresh_engine.cfg.index_dir, 0):  # another ingestion holds the index
+        job = REGISTRY.start("default", collection(fresh_engine), "folder", str(docs),
+                             lambda: fresh_engine.ingest(docs))
+        assert not job.wait(0.5) and not job.progress().started
+        assert job.progress().line().startswith("starting (waiting for another ingestion")
+        job.cancel()
+        assert job.wait(60), "a cancel while waiting for the lock did not end the job"
+    assert job.state == "cancelled" and job.error is None
+    assert job.result.processed == 0 and "cancelled while waiting" in job.result.warnings[0]
+    assert fresh_engine.services.store.documents() == {}

@@ -96,3 +96,41 @@ def test_quiet_and_a_pipe_get_the_report_without_a_bar(docs, tmp_path):
     assert piped.returncode == 1
     assert "%|" not in piped.stderr and "%|" not in piped.stdout, piped.stderr
     assert f"0 processed, {FILES - 1} skipped (unchanged), 1 failed" in piped.stdout
+
+
+def test_ctrl_c_cancels_cleanly_and_exits_130(docs, tmp_path):
+    """Ctrl-C while the ingest waits for another one (this test holds the index's lock, so the
+    moment does not depend on the machine's speed): the job stops, nothing is written, the
+    report says so, and the exit code is 130."""
+    import signal
+
+    from ragstream.ingest.lock import IngestLock
+
+    index = tmp_path / "index"
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    with IngestLock(index, 0):
+        proc = subprocess.Popen([sys.executable, "-m", "ragstream", "ingest", str(docs)],
+                                cwd=ROOT, env=env_for(index), stdin=follower, stdout=follower,
+                                stderr=follower)
+        os.close(follower)
+        out = b""
+        deadline = time.monotonic() + 300
+        while b"starting (waiting for another ingestion" not in out:
+            assert time.monotonic() < deadline and proc.poll() is None, out
+            if select.select([leader], [], [], 1.0)[0]:
+                out += os.read(leader, 65536)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    while select.select([leader], [], [], 0.5)[0]:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    os.close(leader)
+    text = out.decode("utf-8", errors="replace")
+    assert code == 130, text
+    assert "cancelled: 0 processed" in text and "cancelled while waiting" in text, text

@@ -80,7 +80,11 @@ from ragstream.errors import (
 from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
 from ragstream.formats.markdown_out import signature_of
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
-from ragstream.ingest.lock import LOCK_FILE, IngestLock  # noqa: F401 (imported from here)
+from ragstream.ingest.lock import (  # noqa: F401 (LOCK_FILE and IngestLock imported from here)
+    LOCK_FILE,
+    IngestLock,
+    IngestStoppedWaitingError,
+)
 from ragstream.super_prompt import Chunk
 
 #: what is derived from a document's text at ingestion (evidence sentences and their spans):
@@ -125,9 +129,11 @@ class IngestWatch:
 
     def __init__(self) -> None:
         self.total = 0          # files in this run
-        self.read = 0           # files read so far (their outcome known or queued for writing)
-        self.queued = 0         # of those, files waiting in a batch not yet written
-        self.current = ""       # the document id being read (or, at the end, written)
+        #: files settled without a write (unchanged, refused, empty), and files whose batch
+        #: was written (or failed); each only grows, so their sum never goes back
+        self.settled_unwritten = 0
+        self.settled_written = 0
+        self.current = ""       # the document id being read
         self.report: IngestReport | None = None  # the run's report, its counts rising
         #: how long a watched run waits for another ingestion (None: the configured wait)
         self.lock_wait_s: float | None = None
@@ -136,7 +142,7 @@ class IngestWatch:
     @property
     def done(self) -> int:
         """Files settled: written, skipped as unchanged, refused or found empty."""
-        return max(0, self.read - self.queued)
+        return self.settled_unwritten + self.settled_written
 
     @property
     def chunks_written(self) -> int:
@@ -390,13 +396,13 @@ class _BatchWriter:
         self.batch_chunks = batch_chunks
         self.now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
         self.pending: list[_Pending] = []
+        self.added = 0  # documents handed to the writer
         self.watch = watch
 
     def add(self, doc: _Pending) -> None:
         """Queue a document; write the queue once it holds a batch."""
         self.pending.append(doc)
-        if self.watch is not None:
-            self.watch.queued = len(self.pending)
+        self.added += 1
         if sum(len(p.chunks) for p in self.pending) >= self.batch_chunks:
             self.flush()
 
@@ -405,8 +411,6 @@ class _BatchWriter:
         if self.pending:
             batch, self.pending = self.pending, []
             self._write(batch)
-        if self.watch is not None:
-            self.watch.queued = 0
 
     def _write(self, batch: list[_Pending]) -> None:
         report = self.report
@@ -427,11 +431,15 @@ class _BatchWriter:
             report.failed += 1
             msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
             report.errors.append(f"{batch[0].doc_id}: {msg}")
+            if self.watch is not None:
+                self.watch.settled_written += 1
             return
         for p in batch:
             report.processed += 1
             report.chunks_written += len(p.chunks)
             report.windows_written += len(by_doc[p.doc_id])
+        if self.watch is not None:
+            self.watch.settled_written += len(batch)
 
 
 @dataclass(frozen=True)
@@ -566,8 +574,20 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
         lock_wait_s = watch.lock_wait_s
     if lock_wait_s is None:
         lock_wait_s = cfg.settings.chunking.ingest_lock_wait_s
-    with IngestLock(cfg.index_dir, lock_wait_s) as lock:
+    stop = (lambda: watch.stopping) if watch is not None else None
+    try:
+        lock = IngestLock(cfg.index_dir, lock_wait_s, stop)
+        lock.acquire()
+    except IngestStoppedWaitingError as err:  # cancelled before it began: nothing to undo
+        stopped = IngestReport(root=str(Path(path).expanduser().resolve()), cancelled=True,
+                               warnings=[str(err)])
+        if watch is not None:
+            watch.report = stopped
+        return stopped
+    try:
         report = _ingest_path(path, cfg, services, prune, progress, only, watch)
+    finally:
+        lock.release()
     if lock.contended:
         holder = f"process {lock.waited_for}" if lock.waited_for else "another process"
         report.warnings.append(f"waited {lock.waited_s:.1f} s for another ingestion into "
@@ -597,7 +617,8 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             prune = False
     report = IngestReport(root=str(root), files_seen=len(files))
     if watch is not None:
-        watch.report, watch.total, watch.read, watch.queued = report, len(files), 0, 0
+        watch.report, watch.total = report, len(files)
+        watch.settled_unwritten = watch.settled_written = 0
     store = services.store
     in_step(store, report)
     # this folder's documents only: their ids start with its name, and the prune removes
@@ -614,7 +635,7 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
 
     for i, (file, doc_id) in enumerate(zip(files, doc_ids)):
         if watch is not None:
-            watch.read = i
+            watch.settled_unwritten = i - writer.added  # files before this one not queued
             if watch.stopping:  # between files: what was read is written whole below
                 report.cancelled = True
                 report.warnings.extend(f"{d}: not read: the ingest was cancelled before it; "
@@ -673,7 +694,7 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
                 report.warnings.append(note)
         writer.add(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
     if watch is not None and not report.cancelled:
-        watch.read = len(files)
+        watch.settled_unwritten = len(files) - writer.added
     writer.flush()
     if derived:
         report.warnings.append(derived_note(derived))

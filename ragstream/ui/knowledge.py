@@ -33,9 +33,11 @@ from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S
 
-#: the session's background jobs: those it saw running, and those whose outcome it has shown
+#: the session's background jobs: those it saw running, those whose outcome it has shown, and
+#: those its sidebar showed running at its last draw
 JOBS_SEEN = "ingest_jobs_seen"
 JOBS_SHOWN = "ingest_jobs_shown"
+JOBS_LIVE = "ingest_jobs_live"
 #: how often (seconds) the sidebar's job progress draws itself again while a job runs
 REFRESH_S = 1.0
 
@@ -421,6 +423,9 @@ def adopt(engine: Engine, st_state: S.SessionState) -> None:
 def _ended(job: IngestJob) -> str | None:
     """What the page says when ``job`` has ended (the report says the rest)."""
     p = job.progress()
+    if job.state == "cancelled" and not p.total:
+        return (f"The ingest into {job.kb!r} was cancelled before it began (it was waiting for "
+                f"another ingestion to finish): nothing was read or written.")
     if job.state == "cancelled":
         return (f"The ingest into {job.kb!r} was cancelled after {p.done} of {p.total} files: "
                 f"those are in the knowledge base, each whole; the {p.total - p.done} not reached "
@@ -462,8 +467,8 @@ def job_views(st_state: S.SessionState) -> tuple[list[JobView], bool]:
     selected_kb = st_state.get(S.KB) or DEFAULT
     running.sort(key=lambda j: j.kb != selected_kb)
     live = [j.id for j in running]
-    ended = bool(set(_seen(st_state, "ingest_jobs_live")) - set(live))
-    st_state["ingest_jobs_live"] = live
+    ended = bool(set(_seen(st_state, JOBS_LIVE)) - set(live))
+    st_state[JOBS_LIVE] = live
     seen = _seen(st_state, JOBS_SEEN)
     st_state[JOBS_SEEN] = seen + [i for i in live if i not in seen]
     return [_view(j) for j in running], ended
