@@ -313,12 +313,30 @@ def draw_chats() -> None:
     st.caption(conversation.memory_line(engine, state))
 
 
+def draw_ingest_jobs() -> None:
+    """The background ingestions (a fragment that draws itself again while one runs): a bar
+    with files done of total and the current file, chunks written, elapsed and remaining
+    time, a Cancel button; the whole page is drawn again when one ends."""
+    views, ended = knowledge.job_views(state)
+    if ended:
+        st.rerun()
+    for view in views:
+        st.progress(view.fraction, text=view.bar_text)
+        st.caption(view.line)
+        st.button("Cancelling…" if view.stopping else "Cancel", key=f"ingest_cancel_{view.id}",
+                  icon=":material/cancel:", disabled=view.stopping, on_click=knowledge.cancel,
+                  args=(view.id,), help="Stop before the next file: each document written "
+                                        "so far stays whole; the rest are listed.")
+
+
 with st.sidebar:
     st.header("Knowledge base")
     st.selectbox("Knowledge base", kb_names, key=S.KB, label_visibility="collapsed",
                  on_change=knowledge.switched, args=(engines, state),
                  help="The knowledge base every stage, answer, ingest and search on this page "
                       "works on. Results computed on another one are marked out of date.")
+    # the running ingestions right under it (a fragment that redraws itself while one runs)
+    st.fragment(draw_ingest_jobs, run_every=knowledge.REFRESH_S if knowledge.any_running() else None)()
     with st.expander("Manage knowledge bases", expanded=False):
         draw_kb_manager()
     info = actions.kb_status(engine)
@@ -329,18 +347,6 @@ with st.sidebar:
                f"`{info['location']}`  \nLast ingest: {info['last_ingest'] or 'never'}")
     with st.expander("Documents", expanded=False):
         table(info["document_list"], key="kb_docs")
-
-    def ingest_with_bar(work: Callable[[Callable[[int, int, str], None]], bool]) -> None:
-        """Run ``work(on_progress)`` under a progress bar here, then draw the page again (the
-        counts above change)."""
-        bar = st.progress(0.0, text="Ingesting…")
-
-        def on_progress(done: int, total: int, name: str) -> None:
-            """Move the ingest bar to ``done`` of ``total`` files, naming the current document."""
-            bar.progress(done / max(total, 1), text=f"{done}/{total} {name}")
-
-        work(on_progress)
-        st.rerun()
 
     def draw_ingest_report(kind: str) -> None:
         """The last ingest's report, when it is of ``kind`` (``upload``: under the uploader;
@@ -366,19 +372,19 @@ with st.sidebar:
                                max_upload_size=actions.upload_limit_mb(
                                    engine, st.get_option("server.maxUploadSize")),
                                help=actions.upload_help(engine))
-    picked = actions.new_uploads(state, uploads)
+    picked = knowledge.pending_uploads(engine, state, uploads)
     if picked:
-        ingest_with_bar(lambda on_progress: actions.ingest_uploads(
-            engine, state, [(f.name, f.getvalue()) for f in picked], on_progress,
-            ids=[f.file_id for f in picked]))
+        knowledge.start_upload(engine, state, [(f.name, f.getvalue()) for f in picked],
+                               ids=tuple(f.file_id for f in picked))
+        st.rerun()
     draw_ingest_report("upload")
     folder = st.text_input("…or a folder on this machine", key="ingest_folder",
                            placeholder="/path/to/your/docs")
     if st.button("Ingest folder", key="ingest", width="stretch", icon=":material/folder_open:",
                  help="Ingest the documents in the folder typed above (unchanged ones are "
                       "skipped)."):
-        ingest_with_bar(lambda on_progress: actions.ingest_folder(
-            engine, state, folder.strip(), progress=on_progress))
+        knowledge.start_folder(engine, state, folder)
+        st.rerun()
     draw_ingest_report("folder")
 
     st.header("Conversation")

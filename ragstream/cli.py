@@ -100,16 +100,27 @@ def main() -> None:
 
 
 @main.command(help="Ingest a folder (or one file) of Markdown, text, PDF, DOCX, PPTX, HTML or EPUB "
-                   "into the knowledge base (without PATH: the knowledge base's own folder).")
+                   "into the knowledge base (without PATH: the knowledge base's own folder). On a "
+                   "terminal a progress bar shows files done of total, chunks written, elapsed and "
+                   "remaining time and the current file; Ctrl-C stops after the current file, "
+                   "leaving every document written whole.")
 @click.argument("path", required=False, type=click.Path(exists=True, file_okay=True, dir_okay=True))
 @click.option("--prune/--no-prune", default=None,
               help="Remove documents of this folder whose files are gone (default: on for folders).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingestion report as JSON.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress bar (there is none either when stderr is not a terminal).")
 @_kb_option
-def ingest(path: str | None, prune: bool | None, as_json: bool, kb: str | None) -> None:
-    """Ingest ``path`` and print the report (text or JSON); exit 1 when any file failed."""
+def ingest(path: str | None, prune: bool | None, as_json: bool, kb: str | None,
+           quiet: bool) -> None:
+    """Ingest ``path`` and print the report (text or JSON); exit 1 when any file failed, 130
+    when it was cancelled (Ctrl-C during the progress bar)."""
     try:
-        report = _engine(kb).ingest(path, prune=prune)
+        engine = _engine(kb)
+        if quiet or not sys.stderr.isatty():
+            report = engine.ingest(path, prune=prune)
+        else:
+            report = _ingest_with_bar(engine, path, prune)
     except RagstreamError as err:
         _fail(err)
     if as_json:
@@ -120,8 +131,52 @@ def ingest(path: str | None, prune: bool | None, as_json: bool, kb: str | None) 
             click.echo(f"error: {e}", err=True)
         for w in report.warnings:
             click.echo(f"warning: {w}", err=True)
+    if report.cancelled:
+        sys.exit(130)
     if report.failed:
         sys.exit(1)
+
+
+def _ingest_with_bar(engine, path: str | None, prune: bool | None):
+    """``engine.ingest(path)`` as a background job (``ragstream.ingest.jobs``) followed by a
+    progress bar on stderr (tqdm): files done of total, chunks written, elapsed and remaining
+    time, the current file. Ctrl-C cancels it between files; the report then says so."""
+    from tqdm import tqdm
+
+    from ragstream.ingest.jobs import REGISTRY
+
+    source = str(Path(path).resolve()) if path else str(engine.cfg.kb_dir)
+    job = REGISTRY.start(engine.kb, engine.cfg.settings.vector_store.collection, "folder",
+                         source, lambda: engine.ingest(path, prune=prune))
+    bar = tqdm(total=0, file=sys.stderr, unit="file", dynamic_ncols=True, leave=True,
+               desc=f"ingesting into {engine.kb} ",
+               bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} files{postfix}")
+
+    def draw() -> None:
+        p = job.progress()
+        bar.total, bar.n = max(p.total, 1), p.done
+        now = "cancelling after this file" if p.stopping else p.current
+        bar.set_postfix_str(f"{p.so_far()}{' · ' + now if now else ''}", refresh=False)
+        bar.refresh()
+
+    try:
+        while True:
+            try:
+                if job.wait(0.25):
+                    break
+                draw()
+            except KeyboardInterrupt:
+                if job.watch.stopping:  # a second Ctrl-C: stop now (the store stays readable)
+                    raise
+                job.cancel()
+        draw()
+    finally:
+        bar.close()
+    if job.error:
+        kind, message = job.error
+        click.echo(f"Error ({kind}): {message}", err=True)
+        sys.exit(2)
+    return job.result
 
 
 def _parse_sets(ctx: click.Context, param: click.Parameter,

@@ -37,17 +37,28 @@ Faults:
   those and skips the rest, and the result equals a clean ingest.
 * A Chroma server that cannot be reached stops the run with ``VectorDBUnavailableError``
   (no file is counted as failed for it); ingesting again when it is back completes the run.
+
+Watching and stopping: an ``IngestWatch`` (handed over, or made ambient for a thread with
+``watching``, so an ingestion started through ``Engine.ingest`` or the page's upload is
+watched too) shows how far the run is — files settled of the total, the file being read,
+chunks written — and asks it to stop. A stop is obeyed between files: the documents already
+read are written whole (each batch is all-or-nothing), nothing is pruned, the files not
+reached are named in the warnings and the report says ``cancelled``. A watched run writes in
+smaller batches (``WATCHED_BATCH_CHUNKS``) so that the count rises as the work is done.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import hashlib
 import json
 import os
+import threading
 import time
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -69,7 +80,11 @@ from ragstream.errors import (
 from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
 from ragstream.formats.markdown_out import signature_of
 from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
-from ragstream.ingest.lock import LOCK_FILE, IngestLock  # noqa: F401 (imported from here)
+from ragstream.ingest.lock import (  # noqa: F401 (LOCK_FILE and IngestLock imported from here)
+    LOCK_FILE,
+    IngestLock,
+    IngestStoppedWaitingError,
+)
 from ragstream.super_prompt import Chunk
 
 #: what is derived from a document's text at ingestion (evidence sentences and their spans):
@@ -77,6 +92,10 @@ from ragstream.super_prompt import Chunk
 ENCODING = "evidence-spans-2\0"
 
 Progress = Callable[[int, int, str], None]
+
+#: the batch size (chunks) of a watched ingestion: small enough that the files-done count
+#: rises while the work is done and a stop waits for little, big enough for the encoder
+WATCHED_BATCH_CHUNKS = 48
 
 class IngestReport(BaseModel):
     """What one ingest did: file counts by outcome, chunks and windows written, errors, warnings, time."""
@@ -92,12 +111,66 @@ class IngestReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
+    #: stopped before every file was read (``IngestWatch.stop``); the files not reached are
+    #: named in ``warnings``, and nothing was pruned
+    cancelled: bool = False
 
     def summary(self) -> str:
         """The report's counts and duration as one line of text."""
-        return (f"{self.processed} processed, {self.skipped} skipped (unchanged), "
+        stopped = "cancelled: " if self.cancelled else ""
+        return (f"{stopped}{self.processed} processed, {self.skipped} skipped (unchanged), "
                 f"{self.failed} failed, {self.deleted} deleted; {self.chunks_written} chunks in "
                 f"{self.windows_written} embedding windows written in {self.duration_s:.1f} s")
+
+
+class IngestWatch:
+    """A running ingestion as another thread sees it, and its stop button (see the module
+    docstring). Written by the ingesting thread, read by any: plain counters, read whole."""
+
+    def __init__(self) -> None:
+        self.total = 0          # files in this run
+        #: files settled without a write (unchanged, refused, empty), and files whose batch
+        #: was written (or failed); each only grows, so their sum never goes back
+        self.settled_unwritten = 0
+        self.settled_written = 0
+        self.current = ""       # the document id being read
+        self.report: IngestReport | None = None  # the run's report, its counts rising
+        #: how long a watched run waits for another ingestion (None: the configured wait)
+        self.lock_wait_s: float | None = None
+        self._stop = threading.Event()
+
+    @property
+    def done(self) -> int:
+        """Files settled: written, skipped as unchanged, refused or found empty."""
+        return self.settled_unwritten + self.settled_written
+
+    @property
+    def chunks_written(self) -> int:
+        """Chunks written so far in this run."""
+        return self.report.chunks_written if self.report is not None else 0
+
+    def stop(self) -> None:
+        """Ask the ingestion to stop before its next file."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop`` was asked for."""
+        return self._stop.is_set()
+
+
+_WATCH: contextvars.ContextVar[IngestWatch | None] = contextvars.ContextVar("ingest_watch",
+                                                                           default=None)
+
+
+@contextlib.contextmanager
+def watching(watch: IngestWatch) -> Iterator[IngestWatch]:
+    """Within this block (in this thread) every ``ingest_path`` is watched by ``watch``."""
+    token = _WATCH.set(watch)
+    try:
+        yield watch
+    finally:
+        _WATCH.reset(token)
 
 
 def list_files(root: Path, extensions: list[str]) -> list[Path]:
@@ -317,15 +390,19 @@ class _BatchWriter:
     call; a batch that fails is written again one document at a time, so that one bad document
     fails alone. Counts go to ``report``."""
 
-    def __init__(self, services, report: IngestReport, root: str, batch_chunks: int):
+    def __init__(self, services, report: IngestReport, root: str, batch_chunks: int,
+                 watch: IngestWatch | None = None):
         self.services, self.report, self.root = services, report, root
         self.batch_chunks = batch_chunks
         self.now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
         self.pending: list[_Pending] = []
+        self.added = 0  # documents handed to the writer
+        self.watch = watch
 
     def add(self, doc: _Pending) -> None:
         """Queue a document; write the queue once it holds a batch."""
         self.pending.append(doc)
+        self.added += 1
         if sum(len(p.chunks) for p in self.pending) >= self.batch_chunks:
             self.flush()
 
@@ -354,11 +431,15 @@ class _BatchWriter:
             report.failed += 1
             msg = str(err) if isinstance(err, RagstreamError) else f"{type(err).__name__}: {err}"
             report.errors.append(f"{batch[0].doc_id}: {msg}")
+            if self.watch is not None:
+                self.watch.settled_written += 1
             return
         for p in batch:
             report.processed += 1
             report.chunks_written += len(p.chunks)
             report.windows_written += len(by_doc[p.doc_id])
+        if self.watch is not None:
+            self.watch.settled_written += len(batch)
 
 
 @dataclass(frozen=True)
@@ -480,16 +561,33 @@ def _document_problem(doc: TextDocument, seen: set[str]) -> str:
 
 def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None = None,
                 progress: Progress | None = None, lock_wait_s: float | None = None,
-                only: Collection[str] | None = None) -> IngestReport:
+                only: Collection[str] | None = None,
+                watch: IngestWatch | None = None) -> IngestReport:
     """Ingest a file or folder: skip unchanged files, chunk, embed and write the rest, optionally
     prune; holding the index folder's ``IngestLock`` (waiting up to ``lock_wait_s``, default
     ``chunking.ingest_lock_wait_s``, for another ingestion to finish). ``only``: of the folder
     ``path``, just the files at these paths in it (``a.md``, ``sub/b.pdf``; the page's uploads),
-    nothing else read and nothing pruned, so the report is about them alone."""
+    nothing else read and nothing pruned, so the report is about them alone. ``watch`` (default:
+    the one ``watching`` set for this thread, if any) follows the run and may stop it."""
+    watch = watch or _WATCH.get()
+    if lock_wait_s is None and watch is not None:
+        lock_wait_s = watch.lock_wait_s
     if lock_wait_s is None:
         lock_wait_s = cfg.settings.chunking.ingest_lock_wait_s
-    with IngestLock(cfg.index_dir, lock_wait_s) as lock:
-        report = _ingest_path(path, cfg, services, prune, progress, only)
+    stop = (lambda: watch.stopping) if watch is not None else None
+    try:
+        lock = IngestLock(cfg.index_dir, lock_wait_s, stop)
+        lock.acquire()
+    except IngestStoppedWaitingError as err:  # cancelled before it began: nothing to undo
+        stopped = IngestReport(root=str(Path(path).expanduser().resolve()), cancelled=True,
+                               warnings=[str(err)])
+        if watch is not None:
+            watch.report = stopped
+        return stopped
+    try:
+        report = _ingest_path(path, cfg, services, prune, progress, only, watch)
+    finally:
+        lock.release()
     if lock.contended:
         holder = f"process {lock.waited_for}" if lock.waited_for else "another process"
         report.warnings.append(f"waited {lock.waited_s:.1f} s for another ingestion into "
@@ -498,7 +596,8 @@ def ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None =
 
 
 def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
-                 progress: Progress | None, only: Collection[str] | None = None) -> IngestReport:
+                 progress: Progress | None, only: Collection[str] | None = None,
+                 watch: IngestWatch | None = None) -> IngestReport:
     started = time.perf_counter()
     target = Path(path).expanduser().resolve()
     if not target.exists():
@@ -517,18 +616,32 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             files = [f for f in files if f.relative_to(root).as_posix() in wanted]
             prune = False
     report = IngestReport(root=str(root), files_seen=len(files))
+    if watch is not None:
+        watch.report, watch.total = report, len(files)
+        watch.settled_unwritten = watch.settled_written = 0
     store = services.store
     in_step(store, report)
     # this folder's documents only: their ids start with its name, and the prune removes
     # only documents ingested from it (``root``), whose ids do too
     stored = stored_documents(store, prefix=f"{root.name}/")
     seen: set[str] = set()
-    writer = _BatchWriter(services, report, str(root), cfg.settings.chunking.ingest_batch_chunks)
+    batch = cfg.settings.chunking.ingest_batch_chunks
+    if watch is not None:
+        batch = min(batch, WATCHED_BATCH_CHUNKS)
+    writer = _BatchWriter(services, report, str(root), batch, watch)
     derived: list[str] = []
     doc_ids = [f"{root.name}/{file.relative_to(root).as_posix()}" for file in files]
     report.warnings.extend(_lookalike_warnings(doc_ids))
 
     for i, (file, doc_id) in enumerate(zip(files, doc_ids)):
+        if watch is not None:
+            watch.settled_unwritten = i - writer.added  # files before this one not queued
+            if watch.stopping:  # between files: what was read is written whole below
+                report.cancelled = True
+                report.warnings.extend(f"{d}: not read: the ingest was cancelled before it; "
+                                       f"ingest again to add it" for d in doc_ids[i:])
+                break
+            watch.current = doc_id
         seen.add(doc_id)  # from here on a failure keeps the stored version: it is never pruned
         if progress:
             progress(i, len(files), doc_id)
@@ -580,16 +693,18 @@ def _ingest_path(path: str | Path, cfg: AppConfig, services, prune: bool | None,
             if note:
                 report.warnings.append(note)
         writer.add(_Pending(doc_id, parsed.chunks, digest, doc_id in stored))
+    if watch is not None and not report.cancelled:
+        watch.settled_unwritten = len(files) - writer.added
     writer.flush()
     if derived:
         report.warnings.append(derived_note(derived))
 
-    if prune:
+    if prune and not report.cancelled:  # a file not reached is not gone
         for doc_id, doc in stored.items():
             if doc.root == str(root) and doc_id not in seen:
                 store.delete_document(doc_id)
                 report.deleted += 1
-    if progress:
+    if progress and not report.cancelled:
         progress(len(files), len(files), "")
     services.index()  # bring the in-memory index up to date now, not on the first query
     report.duration_s = round(time.perf_counter() - started, 3)

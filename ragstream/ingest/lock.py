@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from ragstream.errors import IngestLockedError
+from ragstream.errors import IngestError, IngestLockedError
 
 #: the lock file's name in ``paths.index_dir``
 LOCK_FILE = "ingest.lock"
 #: seconds between two tries of a held lock
 LOCK_POLL_S = 0.2
+
+
+class IngestStoppedWaitingError(IngestError):
+    """An ingestion was cancelled while it waited for another one to release the lock."""
 
 
 class IngestLock:
@@ -25,7 +30,11 @@ class IngestLock:
     process exclude each other as two processes do. The file stays after release (removing it
     would let a waiter lock a file that is no longer the lock's)."""
 
-    def __init__(self, index_dir: str | Path, wait_s: float):
+    def __init__(self, index_dir: str | Path, wait_s: float,
+                 stop: Callable[[], bool] | None = None):
+        """``stop``: asked between two tries; True gives up waiting
+        (``IngestStoppedWaitingError``): a cancel of a job that has not started yet."""
+        self.stop = stop
         self.index_dir = Path(index_dir)
         self.path = self.index_dir / LOCK_FILE
         self.wait_s = max(0.0, float(wait_s))
@@ -60,6 +69,10 @@ class IngestLock:
                     waited = time.monotonic() - started
                     if waited >= self.wait_s:
                         raise IngestLockedError(self.index_dir, self.waited_for, waited) from None
+                    if self.stop is not None and self.stop():
+                        raise IngestStoppedWaitingError(
+                            f"cancelled while waiting {waited:.1f} s for another ingestion into "
+                            f"{self.index_dir} to finish: nothing was read or written") from None
                     time.sleep(min(LOCK_POLL_S, self.wait_s - waited))
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -4,19 +4,61 @@ renaming and deleting one, and the line that says which one the results came fro
 
 Every action takes the session state and turns a ``RagstreamError`` into a message under
 ``ERROR``, as ``ragstream.ui.actions`` does; the page then goes on.
+
+Creating a knowledge base from a folder, "Ingest folder" and an upload run as background jobs
+(``ragstream.ingest.jobs.REGISTRY``, one per process, so a reload finds them): the knowledge
+base is listed and selectable at once, the sidebar follows each running job right under the
+switcher ("Ingesting into ops — 4 of 12 files · now ops/logs.html", ``job_views``) with a
+cancel button (``cancel``), the person may work on another knowledge base meanwhile, and when
+a job ends each session that saw it running shows its report — each refused file with its
+reason (``adopt``, from ``selected``). (The switcher's own labels stay the bare names: a label
+that changes while its option is selected makes Streamlit drop the selection.)
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ragstream.engine import Engine
-from ragstream.errors import KnowledgeBaseError, RagstreamError
-from ragstream.ingest.ingestor import IngestReport
+from ragstream.errors import IngestError, KnowledgeBaseError, RagstreamError
+from ragstream.ingest.ingestor import IngestReport, ingest_path
+from ragstream.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
+from ragstream.ingest.lock import ingest_busy
 from ragstream.knowledge_bases import DEFAULT
 from ragstream.super_prompt import SuperPrompt
+from ragstream.ui import actions
 from ragstream.ui import state as S
+
+#: the session's background jobs: those it saw running, those whose outcome it has shown, and
+#: those its sidebar showed running at its last draw
+JOBS_SEEN = "ingest_jobs_seen"
+JOBS_SHOWN = "ingest_jobs_shown"
+JOBS_LIVE = "ingest_jobs_live"
+#: how often (seconds) the sidebar's job progress draws itself again while a job runs
+REFRESH_S = 1.0
+
+
+def collection_of(engine: Engine) -> str:
+    """The collection of ``engine``'s knowledge base (a rename keeps it: jobs go by it)."""
+    return engine.cfg.settings.vector_store.collection
+
+
+def _cancelled_last(engine: Engine) -> bool:
+    """True when the last background ingest into ``engine``'s knowledge base was cancelled:
+    its folder is then not brought up to date behind the person's back (which would finish
+    the cancelled work inside a page draw); "Ingest folder" does it when asked."""
+    jobs = REGISTRY.jobs(collection_of(engine))
+    return bool(jobs) and jobs[-1].state == "cancelled"
+
+
+#: what the page says of a knowledge base whose last ingest was cancelled
+CANCELLED_LAST = ("Its last ingest was cancelled: the documents written are whole, the rest of "
+                  "its folder is not in yet. Type the folder ({folder}) under \"…or a folder on "
+                  "this machine\" and press \"Ingest folder\" to finish it.")
 
 
 class Engines:
@@ -45,6 +87,12 @@ class Engines:
             if engine.kb in self._ready:
                 return engine
             making = self._making.setdefault(engine.kb, threading.Lock())
+        if (REGISTRY.running(collection_of(engine)) or ingest_busy(engine.cfg.index_dir)
+                or _cancelled_last(engine)):
+            # being ingested (by a job here, or another process): searched as written so far;
+            # its folder is brought up to date on a draw after the ingestion ends (not after a
+            # cancel: see ``_cancelled_last``)
+            return engine
         with making:  # one session brings it up to date; the others wait for it, not for every one
             with self._lock:
                 if engine.kb in self._ready:
@@ -57,6 +105,13 @@ class Engines:
         if self._on_made is not None:
             self._on_made(engine)
         return engine
+
+    def made(self, name: str, report: IngestReport | None = None) -> None:
+        """Knowledge base ``name`` was brought up to date by a background job (``report``)."""
+        with self._lock:
+            self._ready.add(name)
+            if report is not None:
+                self._reports[name] = report
 
     def made_report(self, name: str) -> IngestReport | None:
         """What bringing ``name``'s folder up to date did when its engine was made (once)."""
@@ -101,11 +156,13 @@ def selected(engines: Engines, st_state: S.SessionState) -> Engine:
     why) when that one cannot be opened."""
     name = st_state.get(S.KB) or DEFAULT
     try:
-        return engines.get(name)
+        engine = engines.get(name)
     except RagstreamError as err:
         _fail(st_state, err)
         st_state[S.KB] = DEFAULT
         return engines.default
+    adopt(engine, st_state)
+    return engine
 
 
 def switched(engines: Engines, st_state: S.SessionState) -> None:
@@ -118,6 +175,22 @@ def switched(engines: Engines, st_state: S.SessionState) -> None:
     S.forget(st_state, S.kb_delete_sure(name))  # its delete box is never found ticked
     try:
         engine = engines.get(name)
+        job = next(iter(REGISTRY.running(collection_of(engine))), None)
+        if job is not None:
+            done = job.progress()
+            st_state[S.NOTICE] = (f"Knowledge base {name!r} selected; it is being ingested "
+                                  f"({done.done} of {done.total} files): Retrieval searches what "
+                                  f"is written so far.")
+            return
+        if _cancelled_last(engine):
+            st_state[S.NOTICE] = (f"Knowledge base {name!r} selected. " +
+                                  CANCELLED_LAST.format(folder=engine.cfg.kb_dir))
+            return
+        if ingest_busy(engine.cfg.index_dir):  # another knowledge base's ingestion: no waiting
+            st_state[S.NOTICE] = (f"Knowledge base {name!r} selected: the next Retrieval "
+                                  f"searches it. (Its folder is checked for changes once the "
+                                  f"running ingestion ends.)")
+            return
         report = engines.made_report(name) or engine.ensure_knowledge_base()
     except RagstreamError as err:
         _fail(st_state, err)
@@ -145,9 +218,10 @@ NAME_FIRST = "Type the new knowledge base's name in the box first, then create i
 
 def create(engines: Engines, st_state: S.SessionState) -> None:
     """Create the knowledge base named in ``KB_NEW_NAME`` with the folder in ``KB_NEW_FOLDER``
-    as its documents folder (empty: one of its own), ingest what the folder holds, and select
-    it. An empty name box changes nothing and is not an error (it is empty right after a
-    knowledge base was created with Enter): a folder typed without a name gets a hint."""
+    as its documents folder (empty: one of its own), select it, and ingest what the folder
+    holds in the background (a job: the sidebar follows it). An empty name box changes nothing
+    and is not an error (it is empty right after a knowledge base was created with Enter): a
+    folder typed without a name gets a hint."""
     st_state[S.ERROR] = None
     name = str(st_state.get(S.KB_NEW_NAME) or "")
     folder = str(st_state.get(S.KB_NEW_FOLDER) or "").strip()
@@ -157,8 +231,7 @@ def create(engines: Engines, st_state: S.SessionState) -> None:
         return
     try:
         kb = engines.default.create_kb(name, folder or None)
-        engine = engines.get(kb.name)
-        report = engines.made_report(kb.name) or engine.ensure_knowledge_base()
+        engine = engines.default.for_kb(kb.name)
     except RagstreamError as err:
         _fail(st_state, err)
         return
@@ -166,9 +239,21 @@ def create(engines: Engines, st_state: S.SessionState) -> None:
     st_state[S.INGEST_REPORT] = None
     for key in (S.KB_NEW_NAME, S.KB_NEW_FOLDER):
         st_state[key] = ""
-    held = (f"{_count(report.processed, 'document')} ingested from {kb.folder}" if report.processed
-            else f"its folder {kb.folder} holds no documents yet: add some below")
-    st_state[S.NOTICE] = f"Knowledge base {kb.name!r} created and selected; {held}."
+    if not any(Path(kb.folder).iterdir()):
+        engines.made(kb.name)
+        st_state[S.NOTICE] = (f"Knowledge base {kb.name!r} created and selected; its folder "
+                              f"{kb.folder} holds no documents yet: add some below.")
+        return
+
+    def work() -> dict[str, Any]:
+        report = engine.ensure_knowledge_base()
+        engines.made(engine.kb)
+        return {"report": {"kind": "folder", **report.model_dump()}, "error": None}
+
+    if _start(st_state, engine, "create", kb.folder, work) is not None:
+        st_state[S.NOTICE] = (f"Knowledge base {kb.name!r} created and selected; its folder "
+                              f"{kb.folder} is being ingested in the background (progress "
+                              f"below). You can keep working, here or on another knowledge base.")
 
 
 def rename(engines: Engines, st_state: S.SessionState) -> None:
@@ -209,6 +294,9 @@ def delete(engines: Engines, st_state: S.SessionState) -> None:
         st_state[S.NOTICE] = DELETE_UNCONFIRMED.format(name=name)
         return
     try:
+        if REGISTRY.running(collection_of(engines.default.for_kb(name))):
+            raise KnowledgeBaseError(f"{name!r} is being ingested: cancel the ingest (or wait "
+                                     f"for it to end), then delete it.")
         kb = engines.default.delete_kb(name)
     except RagstreamError as err:
         _fail(st_state, err)
@@ -243,3 +331,168 @@ def results_line(sp: SuperPrompt, selected_kb: str) -> str:
     if record.kb != selected_kb:
         line += f" · not the selected one, **{selected_kb}**"
     return line
+
+
+# --------------------------------------------------------------------------- background jobs
+def _seen(st_state: S.SessionState, key: str) -> list[str]:
+    return list(st_state.get(key) or [])
+
+
+def _start(st_state: S.SessionState, engine: Engine, kind: str, source: str,
+           work: Callable[[], dict[str, Any]], upload_ids: tuple[str, ...] = ()) -> IngestJob | None:
+    """Start ``work`` as a background job into ``engine``'s knowledge base; ``ERROR`` says why
+    when it cannot start (one is running there already)."""
+    try:
+        job = REGISTRY.start(engine.kb, collection_of(engine), kind, source, work, upload_ids)
+    except RagstreamError as err:
+        _fail(st_state, err)
+        return None
+    st_state[JOBS_SEEN] = [*_seen(st_state, JOBS_SEEN), job.id]
+    return job
+
+
+def start_folder(engine: Engine, st_state: S.SessionState, folder: str) -> IngestJob | None:
+    """"Ingest folder": ingest ``folder`` into the selected knowledge base in the background;
+    its report replaces the last one when it ends. The uploader starts afresh (as
+    ``actions.ingest_folder``). A missing folder is said at once."""
+    st_state[S.ERROR] = None
+    st_state[S.UPLOAD_NONCE] = (st_state.get(S.UPLOAD_NONCE) or 0) + 1
+    folder = folder.strip()
+    target = Path(folder).expanduser()
+    if not folder or not target.exists():
+        _fail(st_state, IngestError(
+            f"{target} does not exist. Give a folder of .md/.txt files or one file." if folder else
+            "No folder given: type the path of a folder on this machine in the box above the "
+            "button. (Files chosen in \"Add documents\" are ingested as soon as they are chosen.)"))
+        return None
+
+    def work() -> dict[str, Any]:
+        report = ingest_path(target, engine.cfg, engine.services)
+        return {"report": {"kind": "folder", **report.model_dump()}, "error": None}
+
+    return _start(st_state, engine, "folder", str(target.resolve()), work)
+
+
+def start_upload(engine: Engine, st_state: S.SessionState, files: list[tuple[str, bytes]],
+                 ids: tuple[str, ...]) -> IngestJob | None:
+    """Ingest the uploaded (name, bytes) pairs in the background (``actions.ingest_uploads``:
+    each saved, ingested or refused with its reason, and a refused one not kept)."""
+    st_state[S.ERROR] = None
+    sub: dict[str, Any] = {S.INGEST_REPORT: st_state.get(S.INGEST_REPORT), S.ERROR: None}
+
+    def work() -> dict[str, Any]:
+        actions.ingest_uploads(engine, sub, files, ids=ids)
+        return {"report": sub[S.INGEST_REPORT], "error": sub[S.ERROR]}
+
+    what = files[0][0] if len(files) == 1 else f"{len(files)} uploaded files"
+    return _start(st_state, engine, "upload", what, work, ids)
+
+
+def pending_uploads(engine: Engine, st_state: S.SessionState, uploads: list[Any] | None) -> list[Any]:
+    """The uploader's files not ingested yet and not in a running job (``actions.new_uploads``):
+    those chosen while a job runs on this knowledge base wait for it to end."""
+    if REGISTRY.running(collection_of(engine)):
+        return []
+    return actions.new_uploads(st_state, uploads)
+
+
+def adopt(engine: Engine, st_state: S.SessionState) -> None:
+    """Show what the finished jobs into ``engine``'s knowledge base did, once each, in a session
+    that saw them running (the one that started them, or one reloaded meanwhile): the report
+    under the uploader or the folder's button (each refused file named with its reason), a
+    failure under ``ERROR``, and a notice when one was cancelled or made a new knowledge base."""
+    seen, shown = _seen(st_state, JOBS_SEEN), _seen(st_state, JOBS_SHOWN)
+    for job in REGISTRY.jobs(collection_of(engine)):
+        if job.running:
+            if job.id not in seen:
+                seen.append(job.id)
+            continue
+        if job.id not in seen or job.id in shown:
+            continue
+        shown.append(job.id)
+        result = job.result or {}
+        error = job.error or result.get("error")
+        if result.get("report") is not None:
+            st_state[S.INGEST_REPORT] = result["report"]
+        if error:
+            st_state[S.ERROR] = tuple(error)
+        st_state[S.NOTICE] = _ended(job)
+    st_state[JOBS_SEEN], st_state[JOBS_SHOWN] = seen, shown
+
+
+def _ended(job: IngestJob) -> str | None:
+    """What the page says when ``job`` has ended (the report says the rest)."""
+    p = job.progress()
+    if job.state == "cancelled" and not p.total:
+        return (f"The ingest into {job.kb!r} was cancelled before it began (it was waiting for "
+                f"another ingestion to finish): nothing was read or written.")
+    if job.state == "cancelled":
+        return (f"The ingest into {job.kb!r} was cancelled after {p.done} of {p.total} files: "
+                f"those are in the knowledge base, each whole; the {p.total - p.done} not reached "
+                f"are named in the report's warnings. Ingest the folder again to finish "
+                f"(unchanged files are skipped).")
+    if job.kind == "create" and job.state == "done":
+        report = (job.result or {}).get("report") or {}
+        refused = report.get("failed", 0)
+        return (f"Knowledge base {job.kb!r}: {_count(report.get('processed', 0), 'document')} "
+                f"ingested from {job.source} in {clock(p.elapsed_s)} ({_count(p.chunks, 'chunk')})"
+                + (f"; {refused} refused, named in the report below." if refused else "."))
+    return None
+
+
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One running job as the sidebar shows it: a bar, its text, a line of counts and times."""
+
+    id: str
+    kb: str
+    fraction: float
+    bar_text: str
+    line: str
+    stopping: bool
+
+
+def any_running() -> bool:
+    """True while a background ingestion runs in this process (the sidebar then refreshes)."""
+    return bool(REGISTRY.running())
+
+
+def job_views(st_state: S.SessionState) -> tuple[list[JobView], bool]:
+    """The running jobs, every knowledge base's (the selected one's first), and whether one the
+    session showed running last time has ended since (then the whole page is drawn again:
+    counts, labels and its report change)."""
+    running = REGISTRY.running()
+    selected_kb = st_state.get(S.KB) or DEFAULT
+    running.sort(key=lambda j: j.kb != selected_kb)
+    live = [j.id for j in running]
+    ended = bool(set(_seen(st_state, JOBS_LIVE)) - set(live))
+    st_state[JOBS_LIVE] = live
+    seen = _seen(st_state, JOBS_SEEN)
+    st_state[JOBS_SEEN] = seen + [i for i in live if i not in seen]
+    return [_view(j) for j in running], ended
+
+
+def _view(job: IngestJob) -> JobView:
+    p: JobProgress = job.progress()
+    source = Path(job.source).name if job.kind != "upload" else job.source
+    head = f"Ingesting into **{job.kb}** — " + {"create": f"its folder {source}",
+                                                "folder": f"folder {source}",
+                                                "upload": source}[job.kind]
+    if p.stopping:
+        now = "cancelling after the file being read…"
+    elif p.started and p.current:
+        now = f"now {p.current}"
+    else:
+        now = ""
+    files = f"{p.done} of {p.total} files" if p.started else ""
+    bar = f"{head}  \n" + " · ".join(x for x in (files, now) if x) if files or now else head
+    return JobView(job.id, job.kb, p.fraction, bar, p.so_far(), p.stopping)
+
+
+def cancel(job_id: str) -> None:
+    """The job's Cancel button: stop before its next file (what was read is written whole)."""
+    job = REGISTRY.get(job_id)
+    if job is not None:
+        job.cancel()

@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller
 from ragstream.config import load_config
 from ragstream.ui import state as S
+from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, open_tab, open_tables, sp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +113,7 @@ def test_upload_ingests_and_the_new_text_is_retrievable():
     at.file_uploader[0].set_value([
         ("okapi.md", b"# Okapi\n\nThe okapi is a giraffid native to the Congo. It has striped legs.\n",
          "text/markdown")])
-    at.run()  # chosen files are ingested at once: no button (issue 32)
+    settled(at.run())  # chosen files are ingested at once (in the background): no button
     assert not at.error, [e.value for e in at.error]
     report = at.session_state[S.INGEST_REPORT]
     assert report["processed"] == 1 and report["failed"] == 0
@@ -129,7 +130,7 @@ def test_folder_ingest_and_the_new_text_is_retrievable(tmp_path):
     (docs / "zebra.md").write_text("# Zebras\n\nThe quagga was a subspecies of plains zebra "
                                    "that went extinct in 1883.\n", encoding="utf-8")
     at.text_input(key="ingest_folder").set_value(str(docs)).run()
-    at.button(key="ingest").click().run()
+    settled(at.button(key="ingest").click().run())
     assert not at.error, [e.value for e in at.error]
     report = at.session_state[S.INGEST_REPORT]
     assert report["processed"] == 1 and report["failed"] == 0

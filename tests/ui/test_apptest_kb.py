@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream.ui import knowledge
 from ragstream.ui import state as S
+from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, sp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +127,11 @@ def test_create_and_rename_from_the_sidebar_and_a_bad_name_is_named(kb_engine, t
     at.button(key="FormSubmitter:kb_create-Create and select").click().run()
     assert not at.error, [e.value for e in at.error]
     assert at.session_state[S.KB] == name and name in at.selectbox(key=S.KB).options
-    assert any(f"Knowledge base '{name}' created and selected; 1 document ingested" in i.value
+    assert any(f"Knowledge base '{name}' created and selected; its folder" in i.value
                for i in at.info)
+    settled(at)  # its folder is ingested in the background
+    assert any(f"Knowledge base '{name}': 1 document ingested from {folder}" in i.value
+               for i in at.info), [i.value for i in at.info]
     assert at.text_input(key=S.KB_NEW_NAME).value == ""
     renamed = unique("owls")
     at.text_input(key=S.KB_RENAME_TO).set_value(renamed)

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream.config import load_config
 from ragstream.ui import actions, knowledge
 from ragstream.ui import state as S
+from tests.ingest.jobs_support import settled
 from tests.ui.tabs import fresh
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ def test_chosen_files_are_ingested_at_once_and_refused_ones_named_and_not_kept(o
                         lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
     at = page_on(own_kb)
     assert documents(at) == "0"
-    at.file_uploader[0].set_value(FIVE).run()  # choosing is all: no button
+    settled(at.file_uploader[0].set_value(FIVE).run())  # choosing is all: no button
     assert not at.exception, at.exception
     assert calls == [5]
     assert documents(at) == "2"
@@ -106,17 +107,17 @@ def test_chosen_files_are_ingested_at_once_and_refused_ones_named_and_not_kept(o
     assert calls == [5]
     # a folder ingest empties the uploader (its files were handled under the report it replaces)
     at.text_input(key="ingest_folder").set_value(own_kb.folder).run()
-    at.button(key="ingest").click().run()
+    settled(at.button(key="ingest").click().run())
     assert at.file_uploader[0].value in (None, []) and calls == [5]
 
 
 def test_the_report_is_green_only_when_all_went_in_and_yellow_when_one_was_skipped(own_kb):
     at = page_on(own_kb)
-    at.file_uploader[0].set_value([FIVE[0]]).run()
+    settled(at.file_uploader[0].set_value([FIVE[0]]).run())
     assert [s.value for s in at.sidebar.success] == ["1 file chosen: 1 ingested (1 chunk)."]
     assert not at.sidebar.error and not at.sidebar.warning
     # the same file again: nothing to do, said in yellow with the file's name
-    at.file_uploader[0].set_value([FIVE[0], FIVE[1]]).run()
+    settled(at.file_uploader[0].set_value([FIVE[0], FIVE[1]]).run())
     warnings = [w.value for w in at.sidebar.warning]
     assert len(warnings) == 1 and not at.sidebar.success and not at.sidebar.error, warnings
     assert warnings[0].startswith("2 files chosen: 1 ingested (1 chunk), 1 skipped (unchanged).")
@@ -129,13 +130,14 @@ def test_a_refused_upload_never_costs_the_file_it_would_replace(own_kb, kb_engin
     good files stay in the folder and in the index exactly as they were."""
     at = page_on(own_kb)
     good_pdf = (ROOT / "benchmarks" / "formats" / "kb-pdf" / "faq.pdf").read_bytes()
-    at.file_uploader[0].set_value([FIVE[0], ("faq.pdf", good_pdf, "application/pdf")]).run()
+    settled(at.file_uploader[0].set_value([FIVE[0], ("faq.pdf", good_pdf, "application/pdf")]).run())
     assert at.session_state[S.INGEST_REPORT]["processed"] == 2, at.session_state[S.INGEST_REPORT]
     folder = Path(own_kb.folder)
     engine = kb_engine.for_kb(own_kb.name)
     stored = {i: d.doc_hash for i, d in engine.services.store.documents().items()}
     at.file_uploader[0].set_value([("capybara.md", b"", "text/markdown"),
                                    ("faq.pdf", PNG, "application/pdf")]).run()
+    settled(at)
     assert not at.exception, at.exception
     report = at.session_state[S.INGEST_REPORT]
     assert (report["processed"], report["failed"], report["deleted"]) == (0, 2, 0), report
@@ -194,7 +196,7 @@ def test_folder_ingest_keeps_its_own_button_and_an_empty_box_says_what_to_do(tmp
     docs.mkdir()
     (docs / "heading.md").write_text("# Only a heading\n", encoding="utf-8")
     at.text_input(key="ingest_folder").set_value(str(docs)).run()
-    at.button(key="ingest").click().run()
+    settled(at.button(key="ingest").click().run())
     warnings = [w.value for w in at.sidebar.warning]
     assert any("`notes/heading.md` — only headings, no text under them" in w for w in warnings), warnings
     assert not at.sidebar.success
