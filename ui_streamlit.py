@@ -289,7 +289,7 @@ def draw_kb_manager() -> None:
         st.text_input(f"Rename {chosen!r} to", key=S.KB_RENAME_TO, placeholder="new name")
         st.form_submit_button("Rename", width="stretch", icon=":material/edit:",
                               on_click=knowledge.rename, args=(engines, state))
-    st.checkbox(knowledge.delete_label(chosen), key=S.kb_delete_sure(chosen),
+    st.checkbox(knowledge.delete_label(engines, chosen), key=S.kb_delete_sure(chosen),
                 help="Its index and, when RAGstream made its folder, the folder go; a folder "
                      "you named stays as it is. No other knowledge base is touched.")
     st.button(f"Delete {chosen!r}", key="kb_delete", width="stretch", icon=":material/delete:",

@@ -118,6 +118,24 @@ class Engine:
         self.conversations().rename_kb(old, kb.name)
         return kb
 
+    def example_topic(self) -> str:
+        """A section heading of this knowledge base (its first document's second chunk's, else
+        its first's; the first three documents are tried), for an example that belongs to it:
+        an error message's, the page's prompt box; '' when it is empty or cannot be read."""
+        try:
+            store = self.services.store
+            for doc_id in list(store.documents())[:3]:
+                ids = store.document_chunks(doc_id)
+                held = store.fetch(ids[:2]) if ids else {}
+                for cid in reversed(ids[:2]):
+                    chunk = held[cid].chunk if cid in held else None
+                    if chunk is not None and (chunk.heading_path or chunk.title):
+                        return (chunk.heading_path[-1] if chunk.heading_path
+                                else chunk.title).strip()
+        except Exception:  # only an example: never the reason something fails differently
+            return ""
+        return ""
+
     def delete_kb(self, name: str) -> KnowledgeBase:
         """Delete knowledge base ``name``: its collection, keyword index and own folder
         (``KnowledgeBases.delete``); never the default, never another one's files."""

@@ -200,6 +200,11 @@ class KnowledgeBases:
             self._write([renamed if k.name == kb.name else k for k in self._read()])
             return renamed
 
+    def removes_folder(self, kb: KnowledgeBase) -> bool:
+        """Whether deleting ``kb`` removes its documents folder: only one RAGstream made for it
+        (under ``kbs_dir``); a folder the person named is never touched."""
+        return kb.own_folder and Path(kb.folder).resolve().is_relative_to(self.cfg.kbs_dir.resolve())
+
     def delete(self, name: str, services=None) -> KnowledgeBase:
         """Delete knowledge base ``name``: its collection (through ``services.store`` when given,
         else a store opened for it), its keyword index, its folder when it is its own, and its
@@ -214,8 +219,7 @@ class KnowledgeBases:
             cfg = kb.config(self.cfg)
             store = services.store if services is not None else open_store(cfg)
             store.drop()  # the collection and its keyword index
-            folder = Path(kb.folder)
-            if kb.own_folder and folder.resolve().is_relative_to(self.cfg.kbs_dir.resolve()):
-                shutil.rmtree(folder, ignore_errors=True)
+            if self.removes_folder(kb):
+                shutil.rmtree(Path(kb.folder), ignore_errors=True)
             self._write([k for k in self._read() if k.name != kb.name])
             return kb

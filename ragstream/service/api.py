@@ -65,20 +65,9 @@ def fill_hint(kb: str) -> str:
 
 
 def example_topic(engine: Engine) -> str:
-    """A section heading of ``engine``'s knowledge base (its first document's second chunk's,
-    else its first's), for an error message's example; '' when it is empty or cannot be read."""
-    try:
-        store = engine.services.store
-        for doc_id in list(store.documents())[:3]:
-            ids = store.document_chunks(doc_id)
-            held = store.fetch(ids[:2]) if ids else {}
-            for cid in reversed(ids[:2]):
-                chunk = held[cid].chunk if cid in held else None
-                if chunk is not None and (chunk.heading_path or chunk.title):
-                    return (chunk.heading_path[-1] if chunk.heading_path else chunk.title).strip()
-    except Exception:  # only an example: never the reason a request fails differently
-        return ""
-    return ""
+    """A section heading of ``engine``'s knowledge base, for an error message's example
+    (``Engine.example_topic``); '' when it is empty or cannot be read."""
+    return engine.example_topic()
 
 
 class RAGPipeline:

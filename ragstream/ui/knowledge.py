@@ -165,6 +165,19 @@ def selected(engines: Engines, st_state: S.SessionState) -> Engine:
     return engine
 
 
+def follow_example(engine: Engine, st_state: S.SessionState, name: str) -> None:
+    """The prompt box's example follows the selected knowledge base ``name`` (``engine``'s):
+    while the box holds the example it was given (or nothing), it gets one about a section of
+    ``name``."""
+    shown = str(st_state.get(S.PROMPT) or "")
+    if shown.strip() and shown != st_state.get(S.PROMPT_EXAMPLE):
+        return  # the person's own prompt stays
+    topic = "" if name == DEFAULT else engine.example_topic()
+    example = S.example_prompt(name, topic)
+    st_state[S.PROMPT] = example
+    st_state[S.PROMPT_EXAMPLE] = example
+
+
 def switched(engines: Engines, st_state: S.SessionState) -> None:
     """The switcher's callback: the newly selected knowledge base's folder is brought up to
     date (cheap when unchanged; its engine is made on first use) and the page says what it
@@ -175,6 +188,7 @@ def switched(engines: Engines, st_state: S.SessionState) -> None:
     S.forget(st_state, S.kb_delete_sure(name))  # its delete box is never found ticked
     try:
         engine = engines.get(name)
+        follow_example(engine, st_state, name)
         job = next(iter(REGISTRY.running(collection_of(engine))), None)
         if job is not None:
             done = job.progress()
@@ -237,6 +251,7 @@ def create(engines: Engines, st_state: S.SessionState) -> None:
         return
     st_state[S.KB] = kb.name
     st_state[S.INGEST_REPORT] = None
+    follow_example(engine, st_state, kb.name)
     for key in (S.KB_NEW_NAME, S.KB_NEW_FOLDER):
         st_state[key] = ""
     if not any(Path(kb.folder).iterdir()):
@@ -309,9 +324,16 @@ def delete(engines: Engines, st_state: S.SessionState) -> None:
     st_state[S.NOTICE] = f"Knowledge base {kb.name!r} deleted{kept}. The page works on {DEFAULT!r}."
 
 
-def delete_label(name: str) -> str:
-    """The box to tick before the selected knowledge base is deleted."""
-    return f"Delete {name!r}: its index and its own folder"
+def delete_label(engines: Engines, name: str) -> str:
+    """The box to tick before the selected knowledge base is deleted: what goes and what stays
+    (a folder RAGstream made goes with it; a folder the person named stays, files and all)."""
+    registry = engines.default.knowledge_bases()
+    kb = registry.find(name)
+    if kb is None:
+        return f"Delete {name!r}"
+    if registry.removes_folder(kb):
+        return f"Delete {kb.name!r}: its index and the folder RAGstream made for it ({kb.folder})"
+    return f"Delete {kb.name!r}: its index only; your folder {kb.folder} and its files stay"
 
 
 def results_line(sp: SuperPrompt, selected_kb: str) -> str:
@@ -417,6 +439,8 @@ def adopt(engine: Engine, st_state: S.SessionState) -> None:
         if error:
             st_state[S.ERROR] = tuple(error)
         st_state[S.NOTICE] = _ended(job)
+        if st_state.get(S.KB) == engine.kb:  # its documents are in: an example about them
+            follow_example(engine, st_state, engine.kb)
     st_state[JOBS_SEEN], st_state[JOBS_SHOWN] = seen, shown
 
 

@@ -13,6 +13,8 @@ from ragstream.super_prompt import Filters
 
 SP = "sp"                      # the SuperPrompt
 PROMPT = "prompt_text"         # the prompt box's text
+PROMPT_EXAMPLE = "prompt_example"  # the example the prompt box was given for the selected
+                                   # knowledge base (switching replaces it while it is untouched)
 AUTO = "auto_run"              # the auto-run toggle
 ERROR = "last_error"           # (kind, message) of the last failed action, or None
 NOTICE = "last_notice"         # a success message from the last action, or None
@@ -136,11 +138,20 @@ EXAMPLE_PROMPT = (
 )
 
 
+def example_prompt(kb: str, topic: str) -> str:
+    """The prompt box's example for knowledge base ``kb``: the bundled one's question for the
+    default, else one about ``topic`` (a section heading of it); "" when it has none yet."""
+    if kb == DEFAULT_KB:
+        return EXAMPLE_PROMPT
+    return f"Task: Explain {topic}.\nAudience: beginner" if topic else ""
+
+
 def init_state(state: SessionState) -> None:
     """Give the session state each key's default, keeping the keys it already has."""
     defaults = {
         SP: new_prompt(""),
         PROMPT: EXAMPLE_PROMPT,
+        PROMPT_EXAMPLE: EXAMPLE_PROMPT,
         AUTO: True,
         ERROR: None,
         NOTICE: None,

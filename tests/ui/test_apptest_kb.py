@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import knowledge
 from ragstream.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, sp
@@ -90,13 +89,17 @@ def test_delete_needs_the_box_ticked_and_touches_no_other_knowledge_base(kb_engi
     select(at, scratch.name)
     # without the box the button deletes nothing, and says so
     sure = S.kb_delete_sure(scratch.name)
-    assert at.checkbox(key=sure).label == knowledge.delete_label(scratch.name)
+    label = at.checkbox(key=sure).label
+    assert label.startswith(f"Delete '{scratch.name}': its index and the folder RAGstream made")
+    assert scratch.folder in label
     at.button(key="kb_delete").click().run()
     assert scratch.name in kb_engine.knowledge_bases().names()
     assert any("Nothing was deleted: tick the box" in i.value for i in at.info)
     assert at.session_state[S.KB] == scratch.name
     # a tick on another knowledge base's box does not carry over to this one
     select(at, zoo.name)
+    zoo_label = at.checkbox(key=S.kb_delete_sure(zoo.name)).label  # a folder the test named
+    assert zoo_label == f"Delete '{zoo.name}': its index only; your folder {zoo.folder} and its files stay"
     at.checkbox(key=S.kb_delete_sure(zoo.name)).check().run()
     select(at, scratch.name)
     at.button(key="kb_delete").click().run()
@@ -230,3 +233,18 @@ def test_switching_knowledge_base_switches_the_conversation_and_never_mixes_turn
     open_box(at, S.CONVERSATION_OPEN)
     heads = [m.value for m in at.markdown if m.value.startswith("**Turn ")]
     assert heads and all(f"knowledge base {zoo.name}" in h for h in heads), heads
+
+
+def test_the_prompt_boxs_example_belongs_to_the_selected_knowledge_base(kb_engine, zoo):
+    at = fresh()
+    assert at.text_area(key=S.PROMPT).value == S.EXAMPLE_PROMPT  # the bundled one's
+    select(at, zoo.name)
+    example = at.text_area(key=S.PROMPT).value
+    assert example.startswith("Task: Explain ") and ("Zebra care" in example or "Water" in example)
+    assert "ReRanker" not in example
+    select(at, "default")
+    assert at.text_area(key=S.PROMPT).value == S.EXAMPLE_PROMPT
+    # the person's own prompt is never replaced
+    at.text_area(key=S.PROMPT).set_value("How much hay does Quagga Bob eat?").run()
+    select(at, zoo.name)
+    assert at.text_area(key=S.PROMPT).value == "How much hay does Quagga Bob eat?"
