@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from ragstream.controller import STAGE_NAMES
 from ragstream.errors import RagstreamError
+from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
 from ragstream.runs import RunStore, StageSnapshot
 from ragstream.super_prompt import Filters
 
@@ -131,10 +132,25 @@ def ingest(path: str | None, prune: bool | None, as_json: bool, kb: str | None,
             click.echo(f"error: {e}", err=True)
         for w in report.warnings:
             click.echo(f"warning: {w}", err=True)
+    if path and kb is None and engine.kb == DEFAULT_KB:
+        click.echo(mixed_note(engine, path), err=True)
     if report.cancelled:
         sys.exit(130)
     if report.failed:
         sys.exit(1)
+
+
+def mixed_note(engine, path: str) -> str:
+    """What an ``ingest PATH`` without ``--kb`` must say: the documents went into the default
+    knowledge base, which also holds (and every ``run`` and the page keep in sync) the bundled
+    example documents; how to keep a person's own documents apart."""
+    bundled = sum(1 for f in Path(engine.cfg.kb_dir).rglob("*") if f.is_file())
+    name = Path(path).resolve().name or "docs"
+    return (f"note: {path} went into knowledge base {engine.kb!r}, which also holds the "
+            f"{bundled} bundled example documents of {engine.cfg.kb_dir} (RAGstream's own "
+            f"manual: `run` and the page keep them in sync), so answers may cite them too. To "
+            f"keep your documents apart: `ragstream kb create {name} --folder {path}`, then "
+            f"`ragstream ingest --kb {name}` and `ragstream run --kb {name} \"…\"`.")
 
 
 def _ingest_with_bar(engine, path: str | None, prune: bool | None):

@@ -43,3 +43,22 @@ def test_the_command_runs_from_any_folder_as_python_m_does(tmp_path):
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)
     assert shown["kb"] == "default" and Path(shown["folder"]) == ROOT / "data" / "kb"
+
+
+def test_ingest_without_kb_says_the_documents_join_the_bundled_examples(tmp_path):
+    docs = tmp_path / "my-docs"
+    docs.mkdir()
+    (docs / "otters.md").write_text("# Otters\n\nOtters hold hands while they sleep.\n")
+    env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(tmp_path / "index")}
+    env.pop("RAGSTREAM_KB", None)
+    said = subprocess.run([sys.executable, "-m", "ragstream", "ingest", str(docs)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert said.returncode == 0, said.stderr
+    assert "went into knowledge base 'default'" in said.stderr
+    assert "bundled example documents" in said.stderr
+    assert f"ragstream kb create my-docs --folder {docs}" in said.stderr
+    # naming the knowledge base is a choice made: nothing to warn about
+    again = subprocess.run([sys.executable, "-m", "ragstream", "ingest", str(docs), "--kb",
+                            "default"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0 and "went into knowledge base" not in again.stderr
