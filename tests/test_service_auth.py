@@ -282,10 +282,10 @@ def test_an_empty_knowledge_base_is_named_with_the_command_that_fills_it(tmp_pat
         found = httpx.post(f"{url}/retrieve", json={"query": QUERY, "context_key": "k"}, timeout=60)
     assert health["status"] == "empty" and health["chunks"] == 0
     assert "The knowledge base 'default' is empty (0 chunks)" in health["message"]
-    assert "`python -m ragstream ingest PATH --kb default`" in health["message"]
+    assert "`ragstream ingest PATH --kb default`" in health["message"]
     assert r.status_code == 422 and "knowledge base 'default' is empty" in r.json()["message"]
     assert "movement" not in r.json()["message"]
-    assert "python -m ragstream ingest PATH --kb default" in found.json()["no_documents_reason"]
+    assert "ragstream ingest PATH --kb default" in found.json()["no_documents_reason"]
 
 
 def test_serve_says_at_start_that_the_knowledge_base_is_empty(tmp_path):
@@ -311,7 +311,7 @@ def test_serve_says_at_start_that_the_knowledge_base_is_empty(tmp_path):
     assert "no token required (loopback only)" in output
     assert ("Warning (empty knowledge base): The knowledge base 'default' is empty (0 chunks)"
             in output), output
-    assert "`python -m ragstream ingest PATH --kb default`" in output
+    assert "`ragstream ingest PATH --kb default`" in output
 
 
 def test_the_empty_query_example_comes_from_the_knowledge_base_asked(service):

@@ -56,7 +56,7 @@ WORKERS = 4
 
 def ingest_command(kb: str) -> str:
     """The command that fills knowledge base ``kb`` with a folder or a file of documents."""
-    return f"python -m ragstream ingest PATH --kb {kb}"
+    return f"ragstream ingest PATH --kb {kb}"
 
 
 def fill_hint(kb: str) -> str:
