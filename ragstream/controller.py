@@ -23,7 +23,7 @@ from typing import Any
 
 from ragstream import staleness
 from ragstream.backends import telemetry
-from ragstream.backends.llm import one_pass, pass_down
+from ragstream.backends.llm import goes_on, one_pass, pass_down, pass_open
 from ragstream.config import AppConfig
 from ragstream.edits import Edit, merged
 from ragstream.errors import (
@@ -132,7 +132,12 @@ def run_stage(sp: SuperPrompt, name: str, cfg: AppConfig, services,
         raise StaleResultError(name, stale.stage, stale.reasons)
     work = sp.working_copy()
     discard_from(work, idx)
-    with telemetry.span(f"ragstream.stage {name}", {"ragstream.stage": name}) as span:
+    # a stage run by itself right after the one before goes on with that stage's pass: a
+    # failed endpoint is not asked again until a call or a check gets an answer
+    carried = None if pass_open() or idx != position(sp) + 1 else \
+        goes_on(sp._llm_down, getattr(services, "llm", None))
+    with telemetry.span(f"ragstream.stage {name}", {"ragstream.stage": name}) as span, \
+            one_pass(carried):  # None: the open pass, else a new one
         started = time.perf_counter()
         try:
             work = st.run(work, cfg, services)

@@ -113,6 +113,35 @@ def test_an_endpoint_that_comes_back_is_used_by_the_next_pass(kb_engine):
         assert engine.services.llm.status.message == ""
 
 
+def test_stages_run_one_by_one_go_on_with_the_pass_until_the_endpoint_answers(kb_engine):
+    """Stepping through the stages by hand is one pass too: after A2's call fails, the next
+    stages run offline at once; once a check gets an answer, the next stage asks again."""
+    from ragstream import controller
+
+    stream = {"reply": Reply.text("Reranking scores each chunk against the question [1].")}
+    route = every_agent(stream)
+    down = {"now": True}
+
+    def respond(body: dict) -> Reply:
+        return Reply.drop() if down["now"] else route(body)
+
+    with FakeOpenAI(models=["test-model"], responder=respond) as server:
+        engine = engine_at(kb_engine, server.base_url, max_attempts=2)
+        llm = engine.services.llm
+        sp = engine.new(QUESTION)
+        for name in controller.STAGE_NAMES[:5]:  # A0, A2, Retrieval, ReRanker, A3
+            sp = engine.run_stage(sp, name)
+        assert server.calls == 2 == llm.requests  # A2's call and its retry, nothing after
+        assert model_records(sp)["A3_NLI_Gate"].startswith("ran offline at once")
+        # the endpoint comes back and a check says so: the next stage asks the model
+        down["now"] = False
+        llm.check()  # (the scripted server answers only the agents' requests: a 400 here)
+        assert llm.status.state == "reachable"
+        sp = engine.run_stage(sp, "A4_Condenser")
+        assert sp.extras.agent_modes["A4_Condenser"].mode == "llm", sp.extras.agent_modes
+        assert server.calls > 2
+
+
 def test_within_a_pass_a_failed_endpoint_is_not_asked_again_outside_it_is():
     llm = client_at(refused_url(), max_attempts=2)
     with one_pass() as state:

@@ -250,6 +250,21 @@ def one_pass(state: PassState | None = None) -> Iterator[PassState]:
         _PASS.reset(token)
 
 
+def pass_open() -> bool:
+    """Whether a pass is open (``one_pass``) in this thread or task."""
+    return _PASS.get() is not None
+
+
+def goes_on(down: tuple[str, str] | None, client: LLMClient | None) -> PassState | None:
+    """The pass a stage run by itself goes on with: the one the state before it ran in
+    (``down``: its ``pass_down()``), while ``client``'s endpoint is still failing as it was
+    then; None (a new pass: the endpoint is asked again) when nothing failed, or when a call
+    or "Test connection" got an answer since."""
+    if down is None or client is None or client.status.state != "failing":
+        return None
+    return PassState.after(down)
+
+
 def pass_down() -> tuple[str, str] | None:
     """How the endpoint failed in the open pass, as (problem, message), or None: what a
     state keeps so that its pass's answer does not ask again (``PassState.after``)."""
