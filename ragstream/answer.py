@@ -106,7 +106,7 @@ from ragstream.super_prompt import (
     SuperPrompt,
     View,
 )
-from ragstream.text import asks_how, fold, jaccard, split_sentences, words
+from ragstream.text import asks_how, fold, jaccard, split_sentences, without_frame, words
 
 NAME = "Answer"
 TokenCallback = Callable[[str], None]
@@ -1064,7 +1064,7 @@ def compose(sp: SuperPrompt, cfg: AppConfig, services=None,
                            corpus.idf_weights if corpus is not None else None, long,
                            can_add=lambda t: not not_a_lead(t, acfg) and not mention_only(t),
                            how=asks_how(sp.question, cfg.settings.reranker.how_cues),
-                           sentence_scores=(lambda c: sentence_cosines(sp, c, services))
+                           sentence_scores=(lambda c: sentence_cosines(sp, c, services, cfg))
                            if corpus is not None else None,
                            can_lead=lambda t: not not_a_lead(t, acfg, t.rstrip().endswith(":"))
                            and not mention_only(t))
@@ -1087,17 +1087,42 @@ def named_opening(sp: SuperPrompt, chosen: list[Statement],
                  and s.chunk_ids[0] in near), None)
 
 
-def sentence_cosines(sp: SuperPrompt, chunk: Chunk, services) -> list[tuple[int, int, float]]:
+def sentence_cosines(sp: SuperPrompt, chunk: Chunk, services,
+                     cfg: AppConfig | None = None) -> list[tuple[int, int, float]]:
     """Each evidence sentence of ``chunk`` (where it starts) and its cosine to the prompt as
-    the ReRanker reads it: the sentence vectors computed at ingestion, the query's own."""
+    the ReRanker reads it (the sentence vectors computed at ingestion, the query's own); with
+    ``cfg``, plus ``answer.passage_term_weight`` times the share of the question's terms the
+    sentence holds (``with_terms``)."""
     from ragstream.backends.reranker import evidence_for
 
     (ev,) = evidence_for([chunk], services.index(), services.embedder)
     if not len(ev.sentence_vectors):
         return []
-    q = services.embedder.embed([rerank_query(sp.body, sp.extras.body_sources)])[0]
-    cos = ev.sentence_vectors.astype("float32") @ q
-    return [(a, b, float(c)) for (a, b), c in zip(ev.spans, cos)]
+    query = rerank_query(sp.body, sp.extras.body_sources)
+    q = services.embedder.embed([query])[0]
+    cos = [float(c) for c in ev.sentence_vectors.astype("float32") @ q]
+    scored = [(a, b, c) for (a, b), c in zip(ev.spans, cos)]
+    weight = cfg.settings.answer.passage_term_weight if cfg is not None else 0.0
+    if not weight:
+        return scored
+    corpus = services.index()
+    weights = corpus.idf_weights(corpus.query_terms(without_frame(query)))
+    return with_terms(scored, [chunk.text[a:b] for a, b in ev.spans], weights,
+                      corpus.query_terms, weight)
+
+
+def with_terms(scored: list[tuple[int, int, float]], texts: list[str],
+               weights: dict[str, float], terms: Callable[[str], list[str]],
+               weight: float) -> list[tuple[int, int, float]]:
+    """Each sentence's score plus ``weight`` times the IDF-weighted share of the question's
+    terms (``weights``: term -> IDF) that its text holds (``terms``: the index's tokeniser)."""
+    from ragstream.backends.keyword_index import weighted_share
+
+    out = []
+    for (a, b, score), text in zip(scored, texts):
+        held = set(terms(text))
+        out.append((a, b, score + weight * weighted_share(weights, held.__contains__)))
+    return out
 
 
 def composed_pieces(sp: SuperPrompt, comp: Composition, acfg: AnswerSettings,

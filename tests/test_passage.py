@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ragstream.answer import answer, answer_sentences, dangling_colons, said_back
+from ragstream.answer import answer, answer_sentences, dangling_colons, said_back, with_terms
 from ragstream.config import AnswerSettings
 from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.records import Statement
@@ -265,3 +265,20 @@ def test_how_does_x_work_is_about_x_not_about_work(kb_engine):
     ans = answer(sp, kb_engine.cfg, kb_engine.services)
     assert ans.passage is not None
     assert ans.passage.chunk_id.startswith("kb/reranking.md#"), ans.passage.chunk_id
+
+
+def test_the_sentence_naming_the_rare_word_asked_about_wins_a_near_tie():
+    texts = ["Note that this only applies to the root of the project you run npm in.",
+             "Additionally, this file is not read in global mode, such as with npm install -g."]
+    scored = [(0, 70, 0.52), (71, 150, 0.49)]  # cosines: the first a little closer
+    weights = {"global": 3.0, "npmrc": 1.0, "project": 0.5}
+
+    def terms(text: str) -> list[str]:
+        return re.findall(r"[a-z]+", text.lower())
+
+    plain = max(scored, key=lambda x: x[2])
+    assert plain[0] == 0
+    blended = with_terms(scored, texts, weights, terms, 0.2)
+    assert max(blended, key=lambda x: x[2])[0] == 71  # it holds "global", the rare one
+    assert with_terms(scored, texts, weights, terms, 0.0) == scored
+    assert AnswerSettings().passage_term_weight == 0.2
