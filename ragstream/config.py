@@ -416,7 +416,7 @@ class AnswerSettings(_Strict):
     passage_term_weight: float = Field(0.2, ge=0, le=2, description=(
         "how the passage's best sentence is chosen: its cosine to the question plus this "
         "times the IDF-weighted share of the question's terms it holds (a sentence naming "
-        "the rare word asked about, e.g. 'global mode' for `npm install -g`, wins a near tie)"))
+        "the question's rare words wins a near tie with one only close in meaning)"))
     passage_additions: int = Field(2, ge=0, le=20, description=(
         "sentences of other sources that follow the passage, at most: each holds a question "
         "term the passage lacks"))
