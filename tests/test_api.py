@@ -3,6 +3,7 @@ as written, on a small rules knowledge base (tests/fixtures/rules_kb), plus its 
 query validation, the cache, filters and the timeout."""
 
 import datetime as dt
+import re
 import shutil
 import statistics
 import time
@@ -189,9 +190,10 @@ def test_a_query_at_the_limit_is_accepted(rules):
 def test_limits_and_types(rules):
     ctx = rules.retrieve("Barricade rules", "test:user1", max_chunks=2, min_relevance=0.0)
     assert len(ctx.document_chunks) == 2 and ctx.total_chunks == 2
-    assert all(isinstance(c.chunk_id, uuid.UUID) and isinstance(c.document_id, uuid.UUID)
-               for c in ctx.document_chunks)
-    # ids are stable: the same chunk has the same UUID in every call
+    # a chunk's id is its readable path#n (the same on every route), its document's a UUID
+    assert all(re.fullmatch(r".+#\d+", c.chunk_id) and isinstance(c.document_id, uuid.UUID)
+               and c.metadata.get("chunk_ref") == c.chunk_id for c in ctx.document_chunks)
+    # ids are stable: the same chunk has the same id in every call
     again = rules.retrieve("Barricade rules", "test:user2", max_chunks=2, min_relevance=0.0)
     assert [c.chunk_id for c in again.document_chunks] == [c.chunk_id for c in ctx.document_chunks]
     with pytest.raises(InvalidQueryError, match="max_chunks"):

@@ -104,7 +104,8 @@ def test_auto_run_in_a_real_browser(app_url, kb_engine):
 
         # auto-run also answered, with its confidence and numbered sources
         expect(page.get_by_text("confidence", exact=False).first).to_be_visible()
-        expect(page.get_by_text("Sources", exact=True)).to_be_visible()
+        # (the main area's: the sidebar's filter box is labelled "Sources" too)
+        expect(page.get_by_test_id("stMain").get_by_text("Sources", exact=True).first).to_be_visible()
         # every stage ran: every button carries its check mark
         expect(page.get_by_role("button", name="✓ Prompt Builder")).to_be_visible()
         # prompt_ready on the page, with its blocks
