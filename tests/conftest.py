@@ -64,6 +64,23 @@ def docs_engine(root: Path, docs: dict[str, str], embedder) -> Engine:
     return engine
 
 
+def rules_and_notes_engine(root: Path, embedder) -> Engine:
+    """An engine in ``root`` whose default knowledge base is the rules fixture (six documents,
+    ingested) and a second one, "notes" (the bundled reranking article, ingested), beside it;
+    the embedding model is shared."""
+    engine = Engine(make_config(root / "index"))
+    engine.services.embedder = embedder
+    assert engine.ingest(ROOT / "tests" / "fixtures" / "rules_kb").processed == 6
+    notes = root / "notes"
+    notes.mkdir()
+    shutil.copy(KB / "reranking.md", notes / "reranking.md")
+    engine.create_kb("notes", notes)
+    other = engine.for_kb("notes")
+    other.services.embedder = embedder
+    assert other.ingest(notes).processed == 1
+    return engine
+
+
 def three_article_engine(root: Path, embedder) -> Engine:
     """An engine in ``root`` whose default knowledge base is three bundled articles (reranking,
     faq, configuration), ingested; the embedding model is shared."""

@@ -8,7 +8,6 @@ model's answer streams token by token; with a token, the key is the bearer token
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import openai
@@ -18,10 +17,10 @@ from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.service.openai_compat import SOURCES_HEADER
-from tests.conftest import KB, make_config
+from tests.conftest import make_config, rules_and_notes_engine
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config, with_llm
-from tests.test_service import RULES_KB, serving
+from tests.test_service import serving
 
 QUERY = "What can I do during movement?"
 TOKEN = "openai-compat-token-3c9e71"
@@ -34,16 +33,7 @@ route = every_agent({"reply": Reply.text(LLM_ANSWER)})
 def rules(tmp_path_factory, embedder) -> Engine:
     """The rules knowledge base as the default, and a second one, "notes", beside it."""
     root = tmp_path_factory.mktemp("openai-compat")
-    engine = Engine(make_config(root / "index"))
-    engine.services.embedder = embedder
-    assert engine.ingest(RULES_KB).processed == 6
-    notes = root / "notes"
-    notes.mkdir()
-    shutil.copy(KB / "reranking.md", notes / "reranking.md")
-    engine.create_kb("notes", notes)
-    other = engine.for_kb("notes")
-    other.services.embedder = embedder
-    assert other.ingest(notes).processed == 1
+    engine = rules_and_notes_engine(root, embedder)
     return engine
 
 

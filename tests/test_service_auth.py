@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.auth import Failures, Tokens, TokensFileError, is_loopback
 from ragstream.service.http import create_app
-from tests.conftest import KB, ROOT, make_config
+from tests.conftest import KB, ROOT, make_config, rules_and_notes_engine
 from tests.servers import free_port
 from tests.test_service import RULES_KB, answer_events, serving
 
@@ -49,16 +48,7 @@ def auth(token: str) -> dict[str, str]:
 def engine(tmp_path_factory, embedder) -> Engine:
     """The rules knowledge base as the default, and "notes" (the reranking article) beside it."""
     root = tmp_path_factory.mktemp("auth")
-    engine = Engine(make_config(root / "index"))
-    engine.services.embedder = embedder
-    assert engine.ingest(RULES_KB).processed == 6
-    notes = root / "notes"
-    notes.mkdir()
-    shutil.copy(KB / "reranking.md", notes / "reranking.md")
-    engine.create_kb("notes", notes)
-    other = engine.for_kb("notes")
-    other.services.embedder = embedder
-    assert other.ingest(notes).processed == 1
+    engine = rules_and_notes_engine(root, embedder)
     return engine
 
 

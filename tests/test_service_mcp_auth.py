@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import socket
 import threading
 import time
@@ -26,12 +25,10 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.auth import Failures, Tokens
 from ragstream.service.mcp_server import HTTP_PATH, http_app
-from tests.conftest import KB, make_config
-from tests.test_service import RULES_KB
+from tests.conftest import KB, rules_and_notes_engine
 
 ADMIN = "mcp-admin-token-51c0e9a7d2b8"
 READER = "mcp-reader-token-0b7f3e2a9c14"
@@ -42,16 +39,7 @@ QUESTION = "How does the ReRanker order the chunks?"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, embedder) -> Iterator[tuple[str, Failures]]:
     root = tmp_path_factory.mktemp("mcp-auth")
-    engine = Engine(make_config(root / "index"))
-    engine.services.embedder = embedder
-    assert engine.ingest(RULES_KB).processed == 6
-    notes = root / "notes"
-    notes.mkdir()
-    shutil.copy(KB / "reranking.md", notes / "reranking.md")
-    engine.create_kb("notes", notes)
-    other = engine.for_kb("notes")
-    other.services.embedder = embedder
-    assert other.ingest(notes).processed == 1
+    engine = rules_and_notes_engine(root, embedder)
     path = root / "tokens.json"
     path.write_text(json.dumps({"tokens": [
         {"name": "admin", "token": ADMIN, "scopes": ["read", "write"]},
