@@ -17,7 +17,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +30,43 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def page_server(env: dict[str, str], *, command: list[str] | None = None,
+                out: Any = subprocess.DEVNULL, port: int | None = None,
+                wait_s: float = 180.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The Streamlit page served on loopback from the checkout (``streamlit run
+    ui_streamlit.py`` headless, or ``command`` given the port as ``--server.port``), with
+    ``env``; yields ``(url, process)`` once ``/_stcore/health`` says ok, and stops it after.
+    ``out``: where its output goes (a file to read the terminal back)."""
+    port = port or free_port()
+    root = Path(__file__).resolve().parent.parent
+    argv = (command or [sys.executable, "-m", "streamlit", "run", str(root / "ui_streamlit.py"),
+                        "--server.headless", "true", "--server.address", "127.0.0.1",
+                        "--browser.gatherUsageStats", "false"]) + ["--server.port", str(port)]
+    proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out,
+                            stderr=subprocess.STDOUT if out is not subprocess.DEVNULL else out)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the page did not start within {wait_s:.0f} s")
+            time.sleep(0.5)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 class ServerProcess:

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import free_port, page_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -36,32 +32,12 @@ def down_page(kb_engine, tmp_path):
     listens; yields (page URL, endpoint URL)."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is not installed: run `bash scripts/setup.sh --browser`.")
-    port, endpoint = free_port(), f"http://127.0.0.1:{free_port()}/v1"
+    endpoint = f"http://127.0.0.1:{free_port()}/v1"
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(kb_engine.cfg.index_dir),
            "RAGSTREAM_UPLOADS_DIR": str(tmp_path / "uploads"),
            "RAGSTREAM_LLM_BASE_URL": endpoint, "RAGSTREAM_LLM_MODEL": "gpt-4o-mini"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "ui_streamlit.py"),
-         "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("streamlit did not start")
-            time.sleep(0.5)
+    with page_server(env, wait_s=120) as (url, _proc):
         yield url, endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_the_sidebar_says_the_endpoint_is_down_and_why(down_page):

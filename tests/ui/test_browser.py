@@ -19,16 +19,13 @@ never rewrites tracked files unless asked to."""
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import page_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -52,30 +49,10 @@ def app_url(kb_engine, tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is not installed: run `bash scripts/setup.sh --browser` "
                     "(the README's test command does it).")
-    port = free_port()
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(kb_engine.cfg.index_dir),
            "RAGSTREAM_UPLOADS_DIR": str(tmp_path_factory.mktemp("browser") / "uploads")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "ui_streamlit.py"),
-         "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("streamlit did not start")
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with page_server(env, wait_s=120) as (url, _proc):
+        yield url
 
 
 PROMPT = "Task: What does A3 do with near-duplicate chunks?\nAudience: beginner"

@@ -5,14 +5,12 @@ flooded the terminal with "Inotify queue overflowed" lines while the index was w
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import page_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,52 +32,35 @@ def inotify_watches(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/fdinfo").exists(), reason="needs Linux's /proc")
 def test_the_start_command_watches_no_files_and_stays_quiet(kb_engine, tmp_path):
-    port = free_port()
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(kb_engine.cfg.index_dir),
            "RAGSTREAM_UPLOADS_DIR": str(tmp_path / "uploads")}
     log = tmp_path / "terminal.txt"
-    with log.open("w") as out:
-        # run_app.sh execs streamlit, so the process we start is the page's server
-        proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "run_app.sh"),
-                                 "--server.port", str(port)],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
-                                                timeout=2) as r:
-                        if r.read().strip() == b"ok":
-                            break
-                except OSError:
-                    pass
-                assert proc.poll() is None, log.read_text()[-2000:]
-                assert time.monotonic() < deadline, "the page did not start in 180 s"
-                time.sleep(0.5)
-            # a session in a real browser makes Streamlit run the script and register the
-            # files it watches (the app's modules, the folders they lie in)
-            from playwright.sync_api import sync_playwright
+    with log.open("w") as out, page_server(
+            env, command=["bash", str(ROOT / "scripts" / "run_app.sh")], out=out) as (url, proc):
+        # run_app.sh execs streamlit, so the process started is the page's server. A session
+        # in a real browser makes Streamlit run the script and register the files it watches
+        # (the app's modules, the folders they lie in)
+        from playwright.sync_api import sync_playwright
 
-            from tests.ui.test_browser import ARGS, CHROMIUM, wait_idle
+        from tests.ui.test_browser import ARGS, CHROMIUM, wait_idle
+        burst = ROOT / "test-artifacts" / f"burst-{os.getpid()}"
+        try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.goto(f"http://127.0.0.1:{port}/")
+                page.goto(url)
                 page.get_by_role("textbox", name="Prompt").wait_for(timeout=180_000)
                 wait_idle(page)
                 watching = inotify_watches(proc.pid)
                 # a burst of writes below the checkout, as an ingest into data/index makes
-                burst = ROOT / "test-artifacts" / f"burst-{os.getpid()}"
                 burst.mkdir(parents=True, exist_ok=True)
                 for i in range(3000):
                     (burst / f"f{i % 50}.txt").write_text(str(i))
                 time.sleep(1)
                 browser.close()
-            assert watching == 0, f"the page's server watches {watching} folders"
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-            for f in (ROOT / "test-artifacts").glob(f"burst-{os.getpid()}/*"):
+            for f in burst.glob("*"):
                 f.unlink()
+    assert watching == 0, f"the page's server watches {watching} folders"
     said = log.read_text()
     assert "Inotify" not in said and "overflow" not in said.lower(), said[-2000:]
