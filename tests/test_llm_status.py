@@ -55,6 +55,19 @@ def model_records(sp) -> dict[str, str]:
     return {name: m.reason for name, m in sp.extras.agent_modes.items() if m.fallback}
 
 
+def dropping_until_up():
+    """A responder for the scripted server that drops every connection while ``down["now"]``
+    (the second item) is True, then answers every agent's request; and that switch."""
+    route = every_agent({"reply": Reply.text("Reranking scores each chunk against the "
+                                             "question [1].")})
+    down = {"now": True}
+
+    def respond(body: dict) -> Reply:
+        return Reply.drop() if down["now"] else route(body)
+
+    return respond, down
+
+
 # --------------------------------------------------------------------------- one pass
 
 
@@ -83,12 +96,7 @@ def test_a_refused_endpoint_is_tried_once_per_pass_and_every_later_stage_says_wh
 
 
 def test_an_endpoint_that_comes_back_is_used_by_the_next_pass(kb_engine):
-    stream = {"reply": Reply.text("Reranking scores each chunk against the question [1].")}
-    route = every_agent(stream)
-    down = {"now": True}
-
-    def respond(body: dict) -> Reply:
-        return Reply.drop() if down["now"] else route(body)
+    respond, down = dropping_until_up()
 
     with FakeOpenAI(models=["test-model"], responder=respond) as server:
         engine = engine_at(kb_engine, server.base_url, max_attempts=3)
@@ -118,12 +126,7 @@ def test_stages_run_one_by_one_go_on_with_the_pass_until_the_endpoint_answers(kb
     stages run offline at once; once a check gets an answer, the next stage asks again."""
     from ragstream import controller
 
-    stream = {"reply": Reply.text("Reranking scores each chunk against the question [1].")}
-    route = every_agent(stream)
-    down = {"now": True}
-
-    def respond(body: dict) -> Reply:
-        return Reply.drop() if down["now"] else route(body)
+    respond, down = dropping_until_up()
 
     with FakeOpenAI(models=["test-model"], responder=respond) as server:
         engine = engine_at(kb_engine, server.base_url, max_attempts=2)
