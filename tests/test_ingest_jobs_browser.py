@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from benchmarks.apache_docs.make_docs import HTML, MANUAL
-from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS, app_url, publish, wait_idle  # noqa: F401
+from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS, app_url, open_sidebar, publish, wait_idle  # noqa: F401
 
 SHOT = "ingest-progress-1280.png"
 
@@ -41,13 +41,7 @@ def test_creating_a_knowledge_base_from_a_folder_shows_its_progress_and_the_page
     SHOTS.mkdir(parents=True, exist_ok=True)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(app_url)
-            sidebar = page.get_by_test_id("stSidebar")
-            picker = sidebar.get_by_role("combobox", name="Knowledge base")
-            expect(picker).to_be_visible(timeout=180_000)
-            wait_idle(page)
+            browser, page, sidebar, picker = open_sidebar(p, app_url)
             sidebar.get_by_text("Manage knowledge bases").click()
             sidebar.get_by_role("textbox", name="New knowledge base").fill(name)
             sidebar.get_by_role("textbox", name="Its documents folder (optional)").fill(

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.servers import free_port, page_server
+from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = Path(os.environ.get("RAGSTREAM_SHOTS_DIR")
-             or Path(tempfile.gettempdir()) / "ragstream-screenshots")
 NAME = "llm-status-1280.png"
 
 

@@ -493,6 +493,21 @@ def open_workbench(p, app_url: str, width: int, height: int):
     return browser, page, prompt
 
 
+def open_sidebar(p, app_url: str):
+    """Chromium at 1280x900 on the page, its knowledge-base picker shown and the page idle:
+    ``(browser, page, sidebar, picker)``."""
+    from playwright.sync_api import expect
+
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app_url)
+    sidebar = page.get_by_test_id("stSidebar")
+    picker = sidebar.get_by_role("combobox", name="Knowledge base")
+    expect(picker).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    return browser, page, sidebar, picker
+
+
 def newest_run(store, session: str, after: int, seconds: float = 30.0):
     """The session's newest run, once it is newer than run ``after`` (the page saves a pass as
     its script run ends, which a loaded machine can leave for after the page looks idle), or

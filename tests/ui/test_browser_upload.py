@@ -16,7 +16,7 @@ import pytest
 
 from ragstream.config import load_config
 from tests.ui.test_apptest_upload import FIVE, REFUSED
-from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS, app_url, wait_idle  # noqa: F401 (a fixture)
+from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS, app_url, open_sidebar, wait_idle  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
@@ -44,13 +44,7 @@ def test_five_chosen_files_are_ingested_with_no_click_and_the_refused_ones_named
                                       b"rain forest and has striped legs.\n")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(app_url)
-        sidebar = page.get_by_test_id("stSidebar")
-        picker = sidebar.get_by_role("combobox", name="Knowledge base")
-        expect(picker).to_be_visible(timeout=180_000)
-        wait_idle(page)
+        browser, page, sidebar, picker = open_sidebar(p, app_url)
         picker.click()
         page.get_by_role("option", name=own_kb.name, exact=True).click()
         wait_idle(page)
