@@ -422,3 +422,31 @@ def root_cause(err: BaseException) -> BaseException:
     while isinstance(cause, RagstreamError) and cause.__cause__ is not None:
         cause = cause.__cause__
     return cause
+
+
+# --------------------------------------------------------------------------- the service's tokens
+
+
+class ForbiddenError(RagstreamError):
+    """A valid token that may not do this: the scope is missing or the knowledge base is not
+    one of the token's (HTTP 403)."""
+
+    kind = "forbidden"
+
+
+class TokenSettingError(RagstreamError):
+    """The token variable is set but empty."""
+
+    kind = "token"
+
+
+class TokensFileError(TokenSettingError):
+    """The tokens file cannot be read or holds a bad entry."""
+
+    kind = "tokens file"
+
+
+class ExposedWithoutTokenError(RagstreamError):
+    """A server asked to listen on an address other than loopback without any token."""
+
+    kind = "no token"

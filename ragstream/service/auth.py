@@ -50,7 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ragstream.errors import RagstreamError
+from ragstream.errors import (  # noqa: F401 (the service imports them from here)
+    ExposedWithoutTokenError,
+    ForbiddenError,
+    RagstreamError,
+    TokenSettingError,
+    TokensFileError,
+)
 
 Scope = Literal["read", "write"]
 SCOPES: tuple[Scope, ...] = ("read", "write")
@@ -60,31 +66,6 @@ TOKENS_FILE_ENV = "RAGSTREAM_API_TOKENS_FILE"
 TOKEN_ENV = "RAGSTREAM_API_TOKEN"
 #: how a new token can be made, for the messages
 MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-
-
-class ForbiddenError(RagstreamError):
-    """A valid token that may not do this: the scope is missing or the knowledge base is not
-    one of the token's (HTTP 403)."""
-
-    kind = "forbidden"
-
-
-class TokenSettingError(RagstreamError):
-    """The token variable is set but empty."""
-
-    kind = "token"
-
-
-class TokensFileError(TokenSettingError):
-    """The tokens file cannot be read or holds a bad entry."""
-
-    kind = "tokens file"
-
-
-class ExposedWithoutTokenError(RagstreamError):
-    """A server asked to listen on an address other than loopback without any token."""
-
-    kind = "no token"
 
 
 @dataclass(frozen=True)
