@@ -180,6 +180,13 @@ def _sentence_start(text: str, unit: Unit, at: int) -> int:
     return begin
 
 
+def _prose_end(text: str, unit: Unit) -> int:
+    """Where ``unit``'s prose ends: at its code block's first line, else at its end."""
+    body = text[unit.start:unit.end]
+    fence = re.search(r"^\s*(?:```|~~~|    \S)", body, re.MULTILINE)
+    return unit.start + (fence.start() if fence else len(body))
+
+
 #: an example is what a question that asks how wants: a sentence opening with one leads it
 _FOR_EXAMPLE = re.compile(r"^\W*for (?:example|instance)\b", re.IGNORECASE)
 
@@ -189,9 +196,7 @@ def _standalone_intro(text: str, unit: Unit, start: int) -> int:
     block that stands on its own: one that does not lean on what comes before it, or that
     opens an example ("For example, if … moved to /bar/, …as follows:"); ``start`` itself
     when every one of them leans back (the caller then takes the paragraph from its start)."""
-    body = text[unit.start:unit.end]
-    fence = re.search(r"^\s*(?:```|~~~|    \S)", body, re.MULTILINE)
-    prose_end = unit.start + (fence.start() if fence else len(body))
+    prose_end = _prose_end(text, unit)
     for a, b in split_sentences(text[unit.start:prose_end]):
         at = unit.start + a
         piece = text[at:unit.start + b]
@@ -207,9 +212,7 @@ def _standalone_intro(text: str, unit: Unit, start: int) -> int:
 def _intro_start(text: str, unit: Unit, room: int) -> int:
     """Where the prose that introduces ``unit``'s block starts: the sentence from which at
     most ``room`` words lead to the block (at least the sentence ending in ':')."""
-    body = text[unit.start:unit.end]
-    fence = re.search(r"^\s*(?:```|~~~|    \S)", body, re.MULTILINE)
-    prose_end = unit.start + (fence.start() if fence else len(body))
+    prose_end = _prose_end(text, unit)
     spans = [(unit.start + a, unit.start + b) for a, b in split_sentences(text[unit.start:prose_end])
              if text[unit.start + a:unit.start + b].strip()]
     if not spans:
