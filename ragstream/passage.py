@@ -460,7 +460,10 @@ def _cited(text: str, mark: str) -> str:
     lines = text.split("\n")
     ends: set[int] = set()
     labels: set[int] = set()
+    headings: set[int] = set()  # the parser's own headings: a "# …" line in code is code
     for block in markdown.parse(text, front_matter=False).walk():
+        if block.kind == "heading":
+            headings.add(block.start)
         if block.kind == "paragraph" and block.end > block.start:
             last = block.end - 1
             while last > block.start and not lines[last].strip():
@@ -470,7 +473,7 @@ def _cited(text: str, mark: str) -> str:
                 labels.add(last)
     out = []
     for i, line in enumerate(lines):
-        head = _HEADING_LINE.match(line)
+        head = _HEADING_LINE.match(line) if i in headings else None
         if head:
             out.append(f"**{head.group(2)}**")
         elif i in labels:  # "Solution:", "Note:": a paragraph that labels, not a statement

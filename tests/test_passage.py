@@ -282,3 +282,11 @@ def test_the_sentence_naming_the_rare_word_asked_about_wins_a_near_tie():
     assert max(blended, key=lambda x: x[2])[0] == 71  # it holds "global", the rare one
     assert with_terms(scored, texts, weights, terms, 0.0) == scored
     assert AnswerSettings().passage_term_weight == 0.2
+
+
+def test_a_hash_line_inside_a_code_block_stays_code():
+    text = ("Run it:\n\n```\n# htpasswd -c passwords rbowen\nNew password: secret\n```\n\n"
+            "## Next step\n\nThen configure the server.\n")
+    rendered = "\n".join(render(Passage(_chunk(text), 0, len(text), []), {"docs/a.md#0": 1}))
+    assert "# htpasswd -c passwords rbowen" in rendered and "**htpasswd" not in rendered
+    assert "**Next step**" in rendered  # a heading of the section is still made bold
