@@ -14,8 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from ragstream import controller
+from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.errors import RagstreamError
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt
 from ragstream.ui import (

@@ -47,7 +47,7 @@ from ragstream.answer import (
     retrieval_signals,
 )
 from ragstream.answerability import FEATURES, weigh
-from ragstream.config import AppConfig, load_config
+from ragstream.common.config import AppConfig, load_config
 from ragstream.engine import Engine
 from ragstream.measure.answer_eval import (
     QuestionSet,

@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.engine import Engine
 from ragstream.measure import scale
 from ragstream.measure.bench import SCIFACT_DIR

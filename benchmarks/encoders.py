@@ -36,7 +36,7 @@ QUERY = "Does vitamin D supplementation reduce the risk of fractures in older ad
 COLD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.backends.embedder import make_embedder
 cfg = load_config()
 emb = make_embedder(cfg.settings.embedding, cfg.cache_dir)
@@ -49,7 +49,7 @@ print(json.dumps({"backend": emb.backend, "import_s": t1 - t0, "load_embed_s": t
 
 
 def load_texts(n_docs: int, n_sentences: int, counter) -> tuple[list[str], list[str]]:
-    from ragstream.text import split_sentences
+    from ragstream.common.text import split_sentences
 
     docs = []
     with open(CORPUS, encoding="utf-8") as f:
@@ -151,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from ragstream.backends import onnx_embedder as oe
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else load_config().cache_dir
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]

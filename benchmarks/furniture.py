@@ -407,7 +407,7 @@ def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
 @functools.cache
 def app_chunking() -> Any:
     """The app's chunking settings (``config/settings.json``)."""
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     return load_config().settings.chunking
 

@@ -26,7 +26,7 @@ from typing import Literal
 
 import pytest
 
-from ragstream.config import LOCAL_MODEL_PROFILE
+from ragstream.common.config import LOCAL_MODEL_PROFILE
 from ragstream.engine import Engine
 from ragstream.super_prompt import Answer, SuperPrompt
 
@@ -37,7 +37,7 @@ Kind = Literal["answerable", "unanswerable", "german", "format", "follow-up"]
 AGENTS = ("A0_PreProcessing", "A2_PromptShaper", "A3_NLI_Gate", "A4_Condenser",
           "A5_Format_Enforcer")
 
-#: settings for a small model on a laptop (``ragstream.config.LOCAL_MODEL_PROFILE``)
+#: settings for a small model on a laptop (``ragstream.common.config.LOCAL_MODEL_PROFILE``)
 LOCAL_PROFILE = LOCAL_MODEL_PROFILE
 
 
@@ -246,7 +246,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted({p.kind for p in PROMPTS}), action="append",
                         help="run only prompts of these kinds")
     args = parser.parse_args()
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     cfg = load_config(env={"RAGSTREAM_LLM_BASE_URL": args.base_url,
                            "RAGSTREAM_LLM_MODEL": args.model}).with_overrides(LOCAL_PROFILE)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.engine import Engine
 from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison

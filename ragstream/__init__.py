@@ -2,9 +2,9 @@
 
 from typing import TYPE_CHECKING, Any
 
-from ragstream.config import AppConfig, load_config
+from ragstream.common.config import AppConfig, load_config
+from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.errors import RagstreamError
 from ragstream.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
 
 if TYPE_CHECKING:

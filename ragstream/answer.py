@@ -87,11 +87,13 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from ragstream import controller, edits, markdown, staleness
+from ragstream import controller, edits, staleness
 from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.answerability import Evidence, specific_names, weigh
-from ragstream.config import A5Config, AnswerSettings, AppConfig
-from ragstream.errors import SchemaVersionError, StageOrderError, StaleResultError
+from ragstream.common import markdown
+from ragstream.common.config import A5Config, AnswerSettings, AppConfig
+from ragstream.common.errors import SchemaVersionError, StageOrderError, StaleResultError
+from ragstream.common.text import asks_how, fold, jaccard, split_sentences, without_frame, words
 from ragstream.passage import Passage, lead_passage, trim
 from ragstream.passage import render as render_passage
 from ragstream.records import LengthLimit, QALogRecord, Statement
@@ -106,7 +108,6 @@ from ragstream.super_prompt import (
     SuperPrompt,
     View,
 )
-from ragstream.text import asks_how, fold, jaccard, split_sentences, without_frame, words
 
 NAME = "Answer"
 TokenCallback = Callable[[str], None]
@@ -243,7 +244,7 @@ def map_citations(numbers: list[int], sp: SuperPrompt) -> tuple[list[Citation], 
 def answer_sentences(text: str, min_words: int) -> list[str]:
     """The sentences of an answer that count for the cited share.
 
-    The answer's Markdown is read by ``ragstream.markdown``: paragraphs (in lists and quotes
+    The answer's Markdown is read by ``ragstream.common.markdown``: paragraphs (in lists and quotes
     too) and table body rows count; code, headings, table header rows and labels (a bold-only
     line, or a line ending in ':' that cites nothing — "Start it with: [1]" before its command
     counts) do not; nor do sentences of fewer than ``min_words`` words. A citation
@@ -703,7 +704,7 @@ class AnswerShape:
 @lru_cache(maxsize=1)
 def _shipped_a5() -> A5Config:
     """The shipped A5 tables: read a person's rule when no configuration is passed in."""
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     return load_config().agents.A5_Format_Enforcer
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragstream.backends.keyword_index import weighted_share
-from ragstream.config import AnswerabilityModel, AnswerabilitySettings
+from ragstream.common.config import AnswerabilityModel, AnswerabilitySettings
 from ragstream.records import Statement
 from ragstream.super_prompt import SuperPrompt, View
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 from pydantic import ValidationError
 
+from ragstream.common.errors import RagstreamError
 from ragstream.controller import STAGE_NAMES
-from ragstream.errors import RagstreamError
 from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
 from ragstream.runs import RunStore, StageSnapshot
 from ragstream.super_prompt import Filters
@@ -323,7 +323,7 @@ def runs() -> None:
 
 def _open_runs() -> RunStore:
     """The configured run history (nothing is read yet); exits 2 on a configuration error."""
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     try:
         return RunStore.for_config(load_config())
@@ -444,8 +444,8 @@ def runs_show(run_id: int, as_json: bool) -> None:
                    "prompt diff, answers).")
 def runs_diff(run_a: int, run_b: int, as_json: bool) -> None:
     """Print what differs between two kept runs, and why each chunk moved."""
+    from ragstream.common.config import load_config
     from ragstream.compare import Side, compare
-    from ragstream.config import load_config
 
     try:
         cfg = load_config()
@@ -492,7 +492,7 @@ def runs_export(run_id: int, out: str | None) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 def runs_import(file: str) -> None:
     """Validate ``file`` and save it as a new run (origin "import"); print its id."""
-    from ragstream.errors import RunFileError
+    from ragstream.common.errors import RunFileError
 
     store = _open_runs()
     try:
@@ -795,7 +795,7 @@ def status(kb: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def repair(check_only: bool, as_json: bool) -> None:
     """Print what ``doctor.repair`` found and did; exit 1 when a problem is left."""
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
     from ragstream.doctor import repair as run_repair
 
     try:
@@ -934,7 +934,7 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
                  out: str | None, kb: str | None, against: tuple[str, ...]) -> None:
     """Evaluate retrieval on a BEIR data set, or answers on question sets, and print a table
     or JSON (optionally also to a file)."""
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
 
     if bool(data_dir) == bool(answer_sets):
         raise click.UsageError("give either --data (a BEIR folder: retrieval) or --answers (one "
@@ -952,7 +952,7 @@ def eval_command(data_dir: str | None, answer_sets: tuple[str, ...], modes: tupl
                                "on its own.")
     try:
         if answer_sets:
-            from ragstream.config import LOCAL_MODEL_PROFILE
+            from ragstream.common.config import LOCAL_MODEL_PROFILE
             from ragstream.measure.answer_eval import evaluate_answers, format_answers
 
             cfg = load_config()

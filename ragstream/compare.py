@@ -54,7 +54,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragstream import controller, staleness
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
 from ragstream.stages import STAGES, Stage
 from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow

@@ -24,15 +24,15 @@ from typing import Any
 from ragstream import staleness
 from ragstream.backends import telemetry
 from ragstream.backends.llm import goes_on, one_pass, pass_down, pass_open
-from ragstream.config import AppConfig
-from ragstream.edits import Edit, merged
-from ragstream.errors import (
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import (
     RagstreamError,
     StageError,
     StageOrderError,
     StaleResultError,
     UnknownStageError,
 )
+from ragstream.edits import Edit, merged
 from ragstream.stages import STAGES, Stage
 from ragstream.super_prompt import StageRun, SuperPrompt
 

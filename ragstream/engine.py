@@ -40,7 +40,7 @@ from ragstream import controller, edits, staleness
 from ragstream import replay as replays
 from ragstream.backends import telemetry
 from ragstream.backends.llm import PassState, one_pass
-from ragstream.config import AppConfig, load_config
+from ragstream.common.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
 from ragstream.services import Services, build_services
@@ -288,8 +288,8 @@ class Engine:
         turn that cannot be recorded costs nothing but the note."""
         import sqlite3
 
+        from ragstream.common.errors import RagstreamError
         from ragstream.conversations import used_turns, uses_note
-        from ragstream.errors import RagstreamError
         from ragstream.records import TurnRecord
 
         name = sp.conversation_name

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream.config import AppConfig
-from ragstream.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
 
 DEFAULT = "default"
 REGISTRY_FILE = "knowledge_bases.json"

@@ -11,7 +11,7 @@ does it, whole. ``lead_passage`` takes that part out of one chunk of the final s
    document is. Its *anchor* is the sentence that states what was asked best (its cosine to
    the prompt, from the sentence vectors computed at ingestion) among those that can lead
    (not a parameter list, a heading or a pointer).
-2. **Which part of it.** The chunk's Markdown is read as blocks (``ragstream.markdown``); a
+2. **Which part of it.** The chunk's Markdown is read as blocks (``ragstream.common.markdown``); a
    paragraph that ends in ':' and the block it introduces (a command, a configuration block,
    a list, a table) are one *unit*, so the two are never parted. The unit holding the opening
    statement is the *anchor*. The passage runs from the start of the section when the prose
@@ -43,11 +43,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ragstream import edits, markdown
-from ragstream.config import AnswerSettings
+from ragstream import edits
+from ragstream.common import markdown
+from ragstream.common.config import AnswerSettings
+from ragstream.common.text import evidence_units, split_sentences
 from ragstream.records import Statement
 from ragstream.super_prompt import Chunk, SuperPrompt
-from ragstream.text import evidence_units, split_sentences
 
 #: sentences shorter than this are fragments, not statements (as at ingestion)
 MIN_WORDS = 3

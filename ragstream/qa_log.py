@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragstream.errors import SchemaVersionError
+from ragstream.common.errors import SchemaVersionError
 from ragstream.super_prompt import Answer, SuperPrompt
 
 TABLE = "interactions"
@@ -119,7 +119,7 @@ def _conversations_per_kb(conn: sqlite3.Connection) -> None:
     citations; one whose sources cannot be told, or that keeps nothing, is no longer remembered
     (``NOT_REBUILT``). Rebuilt turns are encoded again when next searched."""
     from ragstream.answer import citation_numbers
-    from ragstream.config import AnswerSettings
+    from ragstream.common.config import AnswerSettings
     from ragstream.conversations import check_name, kb_suffix, memory_text
 
     conn.execute("ALTER TABLE conversations ADD COLUMN kb TEXT NOT NULL DEFAULT 'default'")

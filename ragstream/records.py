@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from ragstream.config import FormatKind, LengthBound, LengthUnit
+from ragstream.common.config import FormatKind, LengthBound, LengthUnit
 
 
 class Record(BaseModel):

@@ -72,8 +72,8 @@ from ragstream.backends.llm import (
     NoLogprobsError,
     TokenChoice,
 )
-from ragstream.config import AppConfig
-from ragstream.errors import RagstreamError
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import RagstreamError
 from ragstream.records import A2_FIELDS, AgentCall, EditKind, SentMessage, short_text
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2

@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragstream.errors import RunFileError, RunNotFoundError
+from ragstream.common.errors import RunFileError, RunNotFoundError
 from ragstream.qa_log import MASK, _secrets, open_migrated
 from ragstream.super_prompt import SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.config import AppConfig
+    from ragstream.common.config import AppConfig
 
 TABLE = "runs"
 #: the table of the sessions' edits not yet run (``RunStore.save_draft``)

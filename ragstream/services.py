@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 
 #: conversations' remembered turns kept searchable in memory (each a few dozen chunks)
 MEMORIES_KEPT = 8

@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragstream.agents.base import resolve_mode
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import ConfigError
 from ragstream.edits import fingerprint, of_stage
-from ragstream.errors import ConfigError
 from ragstream.records import StageInputs
 from ragstream.super_prompt import SuperPrompt
 

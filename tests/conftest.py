@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.engine import Engine
 from tests.fake_openai import FakeOpenAI
 

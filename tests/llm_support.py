@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 
 from ragstream.backends.llm import LLMClient
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 from tests.fake_openai import Reply
 
 

@@ -30,8 +30,8 @@ from ragstream.answer import (
 )
 from ragstream.backends.tokens import count_tokens
 from ragstream.cli import _print_answer_footer
-from ragstream.config import AnswerSettings
-from ragstream.errors import StageOrderError
+from ragstream.common.config import AnswerSettings
+from ragstream.common.errors import StageOrderError
 from ragstream.passage import title_of
 from ragstream.qa_log import QALog
 from ragstream.records import QALogRecord

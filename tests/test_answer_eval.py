@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.pdf_print.make_pdfs import NODE_API, node_markdown
+from ragstream.common.errors import EvalDataError
 from ragstream.engine import Engine
-from ragstream.errors import EvalDataError
 from ragstream.formats import CONVERTED_SUFFIXES, convert
 from ragstream.measure.answer_eval import (
     Section,

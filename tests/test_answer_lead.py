@@ -10,7 +10,7 @@ it scored them there: the sentence that answers does not score best.
 from __future__ import annotations
 
 from ragstream.answer import answer_sentences, extractive_pieces, extractive_statements, not_a_lead
-from ragstream.config import AnswerSettings
+from ragstream.common.config import AnswerSettings
 from ragstream.records import Edit
 from ragstream.super_prompt import Chunk, SuperPrompt
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.errors import EvalDataError
+from ragstream.common.errors import EvalDataError
 from ragstream.measure.answer_eval import (
     check_sections,
     fold_key,

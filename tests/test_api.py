@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ragstream import RAGPipeline
+from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.engine import Engine
-from ragstream.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.super_prompt import Filters
 from tests.conftest import make_config
 

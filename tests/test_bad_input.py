@@ -27,9 +27,9 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from ragstream import cli, doctor
-from ragstream.config import DEFAULT_CONFIG_DIR, load_config
+from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
+from ragstream.common.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.engine import Engine
-from ragstream.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.ingest.ingestor import TextDocument, ingest_documents
 from ragstream.super_prompt import View
 from ragstream.ui import actions

@@ -20,7 +20,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ragstream.config import PROJECT_ROOT
+from ragstream.common.config import PROJECT_ROOT
 from ragstream.measure import bench, scale
 
 N = 1_000

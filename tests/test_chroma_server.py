@@ -12,8 +12,8 @@ import pytest
 
 from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
+from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.engine import Engine
-from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import ChromaServer, free_port
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.config import DEFAULT_CONFIG_DIR, load_config
-from ragstream.errors import ConfigError
+from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
+from ragstream.common.errors import ConfigError
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragstream import cli, edits
+from ragstream.common.errors import ConversationKnowledgeBaseError
 from ragstream.conversations import Conversations, chunk_id
 from ragstream.engine import Engine
-from ragstream.errors import ConversationKnowledgeBaseError
 from ragstream.qa_log import MIGRATIONS, migrate
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app

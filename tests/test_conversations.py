@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragstream import cli
+from ragstream.common.errors import ConversationError, ConversationNotFoundError
 from ragstream.conversations import Conversations, chunk_id, is_conversation_chunk
 from ragstream.engine import Engine
-from ragstream.errors import ConversationError, ConversationNotFoundError
 from ragstream.qa_log import MIGRATIONS
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app

@@ -11,8 +11,8 @@ import pytest
 
 from ragstream import controller
 from ragstream.answer import extractive_statements
+from ragstream.common.errors import EditError, StaleResultError
 from ragstream.edits import statement_key
-from ragstream.errors import EditError, StaleResultError
 from ragstream.super_prompt import SuperPrompt
 
 #: the gate drops kb/troubleshooting.md#8 for this question ("off-topic"), though the section

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from ragstream import controller
-from ragstream.config import load_config
+from ragstream.common.config import load_config
+from ragstream.common.errors import ConfigError
 from ragstream.engine import Engine
-from ragstream.errors import ConfigError
 from ragstream.super_prompt import SuperPrompt
 
 PROMPTS = [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ragstream.errors import EvalDataError
+from ragstream.common.errors import EvalDataError
 from ragstream.measure.evaluation import Query, evaluate, load_beir, select_queries
 from tests.conftest import make_config
 

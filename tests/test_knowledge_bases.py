@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from ragstream import cli
+from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
 from ragstream.engine import Engine
-from ragstream.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBases
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app

@@ -18,7 +18,7 @@ from ragstream.backends.llm import (
     ReplyCutOffError,
     StreamResult,
 )
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config
 

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from ragstream.backends.llm import EndpointDownError, LLMClient, LLMError, one_pass
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.engine import Engine
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, with_llm

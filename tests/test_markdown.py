@@ -1,11 +1,11 @@
-"""Tests for ragstream.markdown: the one Markdown reader (markdown-it-py with plugins)."""
+"""Tests for ragstream.common.markdown: the one Markdown reader (markdown-it-py with plugins)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ragstream.markdown import Block, FrontMatter, parse, spans_outside
-from ragstream.text import clean_sentence, evidence_units
+from ragstream.common.markdown import Block, FrontMatter, parse, spans_outside
+from ragstream.common.text import clean_sentence, evidence_units
 
 
 def kinds(text: str, **kwargs) -> list[tuple[str, int, int]]:

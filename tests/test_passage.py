@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 from ragstream.answer import answer, answer_sentences, dangling_colons, said_back, with_terms
-from ragstream.config import AnswerSettings
+from ragstream.common.config import AnswerSettings
+from ragstream.common.text import without_frame
 from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.records import Statement
 from ragstream.super_prompt import Chunk, SuperPrompt
-from ragstream.text import without_frame
 
 ACFG = AnswerSettings()
 
@@ -218,7 +218,7 @@ def test_a_length_a5_asks_for_keeps_whole_sentences_of_the_passage():
 
 
 def _spans(text: str):
-    from ragstream.text import split_sentences
+    from ragstream.common.text import split_sentences
 
     for a, b in split_sentences(text):
         piece = text[a:b]

@@ -10,8 +10,8 @@ import pytest
 
 from ragstream import qa_log
 from ragstream.answer import answer, answer_and_log
+from ragstream.common.errors import SchemaVersionError
 from ragstream.controller import STAGE_NAMES
-from ragstream.errors import SchemaVersionError
 from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog
 from ragstream.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
 

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragstream import cli
-from ragstream.config import load_config
+from ragstream.common.config import load_config
+from ragstream.common.errors import ConfigError, RunFileError, RunNotFoundError, SchemaVersionError
 from ragstream.engine import Engine
-from ragstream.errors import ConfigError, RunFileError, RunNotFoundError, SchemaVersionError
 from ragstream.records import Edit, StageInputs, edit_stage
 from ragstream.runs import (
     MIGRATIONS,

@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragstream.backends import telemetry
-from ragstream.config import TelemetrySettings
+from ragstream.common.config import TelemetrySettings
 from ragstream.controller import STAGE_NAMES
 from ragstream.engine import Engine
 from tests.fake_openai import FakeOpenAI, Reply

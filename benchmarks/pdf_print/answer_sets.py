@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.pdf_print.heading_share import DOCS, chunks, norm
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 
 ANSWERS = Path(__file__).resolve().parent / "answers"
 MARK = " § "

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.ingest.chunker import parse_document
 from ragstream.ingest.ingestor import converted_text
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstream.config import AgentCommon, AppConfig
-from ragstream.errors import ConfigError
+from ragstream.common.config import AgentCommon, AppConfig
+from ragstream.common.errors import ConfigError
 from ragstream.records import AgentModeRecord
 from ragstream.super_prompt import SuperPrompt
 

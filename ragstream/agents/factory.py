@@ -46,7 +46,7 @@ from ragstream.backends.llm import (
     pass_failure,
 )
 from ragstream.backends.tokens import count_tokens
-from ragstream.config import AgentCommon, AppConfig
+from ragstream.common.config import AgentCommon, AppConfig
 from ragstream.records import AgentCall, AgentUsage
 from ragstream.super_prompt import SuperPrompt
 

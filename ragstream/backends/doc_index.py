@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragstream.common.text import evidence_units
 from ragstream.super_prompt import Chunk
-from ragstream.text import evidence_units
 
 log = logging.getLogger(__name__)
 

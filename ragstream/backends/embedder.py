@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from cachetools import LRUCache, cached
 
-from ragstream.errors import ConfigError, ModelLoadError
-from ragstream.text import split_sentences
+from ragstream.common.errors import ConfigError, ModelLoadError
+from ragstream.common.text import split_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
 
-    from ragstream.config import EmbeddingSettings
+    from ragstream.common.config import EmbeddingSettings
 
 BUNDLED_MODEL_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 

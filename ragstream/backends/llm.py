@@ -59,8 +59,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 from ragstream.backends import telemetry
-from ragstream.config import LLMSettings
-from ragstream.errors import RagstreamError
+from ragstream.common.config import LLMSettings
+from ragstream.common.errors import RagstreamError
 
 if TYPE_CHECKING:
     import openai

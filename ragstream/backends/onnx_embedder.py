@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ragstream.backends.embedder import BaseEmbedder
-from ragstream.errors import ModelLoadError
+from ragstream.common.errors import ModelLoadError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tokenizers import Tokenizer

@@ -41,10 +41,10 @@ import numpy as np
 from ragstream.backends.doc_index import encode_chunks
 from ragstream.backends.keyword_index import weighted_share
 from ragstream.backends.search.base import Evidence
-from ragstream.config import RerankerSettings
-from ragstream.errors import ModelLoadError
+from ragstream.common.config import RerankerSettings
+from ragstream.common.errors import ModelLoadError
+from ragstream.common.text import asks_how, without_frame
 from ragstream.super_prompt import Chunk
-from ragstream.text import asks_how, without_frame
 
 
 class Reranker(Protocol):

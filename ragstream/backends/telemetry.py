@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from ragstream.config import TelemetrySettings
+    from ragstream.common.config import TelemetrySettings
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from ragstream.errors import ModelLoadError
+from ragstream.common.errors import ModelLoadError
 
 _URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",

@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 
 from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
-from ragstream.config import VectorStoreSettings
-from ragstream.errors import StoreUnreadableError, VectorDBUnavailableError, VectorStoreError
+from ragstream.common.config import VectorStoreSettings
+from ragstream.common.errors import StoreUnreadableError, VectorDBUnavailableError, VectorStoreError
 from ragstream.super_prompt import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -234,7 +234,7 @@ class ChromaStore:
         write at 1M chunks: ``InternalError: ... Failed to apply logs to the hnsw segment
         writer`` on every call) is ``StoreUnreadableError``, naming the repair, not Chroma's
         own error; the client is dropped, so the next call tries again."""
-        from ragstream.errors import RagstreamError
+        from ragstream.common.errors import RagstreamError
 
         assert self.on_open is not None
         try:

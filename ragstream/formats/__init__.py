@@ -67,7 +67,7 @@ def convert(name: str, data: bytes, limits: Limits | None = None) -> Converted:
     checks the bytes are that format (``UnsupportedFormatError`` naming what they are instead,
     e.g. a PDF named ``.docx``) and raises its own typed errors; ``UnsupportedFormatError`` too
     when the name's type is not one ingestion converts."""
-    from ragstream.errors import UnsupportedFormatError
+    from ragstream.common.errors import UnsupportedFormatError
 
     limits = limits or Limits()
     suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""

@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ragstream.errors import (
+from ragstream.common.errors import (
     DamagedFileError,
     EncryptedFileError,
     IngestError,

@@ -90,7 +90,7 @@ Title
     ``/Title`` of the document information, unless it is empty or junk (a file name,
     "untitled", "Microsoft Word - …", no letters); else ``None``.
 
-Errors (``ragstream.errors``)
+Errors (``ragstream.common.errors``)
     ``UnsupportedFormatError``: the bytes do not start like a PDF (``%PDF-`` within the first
     1,024 bytes); the message names what they look like (a zip archive, text, HTML, an image).
     ``EncryptedFileError``: encrypted, and the empty password does not open it. A file whose
@@ -133,7 +133,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragstream.errors import (
+from ragstream.common.errors import (
     DamagedFileError,
     EncryptedFileError,
     NoTextLayerError,

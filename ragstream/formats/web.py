@@ -98,7 +98,7 @@ EPUB
     book's title; without either it continues the previous chapter's section (the continuation
     files of a chapter split in two). Chapters without text (a cover image) are skipped.
 
-Errors (``ragstream.errors``)
+Errors (``ragstream.common.errors``)
     ``UnsupportedFormatError``: an HTML file whose bytes are binary (a PNG, a zip, a PDF, NUL
     bytes…) or hold no tag at all; an EPUB that is not a zip, or a zip that is not an EPUB (the
     message names a Word, Excel, PowerPoint or OpenDocument file). ``DamagedFileError``: an
@@ -141,7 +141,7 @@ import lxml.html
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _defused_fromstring
 
-from ragstream.errors import (
+from ragstream.common.errors import (
     DamagedFileError,
     EncryptedFileError,
     IngestError,

@@ -9,7 +9,7 @@ import io
 import zipfile
 import zlib
 
-from ragstream.errors import DamagedFileError, UnsafeFileError
+from ragstream.common.errors import DamagedFileError, UnsafeFileError
 from ragstream.formats import Limits
 
 

@@ -13,7 +13,7 @@ Text
     sha256 of the text exactly as passed in.
 
 Markdown
-    Every Markdown reading (front matter, headings, blocks) is ``ragstream.markdown``'s: one
+    Every Markdown reading (front matter, headings, blocks) is ``ragstream.common.markdown``'s: one
     CommonMark parser (markdown-it-py) with GFM tables, front matter and display math.
 
 Front matter
@@ -48,7 +48,7 @@ Units
     one runs to the end of its container, with a warning), an indented code block, a GFM
     table, a display-math block (``$$`` .. ``$$`` or an amsmath ``\\begin{align}`` ..
     ``\\end{align}``), at any depth of lists and block quotes, and otherwise the sentences of
-    each paragraph, list item paragraph or HTML block (``ragstream.text.split_sentences``).
+    each paragraph, list item paragraph or HTML block (``ragstream.common.text.split_sentences``).
     A thematic break (``***``) is no unit.
 
 Chunks
@@ -82,13 +82,13 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import PurePosixPath
 
-from ragstream import markdown
 from ragstream.backends.tokens import count_tokens
-from ragstream.config import ChunkingSettings
-from ragstream.errors import IngestError
-from ragstream.markdown import Block
+from ragstream.common import markdown
+from ragstream.common.config import ChunkingSettings
+from ragstream.common.errors import IngestError
+from ragstream.common.markdown import Block
+from ragstream.common.text import split_sentences, words
 from ragstream.super_prompt import Chunk
-from ragstream.text import split_sentences, words
 
 __all__ = ["ParsedDocument", "parse_document", "PLAIN_TEXT_SUFFIXES", "DATE_KEYS", "NO_BODY_WARNING"]
 

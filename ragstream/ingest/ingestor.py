@@ -65,8 +65,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from ragstream.backends.doc_index import WindowRecord, encode_chunks
-from ragstream.config import AppConfig, IngestionSettings
-from ragstream.errors import (
+from ragstream.common.config import AppConfig, IngestionSettings
+from ragstream.common.errors import (
     BinaryFileError,
     FileTooLargeError,
     IngestError,
@@ -333,7 +333,7 @@ def _takeover_warning(doc_id: str, previous_root: str, root: str) -> str | None:
 
 def _no_body(text: str, name: str) -> str:
     """Why a document gives no chunks, and what to do: empty, front matter only, or headings only."""
-    from ragstream import markdown
+    from ragstream.common import markdown
 
     if not text.strip():
         return "empty document: nothing stored; write some text in it, or remove it"

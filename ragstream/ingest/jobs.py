@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ragstream.errors import IngestError, RagstreamError
+from ragstream.common.errors import IngestError, RagstreamError
 from ragstream.ingest.ingestor import IngestReport, IngestWatch, watching
 
 #: how long a job waits for another ingestion into the same index folder to finish

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ragstream.errors import IngestError, IngestLockedError
+from ragstream.common.errors import IngestError, IngestLockedError
 
 #: the lock file's name in ``paths.index_dir``
 LOCK_FILE = "ingest.lock"

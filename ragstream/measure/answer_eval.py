@@ -60,8 +60,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ragstream.config import AppConfig
-from ragstream.errors import EvalDataError
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import EvalDataError
 from ragstream.super_prompt import Chunk, SuperPrompt, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.config import PROJECT_ROOT, AppConfig, load_config
+from ragstream.common.config import PROJECT_ROOT, AppConfig, load_config
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total), like the eval command's
 
@@ -255,7 +255,7 @@ class SciFact:
 
 def load_scifact(n_claims: int, folder: Path = SCIFACT_DIR) -> SciFact:
     """Load the BEIR SciFact corpus and the first ``n_claims`` judged claims with their relevant doc ids."""
-    from ragstream.errors import EvalDataError
+    from ragstream.common.errors import EvalDataError
 
     if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
         raise EvalDataError(f"{folder} has no corpus.jsonl / queries.jsonl (BEIR SciFact); set "
@@ -406,7 +406,7 @@ def rerank_backends(services, work_dir: Path | None = None) -> tuple[dict[str, A
     With ``work_dir``, a missing cross-encoder is stood in for by ``build_proxy_cross_encoder``
     (reported as ``cross-encoder-proxy``, with ``PROXY_NOTE``)."""
     from ragstream.backends.reranker import find_local_model, load_reranker
-    from ragstream.errors import RagstreamError
+    from ragstream.common.errors import RagstreamError
 
     settings = services.reranker_settings
     ready = {"offline": load_reranker(settings.model_copy(update={"backend": "offline"}),

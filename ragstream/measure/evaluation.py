@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.config import AppConfig
-from ragstream.errors import EvalDataError
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import EvalDataError
 from ragstream.metrics import NDCG_K, mean_metrics, paired_comparison, query_metrics
 from ragstream.super_prompt import Chunk, View
 

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragstream.config import PROJECT_ROOT
-from ragstream.errors import RagstreamError
+from ragstream.common.config import PROJECT_ROOT
+from ragstream.common.errors import RagstreamError
+from ragstream.common.text import words
 from ragstream.formats import convert
-from ragstream.text import words
 
 FORMATS_DIR = PROJECT_ROOT / "benchmarks" / "formats"
 FORMATS = ("pdf", "docx", "pptx", "html", "epub")

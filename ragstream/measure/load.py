@@ -97,7 +97,7 @@ Progress = Callable[[str, int, int], None]
 def read_queries(folder: Path) -> list[str]:
     """The distinct texts of ``queries.jsonl`` in ``folder`` (SciFact's claims); ``EvalDataError``
     when the folder does not hold them."""
-    from ragstream.errors import EvalDataError
+    from ragstream.common.errors import EvalDataError
 
     path = Path(folder) / "queries.jsonl"
     if not path.is_file() or not (Path(folder) / "corpus.jsonl").is_file():
@@ -288,7 +288,7 @@ def service_env(index_dir: Path, config_dir: Path | None = None, chroma_url: str
 def load_config_dir(work_dir: Path) -> Path:
     """A copy of the shipped configuration with the query-vector cache off (see the module
     docstring), in ``work_dir``."""
-    from ragstream.config import DEFAULT_CONFIG_DIR
+    from ragstream.common.config import DEFAULT_CONFIG_DIR
 
     target = work_dir / "config"
     shutil.copytree(DEFAULT_CONFIG_DIR, target)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ragstream import controller
-from ragstream.errors import RagstreamError
+from ragstream.common.errors import RagstreamError
 from ragstream.ui.state import AUTO as AUTO_KEY
 
 if TYPE_CHECKING:  # pragma: no cover

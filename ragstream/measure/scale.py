@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.config import PROJECT_ROOT
+from ragstream.common.config import PROJECT_ROOT
 from ragstream.measure.bench import (
     SCIFACT_DIR,
     Abstract,
@@ -200,7 +200,7 @@ class SyntheticCorpus:
 
     def _spans(self, j: int) -> list[tuple[int, int]]:
         from ragstream.backends.doc_index import MIN_EVIDENCE_WORDS
-        from ragstream.text import evidence_units
+        from ragstream.common.text import evidence_units
 
         got = self._units.get(j)
         if got is None:

@@ -40,9 +40,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from cachetools import TTLCache
 
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.engine import Engine
-from ragstream.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.relevance import relevance, relevance_signals
 from ragstream.render import rerank_query
 from ragstream.service.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid

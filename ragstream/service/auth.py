@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ragstream.errors import (  # noqa: F401 (the service imports them from here)
+from ragstream.common.errors import (  # noqa: F401 (the service imports them from here)
     ExposedWithoutTokenError,
     ForbiddenError,
     RagstreamError,

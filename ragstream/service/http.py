@@ -78,7 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ragstream.errors import (
+from ragstream.common.errors import (
     ConversationError,
     ConversationNotFoundError,
     EmptyPromptError,

@@ -50,7 +50,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragstream.errors import RagstreamError
+from ragstream.common.errors import RagstreamError
 from ragstream.service.auth import (
     OPEN,
     Failures,

@@ -65,7 +65,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from ragstream.errors import InvalidQueryError, RagstreamError
+from ragstream.common.errors import InvalidQueryError, RagstreamError
 from ragstream.super_prompt import Answer, Citation, ConversationTurn, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover

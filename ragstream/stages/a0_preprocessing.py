@@ -4,10 +4,10 @@ Deterministic and memoryless: the same prompt and schema always give the same bo
 and ``prompt_ready``, byte for byte (with the optional semantic fallback: given the same
 answer from the LLM). The vocabulary — canonical keys, aliases, words in other languages,
 phrase templates, keyword cues, typo tolerance, MUST keys and their defaults — lives in
-``config/prompt_schema.json`` (``ragstream.prompt_schema``). The algorithm, in
+``config/prompt_schema.json`` (``ragstream.common.prompt_schema``). The algorithm, in
 ``ragstream/stages/a0/``:
 
-1. **Parse** (``a0.parser``): the prompt's Markdown is read by ``ragstream.markdown``; its
+1. **Parse** (``a0.parser``): the prompt's Markdown is read by ``ragstream.common.markdown``; its
    top-level headings (ATX and setext), bold labels (``**Audience:** x``) and plain labels
    (``Task: x``) outside code blocks are *header candidates*. A candidate's label climbs the
    ladder; a heading or bold candidate is always a header, a plain one only if it maps to a
@@ -49,9 +49,9 @@ from pydantic import BaseModel, Field
 from ragstream import edits, staleness
 from ragstream.agents.base import resolve_mode
 from ragstream.agents.factory import Agent, run_agent
-from ragstream.config import AppConfig
-from ragstream.errors import EmptyPromptError, PromptTooLongError
-from ragstream.prompt_schema import TASK_KEY
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import EmptyPromptError, PromptTooLongError
+from ragstream.common.prompt_schema import TASK_KEY
 from ragstream.records import A0Rule, AgentModeRecord, Extras, ReadingRecord
 from ragstream.render import compose_prompt_ready
 from ragstream.services import Services
@@ -197,8 +197,8 @@ def reading_doubt(text: str, task: str, earlier: list[str]) -> str:
     asking (no question mark where the person asked one), it is the earlier question again, or
     it leaves out a word the follow-up asked about (".htaccess" in "and how do I do that in
     .htaccess instead?")."""
+    from ragstream.common.text import fold
     from ragstream.stages.a0.reading import content_words
-    from ragstream.text import fold
 
     if task.rstrip().endswith("?") and not text.rstrip().endswith("?"):
         return "it answers instead of asking"
@@ -214,7 +214,7 @@ def model_reading(llm, task: str, earlier: list[str], found, cfg: AppConfig) -> 
     question as it is and the rule sees no follow-up either); on an endpoint error or a reply
     that is no reading, the rule's reading (``found``) with a note saying why."""
     from ragstream.backends.llm import AgentOutputError, LLMError
-    from ragstream.text import fold
+    from ragstream.common.text import fold
 
     asked = "\n".join(f"{i}. {q}" for i, q in enumerate(earlier[-4:], start=1))
     messages = [{"role": "system", "content": READING_PROMPT},

@@ -68,12 +68,12 @@ from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.agents.replies import Text, bound
 from ragstream.backends.llm import inline_schema
-from ragstream.config import A2Config, A2Field, AppConfig
+from ragstream.common.config import A2Config, A2Field, AppConfig
+from ragstream.common.text import fold, keyword_matches
 from ragstream.records import A2Decision, Judgment
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import SuperPrompt
-from ragstream.text import fold, keyword_matches
 
 AGENT_NAME = "A2_PromptShaper"
 

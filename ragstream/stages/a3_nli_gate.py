@@ -65,14 +65,14 @@ from ragstream.agents.factory import Agent, PromptBudgetError, RunBudgetError, r
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import AgentOutputError, NoLogprobsError, inline_schema
 from ragstream.backends.reranker import evidence_for
-from ragstream.config import A3Config, AppConfig
+from ragstream.common.config import A3Config, AppConfig
+from ragstream.common.errors import StageError
+from ragstream.common.text import jaccard, shingles
 from ragstream.conversations import covering
-from ragstream.errors import StageError
 from ragstream.records import A3Clamp, A3Record, Judgment
 from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import Chunk, DecidedBy, RowStatus, SuperPrompt, View, ViewRow
-from ragstream.text import jaccard, shingles
 
 NAME = "A3_NLI_Gate"
 TAGS = ("duplicate", "off-topic", "conflicting")

@@ -80,7 +80,8 @@ from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
 from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.text import jaccard, words
 from ragstream.records import A4Record, Judgment, Statement, StatementKind
 from ragstream.render import (
     CONDENSED_EMPTY,
@@ -92,7 +93,6 @@ from ragstream.render import (
 )
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import DecidedBy, RowStatus, SuperPrompt, View, ViewRow
-from ragstream.text import jaccard, words
 
 NAME = "A4_Condenser"
 DIGITS = 6

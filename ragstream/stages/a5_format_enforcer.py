@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from ragstream import edits, staleness
 from ragstream.agents.factory import Agent, run_agent
-from ragstream.config import A5Config, AppConfig
+from ragstream.common.config import A5Config, AppConfig
 from ragstream.records import FormatSpec
 from ragstream.render import preview, stated
 from ragstream.services import Services

@@ -15,7 +15,8 @@ import re
 
 from ragstream import staleness
 from ragstream.backends.tokens import count_tokens
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.text import split_sentences
 from ragstream.render import (
     preview,
     render_conversation,
@@ -24,7 +25,6 @@ from ragstream.render import (
 )
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
-from ragstream.text import split_sentences
 
 NAME = "Prompt_Builder"
 

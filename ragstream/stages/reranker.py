@@ -15,9 +15,9 @@ A chunk the person pinned or added is reranked wherever Retrieval ranked it, bey
 from __future__ import annotations
 
 from ragstream import edits
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import StageError
 from ragstream.conversations import after_documents
-from ragstream.errors import StageError
 from ragstream.records import RerankerRecord
 from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage

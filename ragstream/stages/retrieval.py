@@ -46,15 +46,15 @@ import numpy as np
 
 from ragstream import edits, staleness
 from ragstream.backends.search.base import best_cosines
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import EmptyIndexError, StageError
+from ragstream.common.text import sentences
 from ragstream.conversations import after_documents
-from ragstream.errors import EmptyIndexError, StageError
 from ragstream.records import RetrievalRecord
 from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
 from ragstream.stages.stage import Stage
 from ragstream.super_prompt import Filters, SuperPrompt, View, ViewRow
-from ragstream.text import sentences
 
 NAME = "Retrieval"
 DIGITS = 6  # scores are rounded so that views are byte-identical across runs

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 from ragstream.super_prompt import StageValue, SuperPrompt
 
 RunFn = Callable[[SuperPrompt, AppConfig, Any], SuperPrompt]

@@ -22,15 +22,15 @@ from pydantic import ValidationError
 
 from ragstream import controller
 from ragstream import edits as edits_of
-from ragstream.config import AppConfig
-from ragstream.engine import Engine
-from ragstream.errors import (
+from ragstream.common.config import AppConfig
+from ragstream.common.errors import (
     FileTooLargeError,
     IngestError,
     RagstreamError,
     StaleResultError,
     UploadNameError,
 )
+from ragstream.engine import Engine
 from ragstream.formats import CONVERTED_SUFFIXES
 from ragstream.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
 from ragstream.records import Edit, short_text

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ragstream import edits
-from ragstream.prompt_schema import TASK_KEY
+from ragstream.common.prompt_schema import TASK_KEY
 from ragstream.super_prompt import Answer, SuperPrompt
 
 #: the badge colour of each confidence level

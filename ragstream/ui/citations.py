@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ragstream import markdown
+from ragstream.common import markdown
+from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.errors import RagstreamError
 from ragstream.super_prompt import Chunk, Citation, SuperPrompt
 from ragstream.ui import evidence, views
 from ragstream.ui.answer_view import md_text

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragstream.common.errors import RagstreamError
 from ragstream.conversations import ConversationInfo, Turn, check_name, new_name
 from ragstream.engine import Engine
-from ragstream.errors import RagstreamError
 from ragstream.render import strip_citations
 from ragstream.super_prompt import ConversationTurn
 from ragstream.ui import actions

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream import controller, edits
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.staleness import Stale
 from ragstream.super_prompt import SuperPrompt, View

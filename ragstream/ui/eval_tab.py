@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragstream.config import AppConfig
+from ragstream.common.config import AppConfig
 from ragstream.measure.answer_eval import evaluate_answers, load_questions
 from ragstream.ui.views import TABLE_WIDTH
 

@@ -23,8 +23,8 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from ragstream import markdown
 from ragstream.answer import answer_sentences, citation_numbers, map_citations
+from ragstream.common import markdown
 from ragstream.super_prompt import SuperPrompt
 
 ANSWER, CONDENSED = "answer", "condensed"

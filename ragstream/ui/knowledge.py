@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragstream.common.errors import IngestError, KnowledgeBaseError, RagstreamError
 from ragstream.engine import Engine
-from ragstream.errors import IngestError, KnowledgeBaseError, RagstreamError
 from ragstream.ingest.ingestor import IngestReport, ingest_path
 from ragstream.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
 from ragstream.ingest.lock import ingest_busy

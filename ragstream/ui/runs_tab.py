@@ -23,9 +23,9 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from ragstream import controller
+from ragstream.common.errors import RagstreamError
 from ragstream.compare import Comparison, Side, compare
 from ragstream.engine import Engine
-from ragstream.errors import RagstreamError
 from ragstream.records import short_text
 from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
 from ragstream.super_prompt import SuperPrompt

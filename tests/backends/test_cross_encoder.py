@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from ragstream.backends.cross_encoder import CrossEncoderReranker
-from ragstream.config import RerankerSettings
-from ragstream.errors import ModelLoadError
+from ragstream.common.config import RerankerSettings
+from ragstream.common.errors import ModelLoadError
 
 KB = Path(__file__).resolve().parents[2] / "data" / "kb"
 QUERY = "How does the reranker choose its backend?"

@@ -19,8 +19,8 @@ from ragstream.backends.embedder import (
     resolve_backend,
     resolve_model_path,
 )
-from ragstream.config import EmbeddingSettings, load_config
-from ragstream.errors import ConfigError, ModelLoadError
+from ragstream.common.config import EmbeddingSettings, load_config
+from ragstream.common.errors import ConfigError, ModelLoadError
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = ROOT / "data" / "kb"
@@ -216,7 +216,7 @@ def test_query_process_never_imports_torch(onnx, cache_dir):
     onnx.embed(["make sure the file exists"])
     proc = _run(
         "import sys, json\n"
-        "from ragstream.config import load_config\n"
+        "from ragstream.common.config import load_config\n"
         "from ragstream.backends.embedder import make_embedder\n"
         f"cfg = load_config(env={{'RAGSTREAM_CACHE_DIR': {str(cache_dir)!r}}})\n"
         "emb = make_embedder(cfg.settings.embedding, cfg.cache_dir)\n"
@@ -235,7 +235,7 @@ def test_export_without_torch_names_the_fix(tmp_path):
         "import sys\n"
         "sys.modules['torch'] = None  # as if torch were not installed\n"
         "from ragstream.backends.onnx_embedder import OnnxEmbedder\n"
-        "from ragstream.errors import ModelLoadError\n"
+        "from ragstream.common.errors import ModelLoadError\n"
         f"emb = OnnxEmbedder('onnx', {str(tmp_path)!r})\n"
         "try:\n"
         "    emb.embed(['q'])\n"

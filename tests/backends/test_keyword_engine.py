@@ -13,7 +13,7 @@ import pytest
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
 from ragstream.backends.search.keyword import KeywordEngine, StoredChunk, glob_regex
-from ragstream.errors import VectorStoreError
+from ragstream.common.errors import VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 
 DIM = 8

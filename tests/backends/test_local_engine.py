@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from ragstream.backends.doc_index import encode_chunks
+from ragstream.common.text import clean_sentence, evidence_units
 from ragstream.ingest.chunker import parse_document
 from ragstream.super_prompt import View
-from ragstream.text import clean_sentence, evidence_units
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -362,7 +362,7 @@ def test_a_store_chroma_opens_but_cannot_read_is_a_typed_error_naming_the_repair
     damage itself was not reproduced on demand; Chroma's error is raised from that read."""
     from chromadb.errors import InternalError
 
-    from ragstream.errors import StoreUnreadableError
+    from ragstream.common.errors import StoreUnreadableError
 
     write(tmp_path / "kb", "fruit.md", DOC)
     assert fresh_engine.ingest(tmp_path / "kb").processed == 1

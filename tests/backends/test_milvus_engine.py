@@ -26,7 +26,7 @@ from ragstream.backends.search.milvus import (
     filter_expr,
     glob_like,
 )
-from ragstream.errors import VectorDBUnavailableError, VectorStoreError
+from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.super_prompt import Chunk, Filters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,7 +251,7 @@ def test_a_second_process_cannot_open_a_milvus_lite_database(tmp_path):
     write_all(eng)
     script = textwrap.dedent(f"""
         from ragstream.backends.search.milvus import MilvusEngine
-        from ragstream.errors import VectorStoreError
+        from ragstream.common.errors import VectorStoreError
         try:
             MilvusEngine({path!r}, "kb_lock").version()
         except VectorStoreError as err:

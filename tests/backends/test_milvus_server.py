@@ -22,8 +22,8 @@ import pytest
 pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (requirements.txt pins it)")
 
 from ragstream.backends.search.milvus import MilvusEngine, MilvusUnavailableError
+from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.engine import Engine
-from ragstream.errors import VectorDBUnavailableError, VectorStoreError
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import MilvusServer, free_port
 

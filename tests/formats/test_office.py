@@ -20,8 +20,13 @@ from docx.shared import Inches
 from pptx import Presentation
 from pptx.util import Inches as PptxInches
 
-from ragstream.config import ChunkingSettings
-from ragstream.errors import DamagedFileError, EncryptedFileError, UnsafeFileError, UnsupportedFormatError
+from ragstream.common.config import ChunkingSettings
+from ragstream.common.errors import (
+    DamagedFileError,
+    EncryptedFileError,
+    UnsafeFileError,
+    UnsupportedFormatError,
+)
 from ragstream.formats import Limits
 from ragstream.formats.office import MAX_DEPTH, OLE_SIGNATURE, convert_docx, convert_pptx
 from ragstream.ingest.chunker import parse_document

@@ -24,8 +24,8 @@ from pypdf.generic import (  # noqa: E402
     NumberObject,
 )
 
-from ragstream.config import ChunkingSettings  # noqa: E402
-from ragstream.errors import (  # noqa: E402
+from ragstream.common.config import ChunkingSettings  # noqa: E402
+from ragstream.common.errors import (  # noqa: E402
     DamagedFileError,
     EncryptedFileError,
     NoTextLayerError,

@@ -25,7 +25,7 @@ from pypdf.generic import (  # noqa: E402
 )
 
 from benchmarks.pdf_print.make_pdfs import print_chromium  # noqa: E402
-from ragstream.config import ChunkingSettings  # noqa: E402
+from ragstream.common.config import ChunkingSettings  # noqa: E402
 from ragstream.formats import Limits  # noqa: E402
 from ragstream.formats.pdf import convert_pdf  # noqa: E402
 from ragstream.ingest.chunker import parse_document  # noqa: E402

@@ -24,9 +24,9 @@ import lxml.html
 import pytest
 
 from benchmarks import furniture
-from ragstream import markdown as md_reader
-from ragstream.config import ChunkingSettings
-from ragstream.errors import (
+from ragstream.common import markdown as md_reader
+from ragstream.common.config import ChunkingSettings
+from ragstream.common.errors import (
     DamagedFileError,
     EncryptedFileError,
     UnsupportedFormatError,

@@ -7,10 +7,10 @@ import hashlib
 import pytest
 
 from ragstream.backends.tokens import count_tokens
-from ragstream.config import ChunkingSettings
-from ragstream.errors import IngestError
+from ragstream.common.config import ChunkingSettings
+from ragstream.common.errors import IngestError
+from ragstream.common.text import sentences, words
 from ragstream.ingest.chunker import ParsedDocument, parse_document
-from ragstream.text import sentences, words
 
 FALLBACK = "2000-01-01"
 SMALL = ChunkingSettings(max_tokens=40, min_tokens=8)

@@ -12,7 +12,7 @@ import pytest
 
 from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
-from ragstream.errors import IngestError, IngestLockedError, VectorStoreError
+from ragstream.common.errors import IngestError, IngestLockedError, VectorStoreError
 from ragstream.ingest.ingestor import IngestLock, ingest_path
 from tests.conftest import ROOT
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ragstream.config import load_config
-from ragstream.errors import ConfigError, EmptyPromptError, PromptTooLongError
-from ragstream.prompt_schema import PromptSchema
+from ragstream.common.config import load_config
+from ragstream.common.errors import ConfigError, EmptyPromptError, PromptTooLongError
+from ragstream.common.prompt_schema import PromptSchema
 from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ragstream.config import A2Config, A2Field, load_config
+from ragstream.common.config import A2Config, A2Field, load_config
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.super_prompt import SuperPrompt
 

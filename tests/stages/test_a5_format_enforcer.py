@@ -9,8 +9,8 @@ import shutil
 import pytest
 from pydantic import ValidationError
 
-from ragstream.config import DEFAULT_CONFIG_DIR, A5Config, load_config
-from ragstream.errors import ConfigError
+from ragstream.common.config import DEFAULT_CONFIG_DIR, A5Config, load_config
+from ragstream.common.errors import ConfigError
 from ragstream.render import preview
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.stages.a5.llm import clamp_kind

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ragstream.backends.llm import LLMClient
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0

@@ -3,7 +3,7 @@
 import pytest
 
 from ragstream import controller
-from ragstream.errors import EmptyIndexError
+from ragstream.common.errors import EmptyIndexError
 from ragstream.render import build_query
 from ragstream.stages.retrieval import split_query
 

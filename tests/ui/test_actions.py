@@ -8,8 +8,8 @@ import time
 import pytest
 
 from ragstream.answer import FALLBACK_NOTICE
+from ragstream.common.errors import StageOrderError
 from ragstream.engine import Engine
-from ragstream.errors import StageOrderError
 from ragstream.super_prompt import Answer, SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream import controller
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.runs import RunStore
 from ragstream.ui import state as S
 from ragstream.ui.runs_tab import COMPARE_TAB

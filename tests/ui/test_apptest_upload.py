@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from ragstream.ui import actions, knowledge
 from ragstream.ui import state as S
 from tests.ingest.jobs_support import settled

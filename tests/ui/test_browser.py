@@ -550,7 +550,7 @@ def no_sideways(page, size: str, where: str) -> None:
 def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, height):
     from playwright.sync_api import expect, sync_playwright
 
-    from ragstream.config import load_config
+    from ragstream.common.config import load_config
     from ragstream.runs import RunStore
 
     size = f"{width}x{height}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.config import load_config
+from ragstream.common.config import load_config
 from tests.ui.test_apptest_upload import FIVE, REFUSED
 from tests.ui.test_browser import ARGS, CHROMIUM, SHOTS, app_url, open_sidebar, wait_idle  # noqa: F401 (a fixture)
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ragstream.errors import RagstreamError
+from ragstream.common.errors import RagstreamError
 from ragstream.super_prompt import Answer, Chunk, Citation, PassageRef, SuperPrompt
 from ragstream.ui import citations as C
 

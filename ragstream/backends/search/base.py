@@ -94,7 +94,7 @@ class SearchEngine(Protocol):
 
 def evidence_of(stored: StoredChunk) -> Evidence:
     """A stored chunk's vectors and evidence sentences, as the ReRanker and A4 read them."""
-    from ragstream.text import clean_sentence
+    from ragstream.common.text import clean_sentence
 
     text = stored.chunk.text
     return Evidence(window_vectors=stored.window_vectors,

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.errors import KeywordIndexUnreadableError
+from ragstream.common.errors import KeywordIndexUnreadableError
 
 #: the file, in the keyword index's folder
 FILE = "chunks.sqlite3"

@@ -218,7 +218,7 @@ class LocalEngine:
         the ingestion lock)."""
         if self._repairing or self.in_step():
             return
-        from ragstream.errors import IngestLockedError
+        from ragstream.common.errors import IngestLockedError
         from ragstream.ingest.lock import IngestLock
 
         try:

@@ -84,9 +84,9 @@ import numpy as np
 from ragstream.backends.keyword_index import BM25_B, BM25_K1, KeywordIndex, bm25_idf, bm25_score, index_text
 from ragstream.backends.search.keyword import StoredChunk, day_number, glob_parts, stored_chunks
 from ragstream.backends.vector_store import StoredDocument
-from ragstream.errors import VectorDBUnavailableError, VectorStoreError
+from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
+from ragstream.common.text import fold
 from ragstream.super_prompt import Chunk, Filters
-from ragstream.text import fold
 
 log = logging.getLogger(__name__)
 

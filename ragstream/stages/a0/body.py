@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragstream.errors import EmptyPromptError
-from ragstream.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema
+from ragstream.common.errors import EmptyPromptError
+from ragstream.common.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema
+from ragstream.common.text import split_sentences
 from ragstream.records import A0Decision, A0Rule, UnknownAttribute
 from ragstream.stages.a0.parser import Section, parse_prompt
 from ragstream.stages.a0.vocabulary import Vocabulary
-from ragstream.text import split_sentences
 
 #: joins the values of repeated headers for one key, and preamble + context
 VALUE_JOINER = "\n\n"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from rapidfuzz.distance import OSA
 
-from ragstream.prompt_schema import normalize_term
+from ragstream.common.prompt_schema import normalize_term
 from ragstream.stages.a0.vocabulary import Vocabulary
 
 

@@ -1,6 +1,6 @@
 """A0's prompt parser: header candidates, then sections and a decision for every candidate.
 
-Markdown structure comes from the project's one Markdown reader (``ragstream.markdown``,
+Markdown structure comes from the project's one Markdown reader (``ragstream.common.markdown``,
 CommonMark): the prompt's top-level headings, ATX (``## Task``) and setext (``Task`` over a
 line of ``===`` or ``---``), and its code blocks, fenced (``` or ~~~) and indented. Lines
 inside a code block are never header candidates. A heading inside a list item or a quote is
@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ragstream import markdown
-from ragstream.markdown import Block
+from ragstream.common import markdown
+from ragstream.common.markdown import Block
 from ragstream.records import A0Decision
 from ragstream.stages.a0.ladder import LabelMapping, map_label
 from ragstream.stages.a0.vocabulary import Vocabulary

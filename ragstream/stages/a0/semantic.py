@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 from ragstream.agents.factory import Agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
-from ragstream.config import AppConfig
-from ragstream.prompt_schema import PromptSchema
+from ragstream.common.config import AppConfig
+from ragstream.common.prompt_schema import PromptSchema
 from ragstream.stages.a0.body import Canonical, canonicalize
 from ragstream.stages.a0.parser import STYLE_PLAIN
 from ragstream.stages.a0.vocabulary import SemanticEntry, Vocabulary

@@ -1,6 +1,6 @@
 """A0's vocabulary: the prompt schema's terms in normalised form, as the ladder looks them up.
 
-The terms live in ``config/prompt_schema.json`` (``ragstream.prompt_schema``): the canonical
+The terms live in ``config/prompt_schema.json`` (``ragstream.common.prompt_schema``): the canonical
 keys, their aliases, words for them in other languages, phrase templates, keyword cues, the
 typo tolerance and the longest label A0 reads. ``Vocabulary.from_schema`` normalises every
 term once (``normalize_term``: NFKC, accents removed, case-folded, punctuation and Markdown
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstream.prompt_schema import PromptSchema, normalize_term
+from ragstream.common.prompt_schema import PromptSchema, normalize_term
 
 #: one label of the semantic rung: (normalised label, key or None, detail, confidence)
 SemanticEntry = tuple[str, str | None, str, float]

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ragstream.config import A5Config, LengthBound, LengthUnit
+from ragstream.common.config import A5Config, LengthBound, LengthUnit
+from ragstream.common.text import fold, keyword_matches
 from ragstream.records import LengthLimit
-from ragstream.text import fold, keyword_matches
 
 #: punctuation that ends a clause: a negation never reaches across it
 _CLAUSE_END = re.compile(r"[.,;:!?\n]")

@@ -45,12 +45,12 @@ from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
-from ragstream.config import A5Config, FormatKind
+from ragstream.common.config import A5Config, FormatKind
+from ragstream.common.text import fold
 from ragstream.records import FormatClamp, FormatSpec, Judgment, LengthLimit
 from ragstream.render import stated
 from ragstream.stages.a5.lengths import merge_lengths
 from ragstream.stages.a5.rules import as_rule, dedupe, shape, spec_line
-from ragstream.text import fold
 
 FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ragstream.config import A5Config, FormatKind
+from ragstream.common.config import A5Config, FormatKind
+from ragstream.common.text import fold, keyword_matches
 from ragstream.records import KindSource, LengthLimit
 from ragstream.render import stated
 from ragstream.stages.a5.lengths import LengthGrammar, blank, find_lengths, window_before
-from ragstream.text import fold, keyword_matches
 
 #: a body field A5 reads
 SourceKey = Literal["format", "constraints", "task"]

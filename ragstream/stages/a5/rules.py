@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from ragstream.config import A5Config, FormatKind
+from ragstream.common.config import A5Config, FormatKind
+from ragstream.common.text import fold, keyword_matches, sentences
 from ragstream.records import LengthLimit
 from ragstream.stages.a5.lengths import LengthGrammar, blank, unit_label
-from ragstream.text import fold, keyword_matches, sentences
 
 #: list markers at the start of a constraint line: "- ", "* ", "1. ", "2) ", "[ ] "
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|\[[ xX]?\])\s+")

@@ -5,7 +5,7 @@ Files (all under ``config/``, or ``$RAGSTREAM_CONFIG_DIR``):
 * ``pipeline_limits.json`` — the N-constants N0..N4 (soft caps).
 * ``settings.json``        — paths, vector store, embedding, chunking, retrieval, reranker,
   prompt budgets, LLM endpoint.
-* ``prompt_schema.json``   — A0's header vocabulary (see ``ragstream.prompt_schema``).
+* ``prompt_schema.json``   — A0's header vocabulary (see ``ragstream.common.prompt_schema``).
 * ``agents/<Agent>.json``  — one file per agent (A0 semantic fallback, A2, A3, A4, A5).
 
 An unknown key or a bad value raises ``ConfigError`` naming the file, the key and what is
@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ragstream.errors import ConfigError
-from ragstream.prompt_schema import PromptSchema
+from ragstream.common.errors import ConfigError
+from ragstream.common.prompt_schema import PromptSchema
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_DIR = PROJECT_ROOT / "config"
 
 

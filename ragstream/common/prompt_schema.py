@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragstream.text import fold
+from ragstream.common.text import fold
 
 #: the keys the TASK/CONTEXT rule works on; they must be canonical
 TASK_KEY = "task"

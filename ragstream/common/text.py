@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ragstream.markdown import BlockKind, spans_outside
+from ragstream.common.markdown import BlockKind, spans_outside
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
 # unless the dot belongs to a common abbreviation, an initial or a number like 3.5.
@@ -140,7 +140,7 @@ def clean_sentence(sentence: str) -> str:
 def evidence_units(text: str, min_words: int = 3) -> list[tuple[int, int, str]]:
     """The prose sentences of a chunk that can serve as evidence: ``(start, end, clean text)``.
 
-    The text is read as Markdown (``ragstream.markdown``): code blocks, tables, math blocks,
+    The text is read as Markdown (``ragstream.common.markdown``): code blocks, tables, math blocks,
     headings, HTML blocks and rules are skipped, and so are fragments shorter than
     ``min_words`` words; ``start:end`` is the sentence's span in ``text`` and the clean text is
     what is embedded at ingestion and quoted by the condenser. The ReRanker's evidence signal
