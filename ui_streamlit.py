@@ -17,7 +17,7 @@ from ragstream import controller
 from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
 from ragstream.staleness import Stale
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import (
     actions,
     answer_view,

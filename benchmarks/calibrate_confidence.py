@@ -56,8 +56,8 @@ from ragstream.measure.answer_eval import (
     load_questions,
     question_texts,
 )
-from ragstream.render import build_query
-from ragstream.super_prompt import ConversationTurn
+from ragstream.state.render import build_query
+from ragstream.state.super_prompt import ConversationTurn
 
 SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json", "benchmarks/answers/kb-pdf.json")
 SUBSETS = (("lead_match", "rerank", "covered"), ("lead_match", "best_match", "rerank", "covered"),

@@ -31,8 +31,8 @@ from sklearn.metrics import log_loss
 
 from ragstream.engine import Engine
 from ragstream.relevance import SIGNALS, relevance_signals
-from ragstream.render import rerank_query
-from ragstream.super_prompt import View
+from ragstream.state.render import rerank_query
+from ragstream.state.super_prompt import View
 from tests.conftest import make_config
 
 #: the signal subsets and regularisation strengths the fit chooses from

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragstream.backends.doc_index import WindowRecord
 from ragstream.backends.search.milvus import MilvusEngine
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 SCIFACT = Path("/work/shared/data/scifact")
 DIM = 384

@@ -28,7 +28,7 @@ import pytest
 
 from ragstream.common.config import LOCAL_MODEL_PROFILE
 from ragstream.engine import Engine
-from ragstream.super_prompt import Answer, SuperPrompt
+from ragstream.state.super_prompt import Answer, SuperPrompt
 
 #: where ``tests/test_real_llm.py`` leaves its figures table for the end-of-run summary
 FIGURES = pytest.StashKey[str]()

@@ -26,7 +26,7 @@ from ragstream.engine import Engine
 from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
 from ragstream.services import build_services
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 
 FEATURES = ("query_cosine", "best_sentence_cosine", "term_coverage", "query_bm25")
 
@@ -52,7 +52,7 @@ def collect(data: Path, split: str):
         hybrid = sp.kept_ids(View.RETRIEVAL)
         head = hybrid[: ecfg.limits.N2_RERANK_TOP_K]
         chunks = sp.chunk_map()
-        from ragstream.render import rerank_query
+        from ragstream.state.render import rerank_query
 
         feats = reranker.features(rerank_query(sp.body, sp.extras.body_sources),
                                   [chunks[c] for c in head])

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 from ragstream.common.config import AppConfig, load_config
 from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
+from ragstream.state.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
 
 if TYPE_CHECKING:
     from ragstream.service.api import RAGPipeline

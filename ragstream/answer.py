@@ -87,7 +87,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from ragstream import controller, edits, staleness
+from ragstream import controller, staleness
 from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.answerability import Evidence, specific_names, weigh
 from ragstream.common import markdown
@@ -96,9 +96,10 @@ from ragstream.common.errors import SchemaVersionError, StageOrderError, StaleRe
 from ragstream.common.text import asks_how, fold, jaccard, split_sentences, without_frame, words
 from ragstream.passage import Passage, lead_passage, trim
 from ragstream.passage import render as render_passage
-from ragstream.records import LengthLimit, QALogRecord, Statement
-from ragstream.render import build_query, citation_marks, rerank_query
-from ragstream.super_prompt import (
+from ragstream.state import edits
+from ragstream.state.records import LengthLimit, QALogRecord, Statement
+from ragstream.state.render import build_query, citation_marks, rerank_query
+from ragstream.state.super_prompt import (
     Answer,
     AnswerUsage,
     Chunk,
@@ -1310,7 +1311,7 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig, schema: dict | None = None,
     nothing was)."""
     from ragstream.agents.factory import TEMPLATE_TOKENS, TOKENIZER_SLACK
     from ragstream.backends.tokens import count_tokens
-    from ragstream.render import render_conversation
+    from ragstream.state.render import render_conversation
 
     acfg, enc = cfg.settings.answer, cfg.settings.chunking.encoding
     rule, cue = CITATION_RULE, ANSWER_CUE

@@ -49,8 +49,8 @@ import numpy as np
 
 from ragstream.backends.keyword_index import weighted_share
 from ragstream.common.config import AnswerabilityModel, AnswerabilitySettings
-from ragstream.records import Statement
-from ragstream.super_prompt import SuperPrompt, View
+from ragstream.state.records import Statement
+from ragstream.state.super_prompt import SuperPrompt, View
 
 FEATURES = ("lead_match", "best_match", "rerank", "lead_rerank", "rerank_margin", "dense",
             "covered", "unseen", "lead_heading", "lead_covered")

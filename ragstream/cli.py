@@ -21,7 +21,7 @@ from ragstream.common.errors import RagstreamError
 from ragstream.controller import STAGE_NAMES
 from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
 from ragstream.runs import RunStore, StageSnapshot
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
     # what click.progressbar returns; click annotates with it but does not export it
@@ -303,8 +303,8 @@ def _save_run(engine, sp, stages: dict[str, StageSnapshot]) -> None:
 
 def _print_edit_outcomes(sp) -> None:
     """Each edit and what became of it (the last stage that applied it), on stderr."""
-    from ragstream.edits import outcome
-    from ragstream.records import short_text
+    from ragstream.state.edits import outcome
+    from ragstream.state.records import short_text
     from ragstream.ui.views import plain_names, stage_label
 
     for edit in sp.edits:

@@ -55,9 +55,9 @@ from pydantic import BaseModel
 
 from ragstream import controller, staleness
 from ragstream.common.config import AppConfig
-from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
 from ragstream.stages import STAGES, Stage
-from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
+from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 from ragstream.ui.views import (
     BUMP_PLOT_HEIGHT,
     BUMP_TOP,

@@ -32,9 +32,9 @@ from ragstream.common.errors import (
     StaleResultError,
     UnknownStageError,
 )
-from ragstream.edits import Edit, merged
 from ragstream.stages import STAGES, Stage
-from ragstream.super_prompt import StageRun, SuperPrompt
+from ragstream.state.edits import Edit, merged
+from ragstream.state.super_prompt import StageRun, SuperPrompt
 
 STAGE_NAMES = [s.name for s in STAGES]
 _BY_NAME = {s.name: s for s in STAGES}

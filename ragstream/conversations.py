@@ -67,9 +67,9 @@ from ragstream.common.errors import (
     ConversationNotFoundError,
 )
 from ragstream.qa_log import QALog
-from ragstream.records import CHUNK_KINDS, GATE_KINDS
-from ragstream.render import strip_citations
-from ragstream.super_prompt import (
+from ragstream.state.records import CHUNK_KINDS, GATE_KINDS
+from ragstream.state.render import strip_citations
+from ragstream.state.super_prompt import (
     CONVERSATION_ID_PREFIX,
     Answer,
     Chunk,

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstream import controller, edits, staleness
+from ragstream import controller, staleness
 from ragstream import replay as replays
 from ragstream.backends import telemetry
 from ragstream.backends.llm import PassState, one_pass
@@ -44,7 +44,8 @@ from ragstream.common.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
 from ragstream.services import Services, build_services
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.state import edits
+from ragstream.state.super_prompt import Chunk, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.conversations import Conversations
@@ -290,7 +291,7 @@ class Engine:
 
         from ragstream.common.errors import RagstreamError
         from ragstream.conversations import used_turns, uses_note
-        from ragstream.records import TurnRecord
+        from ragstream.state.records import TurnRecord
 
         name = sp.conversation_name
         log_id = sp.extras.qa_log.id if sp.extras.qa_log is not None else None
@@ -340,7 +341,7 @@ class Engine:
 
     def edit(self, sp: SuperPrompt, kind: edits.EditKind, target: str,
              after: str | None = None, before: str | None = None) -> SuperPrompt:
-        """Record one edit (see ``ragstream.edits``); the results of the stage it acts on and
+        """Record one edit (see ``ragstream.state.edits``); the results of the stage it acts on and
         of the later stages are discarded. ``EditError`` when the chunk, field, statement or
         rule does not exist or the value is not one of the field's choices."""
         return controller.record_edit(sp, edits.new_edit(sp, kind, target, after, before))

@@ -43,12 +43,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ragstream import edits
 from ragstream.common import markdown
 from ragstream.common.config import AnswerSettings
 from ragstream.common.text import evidence_units, split_sentences
-from ragstream.records import Statement
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.state import edits
+from ragstream.state.records import Statement
+from ragstream.state.super_prompt import Chunk, SuperPrompt
 
 #: sentences shorter than this are fragments, not statements (as at ingestion)
 MIN_WORDS = 3

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.common.errors import SchemaVersionError
-from ragstream.super_prompt import Answer, SuperPrompt
+from ragstream.state.super_prompt import Answer, SuperPrompt
 
 TABLE = "interactions"
 #: the table's columns in schema version 1, column -> SQL type, in table order (id comes

@@ -35,7 +35,7 @@ import numpy as np
 from ragstream.backends.keyword_index import KeywordIndex
 from ragstream.backends.reranker import evidence_for
 from ragstream.common.config import RelevanceModel
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 SIGNALS = ("window_cosine", "sentence_cosine", "coverage", "unseen")
 

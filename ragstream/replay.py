@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ragstream import controller, edits, staleness
+from ragstream import controller, staleness
 from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.agents.trace import call_record, clip
 from ragstream.backends.llm import (
@@ -74,13 +74,14 @@ from ragstream.backends.llm import (
 )
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import RagstreamError
-from ragstream.records import A2_FIELDS, AgentCall, EditKind, SentMessage, short_text
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a3_nli_gate as a3
 from ragstream.stages import a4_condenser as a4
 from ragstream.stages import a5_format_enforcer as a5
-from ragstream.super_prompt import SuperPrompt, View
+from ragstream.state import edits
+from ragstream.state.records import A2_FIELDS, AgentCall, EditKind, SentMessage, short_text
+from ragstream.state.super_prompt import SuperPrompt, View
 
 if TYPE_CHECKING:
     from ragstream.engine import Engine

@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstream.common.errors import RunFileError, RunNotFoundError
 from ragstream.qa_log import MASK, _secrets, open_migrated
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.common.config import AppConfig

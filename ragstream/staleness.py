@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from ragstream.agents.base import resolve_mode
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import ConfigError
-from ragstream.edits import fingerprint, of_stage
-from ragstream.records import StageInputs
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.edits import fingerprint, of_stage
+from ragstream.state.records import StageInputs
+from ragstream.state.super_prompt import SuperPrompt
 
 #: what a stage may name in ``Stage.reads`` besides configuration paths; ``AGENT``: the
 #: stage's agent configuration (``agents.<stage>``, less its ``mode``) and the mode it resolves

@@ -14,7 +14,7 @@ import pytest
 
 from ragstream import controller
 from ragstream.agents.trace import clip, cut_marker
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import inspector
 from ragstream.ui.views import TABLE_WIDTH
 from tests.conftest import ROOT

@@ -34,8 +34,8 @@ from ragstream.common.config import AnswerSettings
 from ragstream.common.errors import StageOrderError
 from ragstream.passage import title_of
 from ragstream.qa_log import QALog
-from ragstream.records import QALogRecord
-from ragstream.super_prompt import Answer, ConversationTurn, SuperPrompt
+from ragstream.state.records import QALogRecord
+from ragstream.state.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import answer_only, llm_config, with_llm
 
@@ -600,7 +600,7 @@ def test_answer_and_log_keeps_the_answer_when_the_log_cannot_be_written(kb_engin
 
 
 def test_extractive_answer_shows_the_command_a_sentence_introduces():
-    from ragstream.super_prompt import Chunk
+    from ragstream.state.super_prompt import Chunk
 
     text = ("The tool is installed with pip. Start the tool on its port with:\n\n"
             "```bash\ntool run --port 8\n```\n\nIt listens on port 8.")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ragstream.answer import answer_sentences, extractive_pieces, extractive_statements, not_a_lead
 from ragstream.common.config import AnswerSettings
-from ragstream.records import Edit
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.state.records import Edit
+from ragstream.state.super_prompt import Chunk, SuperPrompt
 
 ACFG = AnswerSettings()
 

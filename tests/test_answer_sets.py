@@ -19,7 +19,7 @@ from ragstream.measure.answer_eval import (
     same_subject_asks,
     summarize,
 )
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 
 def test_a_signature_heading_matches_the_same_name_with_other_arguments():

@@ -20,7 +20,7 @@ from benchmarks.apache_docs.make_docs import make, missing
 from ragstream.answer import answer, dangling_colons, said_back
 from ragstream.engine import Engine
 from ragstream.services import build_services
-from ragstream.super_prompt import ConversationTurn
+from ragstream.state.super_prompt import ConversationTurn
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAD = 400  # characters: what the answer leads with

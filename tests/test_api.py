@@ -15,7 +15,7 @@ import pytest
 from ragstream import RAGPipeline
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.engine import Engine
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 from tests.conftest import make_config
 
 RULES_KB = Path(__file__).parent / "fixtures" / "rules_kb"

@@ -31,7 +31,7 @@ from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
 from ragstream.common.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.engine import Engine
 from ragstream.ingest.ingestor import TextDocument, ingest_documents
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.conftest import ROOT, make_config

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ragstream.compare import CHUNK_COLUMNS, VIEW_KEYS, Comparison, Side, compare
-from ragstream.super_prompt import Filters, SuperPrompt, View
+from ragstream.state.super_prompt import Filters, SuperPrompt, View
 
 PROMPT = "How does the ReRanker choose its backend?"
 OTHER = "How are documents chunked?"

@@ -4,7 +4,7 @@ import pytest
 
 from ragstream import controller
 from ragstream.common.errors import StageError, StageOrderError, UnknownStageError
-from ragstream.super_prompt import PROMPT_BUILT
+from ragstream.state.super_prompt import PROMPT_BUILT
 
 PROMPT = "Task: Explain how A3 decides which chunks to drop.\nAudience: beginner"
 

@@ -14,14 +14,15 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from ragstream import cli, edits
+from ragstream import cli
 from ragstream.common.errors import ConversationKnowledgeBaseError
 from ragstream.conversations import Conversations, chunk_id
 from ragstream.engine import Engine
 from ragstream.qa_log import MIGRATIONS, migrate
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
-from ragstream.super_prompt import View
+from ragstream.state import edits
+from ragstream.state.super_prompt import View
 from tests.conftest import three_article_engine
 from tests.test_service import serving
 

@@ -19,7 +19,7 @@ from ragstream.engine import Engine
 from ragstream.qa_log import MIGRATIONS
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 from tests.conftest import make_config, three_article_engine
 from tests.test_service import serving
 

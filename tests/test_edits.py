@@ -12,8 +12,8 @@ import pytest
 from ragstream import controller
 from ragstream.answer import extractive_statements
 from ragstream.common.errors import EditError, StaleResultError
-from ragstream.edits import statement_key
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.edits import statement_key
+from ragstream.state.super_prompt import SuperPrompt
 
 #: the gate drops kb/troubleshooting.md#8 for this question ("off-topic"), though the section
 #: "Checking where the time goes" answers it
@@ -289,7 +289,7 @@ def test_changed_settings_mark_the_first_stage_that_reads_them(kb_engine, full):
 
 
 def test_filters_and_prompt_text_are_inputs_too(kb_engine, full):
-    from ragstream.super_prompt import Filters
+    from ragstream.state.super_prompt import Filters
 
     filtered = full.model_copy(update={"filters": Filters(doc_type=("faq",))})
     stale = kb_engine.stale(filtered)

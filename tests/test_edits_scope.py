@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ragstream.answer import extractive_pieces, extractive_statements
-from ragstream.edits import statement_key
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.edits import statement_key
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import editing, evidence
 
 ROOT = Path(__file__).resolve().parent.parent

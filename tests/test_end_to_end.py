@@ -10,7 +10,7 @@ from ragstream import controller
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError
 from ragstream.engine import Engine
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 
 PROMPTS = [
     "How does the ReRanker choose its backend when no cross-encoder is available?",

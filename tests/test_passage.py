@@ -10,8 +10,8 @@ from ragstream.answer import answer, answer_sentences, dangling_colons, said_bac
 from ragstream.common.config import AnswerSettings
 from ragstream.common.text import without_frame
 from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
-from ragstream.records import Statement
-from ragstream.super_prompt import Chunk, SuperPrompt
+from ragstream.state.records import Statement
+from ragstream.state.super_prompt import Chunk, SuperPrompt
 
 ACFG = AnswerSettings()
 
@@ -227,7 +227,7 @@ def _spans(text: str):
 
 
 def test_the_pinned_chunk_is_the_passage(cfg):
-    from ragstream import edits
+    from ragstream.state import edits
 
     first, pinned = _chunk("Logs rotate daily.", "docs/b.md#0", ("Logs",)), _chunk(HOWTO)
     sp = _sp([first, pinned])

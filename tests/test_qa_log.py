@@ -13,7 +13,7 @@ from ragstream.answer import answer, answer_and_log
 from ragstream.common.errors import SchemaVersionError
 from ragstream.controller import STAGE_NAMES
 from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog
-from ragstream.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
+from ragstream.state.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
 
 #: the table as the code before schema versions created it (git show HEAD:ragstream/qa_log.py
 #: when versions came), with PRAGMA user_version left at 0

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from ragstream import controller
-from ragstream.edits import new_edit
 from ragstream.engine import Engine
-from ragstream.records import Edit
 from ragstream.replay import NEEDS_ENDPOINT, ReplayError
+from ragstream.state.edits import new_edit
+from ragstream.state.records import Edit
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 from tests.stages.test_agents_llm_a3_a4 import PROMPT, agents_after, with_agent
@@ -223,7 +223,7 @@ def test_replay_refuses_without_an_endpoint_or_a_call(kb_engine, sp_reranked, se
 
 
 def statement_keys(sp) -> list[str]:
-    from ragstream.edits import statement_key
+    from ragstream.state.edits import statement_key
 
     return [statement_key(s) for s in sp.extras.a4.condensed]
 

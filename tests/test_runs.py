@@ -20,7 +20,6 @@ from ragstream import cli
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError, RunFileError, RunNotFoundError, SchemaVersionError
 from ragstream.engine import Engine
-from ragstream.records import Edit, StageInputs, edit_stage
 from ragstream.runs import (
     MIGRATIONS,
     RunMeta,
@@ -30,7 +29,8 @@ from ragstream.runs import (
     export_json,
     parse_run_json,
 )
-from ragstream.super_prompt import Answer, Filters, StageRun, SuperPrompt
+from ragstream.state.records import Edit, StageInputs, edit_stage
+from ragstream.state.super_prompt import Answer, Filters, StageRun, SuperPrompt
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-abcdefgh12345"

@@ -28,7 +28,7 @@ from ragstream import cli
 from ragstream.backends.llm import build_llm
 from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import state as S
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply

@@ -34,7 +34,7 @@ from ragstream.service.http import (
     Message,
     create_app,
 )
-from ragstream.super_prompt import ConversationTurn
+from ragstream.state.super_prompt import ConversationTurn
 from tests.conftest import make_config
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config, with_llm

@@ -3,7 +3,7 @@ import json
 import pydantic
 import pytest
 
-from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 
 
 def chunk(i: int, text: str = "Some text.") -> Chunk:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ragstream.common.config import AgentCommon, AppConfig
 from ragstream.common.errors import ConfigError
-from ragstream.records import AgentModeRecord
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.records import AgentModeRecord
+from ragstream.state.super_prompt import SuperPrompt
 
 
 @dataclass(frozen=True)

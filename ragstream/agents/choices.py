@@ -44,7 +44,7 @@ Weighing (:func:`weigh`): the rule's choice stands unless the model is sure enou
 * margin ≥ ``choice_margin`` (the agent's config) → the model's value;
 * margin < ``choice_margin`` → the rule's choice stands.
 
-Each outcome is a :class:`Weighed`, which becomes a :class:`~ragstream.records.Judgment` (the
+Each outcome is a :class:`Weighed`, which becomes a :class:`~ragstream.state.records.Judgment` (the
 rule's value, the model's, its probability, what stood, who decided, and why with the
 threshold) in ``sp.extras.judgments[agent]``.
 """
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ragstream.backends.llm import TokenChoice
-from ragstream.records import Judgment
+from ragstream.state.records import Judgment
 
 DecidedBy = Literal["rule", "llm", "you"]
 

@@ -47,8 +47,8 @@ from ragstream.backends.llm import (
 )
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AgentCommon, AppConfig
-from ragstream.records import AgentCall, AgentUsage
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.records import AgentCall, AgentUsage
+from ragstream.state.super_prompt import SuperPrompt
 
 M = TypeVar("M", bound=BaseModel)  # the agent's reply model
 R = TypeVar("R")  # what a stage's LLM or deterministic path returns

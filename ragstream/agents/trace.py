@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 
 from ragstream.backends.llm import CallLog
-from ragstream.records import AgentCall, SentMessage
+from ragstream.state.records import AgentCall, SentMessage
 
 #: the share of a cut text kept from its start (the rest is its end)
 HEAD_SHARE = 0.75

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragstream.common.text import evidence_units
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
     import bm25s

@@ -44,7 +44,7 @@ from ragstream.backends.search.base import Evidence
 from ragstream.common.config import RerankerSettings
 from ragstream.common.errors import ModelLoadError
 from ragstream.common.text import asks_how, without_frame
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 
 class Reranker(Protocol):

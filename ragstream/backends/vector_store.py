@@ -50,7 +50,7 @@ import numpy as np
 from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
 from ragstream.common.config import VectorStoreSettings
 from ragstream.common.errors import StoreUnreadableError, VectorDBUnavailableError, VectorStoreError
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
     from chromadb.api import ClientAPI

@@ -88,7 +88,7 @@ from ragstream.common.config import ChunkingSettings
 from ragstream.common.errors import IngestError
 from ragstream.common.markdown import Block
 from ragstream.common.text import split_sentences, words
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 __all__ = ["ParsedDocument", "parse_document", "PLAIN_TEXT_SUFFIXES", "DATE_KEYS", "NO_BODY_WARNING"]
 

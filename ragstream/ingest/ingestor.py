@@ -85,7 +85,7 @@ from ragstream.ingest.lock import (  # noqa: F401 (LOCK_FILE and IngestLock impo
     IngestLock,
     IngestStoppedWaitingError,
 )
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 #: what is derived from a document's text at ingestion (evidence sentences and their spans):
 #: part of the stored document hash, so a change here re-ingests every document once

@@ -62,7 +62,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EvalDataError
-from ragstream.super_prompt import Chunk, SuperPrompt, View
+from ragstream.state.super_prompt import Chunk, SuperPrompt, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -514,7 +514,7 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
     knowledge base) and its answer becomes the next turn."""
     from ragstream.answer import answer
     from ragstream.engine import Engine
-    from ragstream.super_prompt import ConversationTurn
+    from ragstream.state.super_prompt import ConversationTurn
 
     engine = Engine(cfg, services)
     rows: list[dict[str, Any]] = []

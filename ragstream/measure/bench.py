@@ -436,7 +436,7 @@ def rerank_backends(services, work_dir: Path | None = None) -> tuple[dict[str, A
 def measure_rerank(engine, claims: list[str], repeats: int, progress: Progress | None,
                    work_dir: Path | None = None) -> dict[str, Any]:
     """Latency of each available reranker backend on the Retrieval candidates of each claim."""
-    from ragstream.render import rerank_query
+    from ragstream.state.render import rerank_query
 
     cfg, services = engine.cfg, engine.services
     n2 = cfg.limits.N2_RERANK_TOP_K

@@ -43,7 +43,7 @@ import numpy as np
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EvalDataError
 from ragstream.metrics import NDCG_K, mean_metrics, paired_comparison, query_metrics
-from ragstream.super_prompt import Chunk, View
+from ragstream.state.super_prompt import Chunk, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -221,8 +221,8 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
                                                            dict[str, list[float]]]:
     """Rankings (system -> query id -> doc ids) and latencies (system -> ms per query)."""
     from ragstream.engine import Engine
-    from ragstream.render import build_query
     from ragstream.stages.retrieval import single_ranking, split_query
+    from ragstream.state.render import build_query
 
     rankings: dict[str, dict[str, list[str]]] = defaultdict(dict)
     latency: dict[str, list[float]] = defaultdict(list)

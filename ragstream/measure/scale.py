@@ -217,7 +217,7 @@ class SyntheticCorpus:
         ready for ``replace_documents``; its chunk count and window / sentence counts are
         the records'."""
         from ragstream.backends.doc_index import WindowRecord
-        from ragstream.super_prompt import Chunk
+        from ragstream.state.super_prompt import Chunk
 
         rng = np.random.default_rng((self.seed, d))
         doc_id = f"{ROOT}/{d:07d}.md"
@@ -423,7 +423,7 @@ def _services(folder: Path):
 
 
 def _probe_chunk(doc_id: str, text: str):
-    from ragstream.super_prompt import Chunk
+    from ragstream.state.super_prompt import Chunk
 
     return Chunk(id=f"{doc_id}#0", doc_id=doc_id, text=text, source=doc_id, title="Probe",
                  heading_path=("Probe",), section="Probe", word_count=len(text.split()))
@@ -568,7 +568,7 @@ def _ingest(folder: Path, params: dict[str, Any]) -> None:
     from ragstream.backends.doc_index import encode_chunks
     from ragstream.ingest.ingestor import ingest_path, stored_documents
     from ragstream.ingest.lock import IngestLock
-    from ragstream.super_prompt import Chunk
+    from ragstream.state.super_prompt import Chunk
 
     cfg, services = _services(folder)
     store, embedder = services.store, services.embedder

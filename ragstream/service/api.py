@@ -44,9 +44,9 @@ from ragstream.common.config import AppConfig
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.engine import Engine
 from ragstream.relevance import relevance, relevance_signals
-from ragstream.render import rerank_query
 from ragstream.service.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid
-from ragstream.super_prompt import Chunk, Filters, View
+from ragstream.state.render import rerank_query
+from ragstream.state.super_prompt import Chunk, Filters, View
 
 #: results kept at most in the cache
 CACHE_SIZE = 1024

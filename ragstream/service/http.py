@@ -101,7 +101,7 @@ from ragstream.service.auth import (
     require_token_off_loopback,
 )
 from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument
-from ragstream.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
+from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.engine import Engine

@@ -60,7 +60,7 @@ from ragstream.service.auth import (
     client_address,
     require_token_off_loopback,
 )
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.service.api import RAGPipeline
@@ -229,7 +229,7 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False,
         the whole pipeline."""
         from ragstream.service.http import read_as
         from ragstream.service.openai_compat import keep_run
-        from ragstream.super_prompt import ConversationTurn
+        from ragstream.state.super_prompt import ConversationTurn
 
         allowed(ctx, "read", kb, "answer")
         text = the_question("answer", question, query, kb)

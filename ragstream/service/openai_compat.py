@@ -66,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ragstream.common.errors import InvalidQueryError, RagstreamError
-from ragstream.super_prompt import Answer, Citation, ConversationTurn, SuperPrompt
+from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.engine import Engine

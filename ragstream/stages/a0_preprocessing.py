@@ -46,14 +46,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ragstream import edits, staleness
+from ragstream import staleness
 from ragstream.agents.base import resolve_mode
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EmptyPromptError, PromptTooLongError
 from ragstream.common.prompt_schema import TASK_KEY
-from ragstream.records import A0Rule, AgentModeRecord, Extras, ReadingRecord
-from ragstream.render import compose_prompt_ready
 from ragstream.services import Services
 from ragstream.stages.a0.body import SOURCE_DERIVED, Canonical, canonicalize
 from ragstream.stages.a0.reading import read
@@ -65,7 +63,10 @@ from ragstream.stages.a0.semantic import (
 )
 from ragstream.stages.a0.vocabulary import Vocabulary
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state import edits
+from ragstream.state.records import A0Rule, AgentModeRecord, Extras, ReadingRecord
+from ragstream.state.render import compose_prompt_ready
+from ragstream.state.super_prompt import SuperPrompt
 
 AGENT_NAME = "A0_PreProcessing"
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream import edits, render, staleness
+from ragstream import staleness
 from ragstream.agents import choices
 from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent, run_agent
@@ -70,10 +70,11 @@ from ragstream.agents.replies import Text, bound
 from ragstream.backends.llm import inline_schema
 from ragstream.common.config import A2Config, A2Field, AppConfig
 from ragstream.common.text import fold, keyword_matches
-from ragstream.records import A2Decision, Judgment
 from ragstream.services import Services
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state import edits, render
+from ragstream.state.records import A2Decision, Judgment
+from ragstream.state.super_prompt import SuperPrompt
 
 AGENT_NAME = "A2_PromptShaper"
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragstream import edits, staleness
+from ragstream import staleness
 from ragstream.agents.factory import Agent, PromptBudgetError, RunBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import AgentOutputError, NoLogprobsError, inline_schema
@@ -69,10 +69,11 @@ from ragstream.common.config import A3Config, AppConfig
 from ragstream.common.errors import StageError
 from ragstream.common.text import jaccard, shingles
 from ragstream.conversations import covering
-from ragstream.records import A3Clamp, A3Record, Judgment
-from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import Chunk, DecidedBy, RowStatus, SuperPrompt, View, ViewRow
+from ragstream.state import edits
+from ragstream.state.records import A3Clamp, A3Record, Judgment
+from ragstream.state.render import rerank_query
+from ragstream.state.super_prompt import Chunk, DecidedBy, RowStatus, SuperPrompt, View, ViewRow
 
 NAME = "A3_NLI_Gate"
 TAGS = ("duplicate", "off-topic", "conflicting")

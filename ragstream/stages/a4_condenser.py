@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from ragstream import edits, staleness
+from ragstream import staleness
 from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
@@ -82,8 +82,10 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AppConfig
 from ragstream.common.text import jaccard, words
-from ragstream.records import A4Record, Judgment, Statement, StatementKind
-from ragstream.render import (
+from ragstream.stages.stage import Stage
+from ragstream.state import edits
+from ragstream.state.records import A4Record, Judgment, Statement, StatementKind
+from ragstream.state.render import (
     CONDENSED_EMPTY,
     CONDENSED_HEADER,
     build_query,
@@ -91,8 +93,7 @@ from ragstream.render import (
     render_condensed,
     rerank_query,
 )
-from ragstream.stages.stage import Stage
-from ragstream.super_prompt import DecidedBy, RowStatus, SuperPrompt, View, ViewRow
+from ragstream.state.super_prompt import DecidedBy, RowStatus, SuperPrompt, View, ViewRow
 
 NAME = "A4_Condenser"
 DIGITS = 6

@@ -50,18 +50,19 @@ the System block.
 
 from __future__ import annotations
 
-from ragstream import edits, staleness
+from ragstream import staleness
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.common.config import A5Config, AppConfig
-from ragstream.records import FormatSpec
-from ragstream.render import preview, stated
 from ragstream.services import Services
 from ragstream.stages.a5 import llm
 from ragstream.stages.a5.lengths import length_grammar, merge_lengths, unit_label
 from ragstream.stages.a5.reading import detect_kind, first_named, name_list, read_sources
 from ragstream.stages.a5.rules import as_rule, constraint_rules, dedupe, says_more, shape, spec_line
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state import edits
+from ragstream.state.records import FormatSpec
+from ragstream.state.render import preview, stated
+from ragstream.state.super_prompt import SuperPrompt
 
 AGENT_NAME = "A5_Format_Enforcer"
 

@@ -17,14 +17,14 @@ from ragstream import staleness
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AppConfig
 from ragstream.common.text import split_sentences
-from ragstream.render import (
+from ragstream.stages.stage import Stage
+from ragstream.state.render import (
     preview,
     render_conversation,
     render_prompt_md,
     render_system_md,
 )
-from ragstream.stages.stage import Stage
-from ragstream.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
+from ragstream.state.super_prompt import PROMPT_BUILT, Chunk, SuperPrompt
 
 NAME = "Prompt_Builder"
 

@@ -14,14 +14,14 @@ A chunk the person pinned or added is reranked wherever Retrieval ranked it, bey
 
 from __future__ import annotations
 
-from ragstream import edits
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import StageError
 from ragstream.conversations import after_documents
-from ragstream.records import RerankerRecord
-from ragstream.render import rerank_query
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import SuperPrompt, View, ViewRow
+from ragstream.state import edits
+from ragstream.state.records import RerankerRecord
+from ragstream.state.render import rerank_query
+from ragstream.state.super_prompt import SuperPrompt, View, ViewRow
 
 NAME = "ReRanker"
 DIGITS = 6

@@ -29,7 +29,7 @@ document that says the same thing.
 pass them: the others are never candidates of either list (BM25's word statistics stay those
 of the whole knowledge base).
 
-The person's chunk edits (``ragstream.edits``): an *added* chunk is scored like the others
+The person's chunk edits (``ragstream.state.edits``): an *added* chunk is scored like the others
 and always in the view (filters or N1 aside), pinned, reason "added by you"; a *pinned* one
 among the top N1 says "pinned by you"; an *excluded* one among them is a dropped row, "excluded
 by you", and the N1 kept rows are the best others. A pin or exclusion whose chunk is not among
@@ -44,17 +44,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ragstream import edits, staleness
+from ragstream import staleness
 from ragstream.backends.search.base import best_cosines
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EmptyIndexError, StageError
 from ragstream.common.text import sentences
 from ragstream.conversations import after_documents
-from ragstream.records import RetrievalRecord
-from ragstream.render import build_query
 from ragstream.scoring import rank_positions, reciprocal_rank_fusion
 from ragstream.stages.stage import Stage
-from ragstream.super_prompt import Filters, SuperPrompt, View, ViewRow
+from ragstream.state import edits
+from ragstream.state.records import RetrievalRecord
+from ragstream.state.render import build_query
+from ragstream.state.super_prompt import Filters, SuperPrompt, View, ViewRow
 
 NAME = "Retrieval"
 DIGITS = 6  # scores are rounded so that views are byte-identical across runs

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.common.config import AppConfig
-from ragstream.super_prompt import StageValue, SuperPrompt
+from ragstream.state.super_prompt import StageValue, SuperPrompt
 
 RunFn = Callable[[SuperPrompt, AppConfig, Any], SuperPrompt]
 

@@ -21,7 +21,6 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from ragstream import controller
-from ragstream import edits as edits_of
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import (
     FileTooLargeError,
@@ -33,10 +32,11 @@ from ragstream.common.errors import (
 from ragstream.engine import Engine
 from ragstream.formats import CONVERTED_SUFFIXES
 from ragstream.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
-from ragstream.records import Edit, short_text
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.staleness import Stale, kb_fingerprint
-from ragstream.super_prompt import Filters, SuperPrompt, View
+from ragstream.state import edits as edits_of
+from ragstream.state.records import Edit, short_text
+from ragstream.state.super_prompt import Filters, SuperPrompt, View
 from ragstream.ui import runs_tab
 from ragstream.ui import state as S
 
@@ -596,7 +596,7 @@ def conversation_block(engine: Engine, st_state: S.SessionState) -> tuple[str, i
     """The turns the next prompt's Recent conversation block will hold, as Prompt_Builder renders
     them (the earlier answers without their [n] markers; the block's heading left to the page),
     and how many they are (the last N4)."""
-    from ragstream.render import CONVERSATION_HEADING, render_conversation
+    from ragstream.state.render import CONVERSATION_HEADING, render_conversation
 
     n4 = session_config(engine, st_state).limits.N4_RECENT_CONV_MAX_PAIRS
     turns = st_state[S.CONVERSATION]

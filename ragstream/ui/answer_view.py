@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragstream import edits
 from ragstream.common.prompt_schema import TASK_KEY
-from ragstream.super_prompt import Answer, SuperPrompt
+from ragstream.state import edits
+from ragstream.state.super_prompt import Answer, SuperPrompt
 
 #: the badge colour of each confidence level
 COLOURS = {"High": "green", "Medium": "orange", "Low": "red"}

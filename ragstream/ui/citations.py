@@ -31,7 +31,7 @@ from typing import Literal
 from ragstream.common import markdown
 from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.super_prompt import Chunk, Citation, SuperPrompt
+from ragstream.state.super_prompt import Chunk, Citation, SuperPrompt
 from ragstream.ui import evidence, views
 from ragstream.ui.answer_view import md_text
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from ragstream.common.errors import RagstreamError
 from ragstream.conversations import ConversationInfo, Turn, check_name, new_name
 from ragstream.engine import Engine
-from ragstream.render import strip_citations
-from ragstream.super_prompt import ConversationTurn
+from ragstream.state.render import strip_citations
+from ragstream.state.super_prompt import ConversationTurn
 from ragstream.ui import actions
 from ragstream.ui import state as S
 

@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ragstream import controller, edits
+from ragstream import controller
 from ragstream.common.config import AppConfig
-from ragstream.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.staleness import Stale
-from ragstream.super_prompt import SuperPrompt, View
+from ragstream.state import edits
+from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
+from ragstream.state.super_prompt import SuperPrompt, View
 from ragstream.ui.views import plain_names, stage_label, stale_line
 
 #: the fields table's columns, in order, and the fixed widths of some (the others share what is

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ragstream.answer import answer_sentences, citation_numbers, map_citations
 from ragstream.common import markdown
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 
 ANSWER, CONDENSED = "answer", "condensed"
 #: the key prefix of each origin's sentences: A1 is the answer's first, C1 the condensed first

@@ -22,9 +22,9 @@ from typing import Any
 
 from ragstream import controller
 from ragstream.agents.trace import cut_marker
-from ragstream.records import AgentCall, SentMessage
 from ragstream.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.records import AgentCall, SentMessage
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui.views import TABLE_WIDTH, plain_names, stage_label
 
 #: what the tab says when no agent has called the model, by whether an endpoint is configured

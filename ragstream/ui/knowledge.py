@@ -29,7 +29,7 @@ from ragstream.ingest.ingestor import IngestReport, ingest_path
 from ragstream.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
 from ragstream.ingest.lock import ingest_busy
 from ragstream.knowledge_bases import DEFAULT
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S
 

@@ -26,9 +26,9 @@ from ragstream import controller
 from ragstream.common.errors import RagstreamError
 from ragstream.compare import Comparison, Side, compare
 from ragstream.engine import Engine
-from ragstream.records import short_text
 from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.records import short_text
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import state as S
 from ragstream.ui import views
 

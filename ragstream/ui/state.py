@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ragstream.controller import new_prompt
 from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 
 SP = "sp"                      # the SuperPrompt
 PROMPT = "prompt_text"         # the prompt box's text

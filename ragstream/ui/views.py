@@ -19,7 +19,7 @@ from ragstream.conversations import ID_PREFIX as CONVERSATION_PREFIX
 from ragstream.conversations import SOURCE as CONVERSATION_SOURCE
 from ragstream.conversations import is_conversation_chunk
 from ragstream.staleness import Stale
-from ragstream.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
+from ragstream.state.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
 
 # --------------------------------------------------------------------------- stage names
 

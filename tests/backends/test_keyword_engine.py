@@ -14,7 +14,7 @@ import pytest
 from ragstream.backends.keyword_index import KeywordIndex, index_text
 from ragstream.backends.search.keyword import KeywordEngine, StoredChunk, glob_regex
 from ragstream.common.errors import VectorStoreError
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 DIM = 8
 TEXTS = {
@@ -191,7 +191,7 @@ def test_another_process_write_is_seen_at_the_next_query(engine, tmp_path):
     script = textwrap.dedent(f"""
         import numpy as np
         from ragstream.backends.search.keyword import KeywordEngine, StoredChunk
-        from ragstream.super_prompt import Chunk
+        from ragstream.state.super_prompt import Chunk
         c = Chunk(id="new.md#0", doc_id="new.md", text="Quantum entanglement explained.",
                   source="new.md")
         KeywordEngine({str(engine.folder)!r}).replace_documents(

@@ -16,7 +16,7 @@ import pytest
 from ragstream.backends.doc_index import encode_chunks
 from ragstream.common.text import clean_sentence, evidence_units
 from ragstream.ingest.chunker import parse_document
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -269,7 +269,7 @@ def test_late_chunked_sentence_vectors(embedder):
     assert float(first @ alone) > 0.5  # the same sentence, read in context
     assert np.isnan(pooled[0][1]).all()  # past the 256 word pieces the model reads
 
-    from ragstream.super_prompt import Chunk
+    from ragstream.state.super_prompt import Chunk
 
     chunk = Chunk(id="t.md#0", doc_id="t.md", source="t.md", text=text)
     old = embedder.window_tokens

@@ -27,7 +27,7 @@ from ragstream.backends.search.milvus import (
     glob_like,
 )
 from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 8

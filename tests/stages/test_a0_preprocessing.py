@@ -9,12 +9,12 @@ import pytest
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError, EmptyPromptError, PromptTooLongError
 from ragstream.common.prompt_schema import PromptSchema
-from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages.a0.ladder import edit_distance, map_label
 from ragstream.stages.a0.vocabulary import Vocabulary
-from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+from ragstream.state.records import UnknownAttribute
+from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 
 
 @pytest.fixture(scope="module")

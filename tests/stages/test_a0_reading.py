@@ -6,7 +6,7 @@ import pytest
 
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages.a0.reading import gerund, is_follow_up, read
-from ragstream.super_prompt import ConversationTurn, SuperPrompt
+from ragstream.state.super_prompt import ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import llm_config, with_llm
 
@@ -96,7 +96,7 @@ def test_a0_puts_the_reading_in_the_task_and_records_it(cfg):
 
 
 def test_the_persons_task_replaces_the_reading_and_says_so(cfg):
-    from ragstream import edits
+    from ragstream.state import edits
 
     sp = _follow_up()
     sp.edits = [edits.new_edit(sp, "field", "task", after="How do I use mod_rewrite for https?")]

@@ -9,7 +9,7 @@ import pytest
 
 from ragstream.common.config import A2Config, A2Field, load_config
 from ragstream.stages import a2_prompt_shaper as a2
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.super_prompt import SuperPrompt
 
 META = ("system", "audience", "tone", "depth")
 

@@ -9,7 +9,7 @@ import pytest
 
 from ragstream import controller
 from ragstream.backends.tokens import count_tokens
-from ragstream.edits import new_edit
+from ragstream.state.edits import new_edit
 from ragstream.ui import views
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from ragstream.common.config import DEFAULT_CONFIG_DIR, A5Config, load_config
 from ragstream.common.errors import ConfigError
-from ragstream.render import preview
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.stages.a5.llm import clamp_kind
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.render import preview
+from ragstream.state.super_prompt import SuperPrompt
 
 CITE = ("Cite the sources you use as [n], where n is the number of the source in the "
         "Sources block.")

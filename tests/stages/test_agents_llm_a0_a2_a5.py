@@ -12,12 +12,12 @@ import json
 
 from ragstream.backends.llm import LLMClient
 from ragstream.common.config import load_config
-from ragstream.records import UnknownAttribute
 from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a5_format_enforcer as a5
-from ragstream.super_prompt import SuperPrompt
+from ragstream.state.records import UnknownAttribute
+from ragstream.state.super_prompt import SuperPrompt
 from tests.fake_openai import Reply
 
 KEY = "sk-secret-123456789"

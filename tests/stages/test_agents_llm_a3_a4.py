@@ -9,9 +9,9 @@ import pytest
 from ragstream import controller
 from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.backends.tokens import count_tokens
-from ragstream.edits import new_edit
-from ragstream.records import A3Clamp
 from ragstream.stages.a3_nli_gate import A3Output
+from ragstream.state.edits import new_edit
+from ragstream.state.records import A3Clamp
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 

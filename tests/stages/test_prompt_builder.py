@@ -1,5 +1,5 @@
 from ragstream.stages import prompt_builder
-from ragstream.super_prompt import Chunk, ConversationTurn, SuperPrompt
+from ragstream.state.super_prompt import Chunk, ConversationTurn, SuperPrompt
 
 
 def make_sp(texts, **kw):

@@ -5,7 +5,7 @@ import pytest
 from ragstream import controller
 from ragstream.backends.tokens import count_tokens
 from ragstream.stages.a4_condenser import EMPTY
-from ragstream.super_prompt import Chunk
+from ragstream.state.super_prompt import Chunk
 
 PROMPT = "How does the ReRanker choose its backend when no cross-encoder is available?"
 
@@ -92,7 +92,7 @@ def test_a3_keeps_and_drops_with_reasons(sp_a4, kb_engine):
 
 def test_a3_drops_near_duplicates(kb_engine):
     from ragstream.stages import a3_nli_gate
-    from ragstream.super_prompt import Chunk, SuperPrompt, ViewRow
+    from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 
     text = "The offline backend combines query similarity, sentence similarity and term coverage."
     chunks = [Chunk(id=f"d#{i}", doc_id="d", source="d.md", text=t, word_count=len(t.split()))
@@ -147,7 +147,7 @@ def test_a4_small_budget_and_n3(kb_engine):
 
 def test_a4_with_nothing_selected_says_so(kb_engine):
     from ragstream.stages import a4_condenser
-    from ragstream.super_prompt import SuperPrompt
+    from ragstream.state.super_prompt import SuperPrompt
 
     out = a4_condenser.run(SuperPrompt(stage="a3"), kb_engine.cfg, kb_engine.services)
     assert out.S_CTX_MD == EMPTY and out.final_selection_ids == []

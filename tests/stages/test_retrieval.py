@@ -4,8 +4,8 @@ import pytest
 
 from ragstream import controller
 from ragstream.common.errors import EmptyIndexError
-from ragstream.render import build_query
 from ragstream.stages.retrieval import split_query
+from ragstream.state.render import build_query
 
 
 def test_split_query_caps_pieces_and_joins_short_ones():

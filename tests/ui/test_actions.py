@@ -10,7 +10,7 @@ import pytest
 from ragstream.answer import FALLBACK_NOTICE
 from ragstream.common.errors import StageOrderError
 from ragstream.engine import Engine
-from ragstream.super_prompt import Answer, SuperPrompt
+from ragstream.state.super_prompt import Answer, SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.fake_openai import Reply

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.conversations import chunk_id
-from ragstream.super_prompt import Chunk, Citation
+from ragstream.state.super_prompt import Chunk, Citation
 from ragstream.ui import state as S
 from ragstream.ui import views
 from tests.ui.tabs import fresh, open_box, open_tab, sp

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream import controller
-from ragstream.edits import statement_key
+from ragstream.state.edits import statement_key
 from ragstream.ui import state as S
 from tests.ui.tabs import open_box, open_tab, open_tables
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ragstream.common.errors import RagstreamError
-from ragstream.super_prompt import Answer, Chunk, Citation, PassageRef, SuperPrompt
+from ragstream.state.super_prompt import Answer, Chunk, Citation, PassageRef, SuperPrompt
 from ragstream.ui import citations as C
 
 MARK = C.MARK_OPEN

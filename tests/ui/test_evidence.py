@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ragstream.super_prompt import Answer
+from ragstream.state.super_prompt import Answer
 from ragstream.ui import evidence as ev
 
 PROMPT = "How are documents chunked?"

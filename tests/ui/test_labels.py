@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream import controller, staleness
 from ragstream.compare import Side, compare
 from ragstream.stages import STAGES
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 from ragstream.ui import editing, runs_tab, views
 from ragstream.ui import state as S
 from tests.ui.tabs import APP, TIMEOUT, open_tab, open_tables

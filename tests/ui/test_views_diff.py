@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 from ragstream.ui import views
 
 PROMPT = "How are documents chunked?"

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from ragstream.super_prompt import View
+from ragstream.state.super_prompt import View
 from ragstream.ui import editing, views
 
 PROMPT = "Task: What does A3 do with near-duplicate chunks?"
@@ -239,7 +239,7 @@ def test_the_section_column_shows_the_heading_path_and_the_file_once(sp):
 
 
 def test_the_section_leaves_out_the_documents_top_heading_only():
-    from ragstream.super_prompt import Chunk
+    from ragstream.state.super_prompt import Chunk
 
     def chunk(n, *path, title="T"):
         return Chunk(id=f"d.md#{n}", doc_id="d.md", source="d.md", title=title, text="x",

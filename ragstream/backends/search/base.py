@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from ragstream.backends.search.keyword import StoredChunk
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 
 
 @dataclass

@@ -32,7 +32,7 @@ from ragstream.backends.keyword_index import (
 )
 from ragstream.backends.search.base import Evidence, evidence_of
 from ragstream.backends.search.keyword import StoredChunk
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 #: fetched chunks kept per knowledge base version (each ~ its vectors: 2 windows and 6
 #: sentences of 384 floats ≈ 12 KB, so ≤ ~25 MB)

@@ -48,7 +48,7 @@ from ragstream.backends.keyword_index import KeywordIndex, bm25_idf, index_text
 from ragstream.backends.search.chunk_store import ChunkRow, ChunkStore, Row, vectors_bytes
 from ragstream.common.errors import KeywordIndexUnreadableError, VectorStoreError
 from ragstream.common.text import fold
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 #: how long a writer waits for another process's write to finish
 WRITE_WAIT_S = 30.0

@@ -49,7 +49,7 @@ import numpy as np
 
 from ragstream.backends.search.keyword import KeywordEngine, StoredChunk, stored_chunks
 from ragstream.backends.vector_store import ChromaStore, StoredDocument
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ragstream.backends.keyword_index import KeywordIndex, index_text
 from ragstream.backends.search.keyword import StoredChunk, phrase_words
-from ragstream.super_prompt import Filters
+from ragstream.state.super_prompt import Filters
 
 
 class MemoryEngine:

@@ -86,7 +86,7 @@ from ragstream.backends.search.keyword import StoredChunk, day_number, glob_part
 from ragstream.backends.vector_store import StoredDocument
 from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
 from ragstream.common.text import fold
-from ragstream.super_prompt import Chunk, Filters
+from ragstream.state.super_prompt import Chunk, Filters
 
 log = logging.getLogger(__name__)
 

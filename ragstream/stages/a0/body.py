@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from ragstream.common.errors import EmptyPromptError
 from ragstream.common.prompt_schema import CONTEXT_KEY, TASK_KEY, PromptSchema
 from ragstream.common.text import split_sentences
-from ragstream.records import A0Decision, A0Rule, UnknownAttribute
 from ragstream.stages.a0.parser import Section, parse_prompt
 from ragstream.stages.a0.vocabulary import Vocabulary
+from ragstream.state.records import A0Decision, A0Rule, UnknownAttribute
 
 #: joins the values of repeated headers for one key, and preamble + context
 VALUE_JOINER = "\n\n"

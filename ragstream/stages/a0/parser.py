@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 from ragstream.common import markdown
 from ragstream.common.markdown import Block
-from ragstream.records import A0Decision
 from ragstream.stages.a0.ladder import LabelMapping, map_label
 from ragstream.stages.a0.vocabulary import Vocabulary
+from ragstream.state.records import A0Decision
 
 STYLE_HEADING, STYLE_BOLD, STYLE_PLAIN = "heading", "bold", "plain"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ragstream.common.config import A5Config, LengthBound, LengthUnit
 from ragstream.common.text import fold, keyword_matches
-from ragstream.records import LengthLimit
+from ragstream.state.records import LengthLimit
 
 #: punctuation that ends a clause: a negation never reaches across it
 _CLAUSE_END = re.compile(r"[.,;:!?\n]")

@@ -47,10 +47,10 @@ from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import inline_schema
 from ragstream.common.config import A5Config, FormatKind
 from ragstream.common.text import fold
-from ragstream.records import FormatClamp, FormatSpec, Judgment, LengthLimit
-from ragstream.render import stated
 from ragstream.stages.a5.lengths import merge_lengths
 from ragstream.stages.a5.rules import as_rule, dedupe, shape, spec_line
+from ragstream.state.records import FormatClamp, FormatSpec, Judgment, LengthLimit
+from ragstream.state.render import stated
 
 FORMAT_KINDS: tuple[FormatKind, ...] = get_args(FormatKind)
 

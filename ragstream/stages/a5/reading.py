@@ -15,9 +15,9 @@ from typing import Literal
 
 from ragstream.common.config import A5Config, FormatKind
 from ragstream.common.text import fold, keyword_matches
-from ragstream.records import KindSource, LengthLimit
-from ragstream.render import stated
 from ragstream.stages.a5.lengths import LengthGrammar, blank, find_lengths, window_before
+from ragstream.state.records import KindSource, LengthLimit
+from ragstream.state.render import stated
 
 #: a body field A5 reads
 SourceKey = Literal["format", "constraints", "task"]

@@ -7,8 +7,8 @@ import re
 
 from ragstream.common.config import A5Config, FormatKind
 from ragstream.common.text import fold, keyword_matches, sentences
-from ragstream.records import LengthLimit
 from ragstream.stages.a5.lengths import LengthGrammar, blank, unit_label
+from ragstream.state.records import LengthLimit
 
 #: list markers at the start of a constraint line: "- ", "* ", "1. ", "2) ", "[ ] "
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|\[[ xX]?\])\s+")

@@ -64,12 +64,12 @@ from typing import Any, TypeVar
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EditError as EditError
 from ragstream.common.text import fold
-from ragstream.records import CHUNK_KINDS, GATE_KINDS, STATEMENT_KINDS, EditOutcome, Statement
-from ragstream.records import Edit as Edit
-from ragstream.records import EditKind as EditKind
-from ragstream.records import edit_stage as stage_of
-from ragstream.records import short_text as _short
-from ragstream.super_prompt import SuperPrompt, View
+from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, STATEMENT_KINDS, EditOutcome, Statement
+from ragstream.state.records import Edit as Edit
+from ragstream.state.records import EditKind as EditKind
+from ragstream.state.records import edit_stage as stage_of
+from ragstream.state.records import short_text as _short
+from ragstream.state.super_prompt import SuperPrompt, View
 
 #: what the person's source reads in ``body_sources`` and the decision logs
 BY_YOU = "you"

@@ -8,7 +8,7 @@ Invariants (every stage keeps them):
   stage's score(s), kept/dropped and, for a drop, the reason. Scores never live in a chunk.
 * ``final_selection_ids`` is the current selection (set by A3, narrowed by A4).
 * ``Chunk`` is frozen: no stage can change its text or metadata.
-* ``edits`` are the person's decisions for this prompt (``ragstream.edits``): inputs, like the
+* ``edits`` are the person's decisions for this prompt (``ragstream.state.edits``): inputs, like the
   prompt text, that each stage applies every time it runs; ``computed_from`` records what
   each stage's result was computed from (``ragstream.staleness``).
 """
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from ragstream.records import Edit, Extras, StageInputs
+from ragstream.state.records import Edit, Extras, StageInputs
 
 StageValue = Literal["raw", "preprocessed", "a2", "retrieval", "reranked", "a3", "a4", "a5"]
 RowStatus = Literal["kept", "dropped"]

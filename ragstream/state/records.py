@@ -15,7 +15,7 @@ Who writes what:
 * Every stage: how it applied each of the person's edits, ``edit_outcomes[stage]``.
 
 Beside the extras, the typed records the state carries as inputs: the person's edits
-(``Edit``, applied by ``ragstream.edits``) and what each stage's result was computed from
+(``Edit``, applied by ``ragstream.state.edits``) and what each stage's result was computed from
 (``StageInputs``, compared by ``ragstream.staleness``).
 * Retrieval: ``retrieval``; ReRanker: ``reranker``; A3: ``a3``; A4: ``a4`` (with the
   condensed statements); A5: ``format_enforcer``; the answer's QA-log row: ``qa_log``.
@@ -451,7 +451,7 @@ def short_text(text: str, limit: int = 60) -> str:
 
 
 class Edit(BaseModel):
-    """One decision a person made for this prompt (``ragstream.edits``): what (``kind`` and
+    """One decision a person made for this prompt (``ragstream.state.edits``): what (``kind`` and
     ``target``), which stage applies it, the value the stage had decided before and the
     person's value, and when."""
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ragstream.records import Statement
-    from ragstream.super_prompt import ConversationTurn, SuperPrompt
+    from ragstream.state.records import Statement
+    from ragstream.state.super_prompt import ConversationTurn, SuperPrompt
 
 #: the body fields Retrieval searches for, in this order
 QUERY_KEYS = ("task", "context", "purpose")
