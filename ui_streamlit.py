@@ -13,10 +13,10 @@ from contextlib import closing
 import pandas as pd
 import streamlit as st
 
-from ragstream import controller
 from ragstream.common.errors import RagstreamError
 from ragstream.engine import Engine
-from ragstream.staleness import Stale
+from ragstream.stages import controller
+from ragstream.stages.staleness import Stale
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import (
     actions,

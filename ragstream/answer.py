@@ -87,7 +87,6 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from ragstream import controller, staleness
 from ragstream.agents.replies import Items, Text, bound, outline
 from ragstream.answerability import Evidence, specific_names, weigh
 from ragstream.common import markdown
@@ -96,6 +95,7 @@ from ragstream.common.errors import SchemaVersionError, StageOrderError, StaleRe
 from ragstream.common.text import asks_how, fold, jaccard, split_sentences, without_frame, words
 from ragstream.passage import Passage, lead_passage, trim
 from ragstream.passage import render as render_passage
+from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.records import LengthLimit, QALogRecord, Statement
 from ragstream.state.render import build_query, citation_marks, rerank_query

@@ -18,9 +18,9 @@ import click
 from pydantic import ValidationError
 
 from ragstream.common.errors import RagstreamError
-from ragstream.controller import STAGE_NAMES
 from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
 from ragstream.runs import RunStore, StageSnapshot
+from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover

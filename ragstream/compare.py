@@ -53,9 +53,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragstream import controller, staleness
 from ragstream.common.config import AppConfig
-from ragstream.stages import STAGES, Stage
+from ragstream.stages import STAGES, Stage, controller, staleness
 from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
 from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 from ragstream.ui.views import (

@@ -55,7 +55,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +66,7 @@ from ragstream.common.errors import (
     ConversationNotFoundError,
 )
 from ragstream.qa_log import QALog
+from ragstream.stages.sources import FROM
 from ragstream.state.records import CHUNK_KINDS, GATE_KINDS
 from ragstream.state.render import strip_citations
 from ragstream.state.super_prompt import (
@@ -215,10 +215,6 @@ class Memory:
     fingerprint: str
 
 
-#: document chunks whose shingles are kept in this process (``covering``)
-SHINGLES_KEPT = 8192
-#: how a remembered sentence names its source: ``Chunks are split at headings. (from kb/x.md § A)``
-FROM = " (from "
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
@@ -294,77 +290,6 @@ def _one(what: str) -> str:
     return {"cite no source": "cites no source", "repeat the question": "repeats the question",
             "are your own words": "is your own words",
             "repeat an earlier turn": "repeats an earlier turn"}[what]
-
-
-def asserted(text: str) -> str:
-    """A turn's memory text without the sources its sentences name."""
-    return "\n".join(line.rsplit(FROM, 1)[0] for line in text.splitlines())
-
-
-def covering(chunks: Sequence[Chunk], share: float) -> dict[str, list[str]]:
-    """For each remembered turn among ``chunks``, the document chunks among them that say what
-    it says: at least ``share`` of each of its sentences' word 3-shingles are in them (for each
-    sentence, the document holding most of it, then the one holding most of the rest, …; ties
-    by order). A turn with a sentence the documents do not hold is not listed."""
-    from ragstream.common.text import shingles
-
-    turns = [c for c in chunks if c.from_conversation]
-    if not turns:
-        return {}
-    held_by: dict[tuple[str, ...], list[int]] = {}  # shingle -> the documents holding it
-    for i, c in enumerate(chunks):
-        if not c.from_conversation:
-            for sh in _shingles(c.text):
-                held_by.setdefault(sh, []).append(i)
-    rank = {c.id: i for i, c in enumerate(chunks)}
-    out: dict[str, list[str]] = {}
-    for turn in turns:
-        found: list[str] = []
-        for sentence in asserted(turn.text).splitlines():
-            mine = shingles(sentence)
-            left = {sh for sh in mine if sh in held_by}
-            if len(left) < share * len(mine):
-                break
-            covered = 0
-            while covered < share * len(mine):
-                counts: dict[int, int] = {}
-                for sh in left:
-                    for i in held_by[sh]:
-                        counts[i] = counts.get(i, 0) + 1
-                best = min(counts, key=lambda i: (-counts[i], i))
-                left = {sh for sh in left if best not in held_by[sh]}
-                covered += counts[best]
-                if chunks[best].id not in found:
-                    found.append(chunks[best].id)
-        else:
-            if found:
-                out[turn.id] = sorted(found, key=rank.__getitem__)
-    return out
-
-
-@lru_cache(maxsize=SHINGLES_KEPT)
-def _shingles(text: str) -> frozenset[tuple[str, ...]]:
-    """A document chunk's word 3-shingles, kept: every Retrieval, ReRanker and A3 run of a
-    conversation reads the same chunks' again."""
-    from ragstream.common.text import shingles
-
-    return frozenset(shingles(text))
-
-
-def after_documents(order: Sequence[str], chunks: Mapping[str, Chunk],
-                    share: float) -> tuple[list[str], dict[str, list[str]]]:
-    """``order`` (chunk ids, best first) with each remembered turn that a document among them
-    covers (``covering``) moved right after the last of those documents, and the moved turns
-    with their documents. A turn never outranks the documents that say the same thing."""
-    cover = covering([chunks[c] for c in order], share)
-    place = {c: float(i) for i, c in enumerate(order)}
-    moved: dict[str, list[str]] = {}
-    for turn, docs in cover.items():
-        last = max(place[d] for d in docs)
-        if last > place[turn]:
-            place[turn] = last + 0.5 + place[turn] / (2 * len(order))  # keeps the turns' order
-            moved[turn] = docs
-    return sorted(order, key=lambda c: place[c]), moved
 
 
 # --------------------------------------------------------------------------- encodings

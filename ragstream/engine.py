@@ -36,7 +36,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstream import controller, staleness
 from ragstream import replay as replays
 from ragstream.backends import telemetry
 from ragstream.backends.llm import PassState, one_pass
@@ -44,6 +43,7 @@ from ragstream.common.config import AppConfig, load_config
 from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
 from ragstream.services import Services, build_services
+from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.super_prompt import Chunk, SuperPrompt
 

@@ -60,7 +60,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ragstream import controller, staleness
 from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.agents.trace import call_record, clip
 from ragstream.backends.llm import (
@@ -79,6 +78,7 @@ from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a3_nli_gate as a3
 from ragstream.stages import a4_condenser as a4
 from ragstream.stages import a5_format_enforcer as a5
+from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.records import A2_FIELDS, AgentCall, EditKind, SentMessage, short_text
 from ragstream.state.super_prompt import SuperPrompt, View

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from ragstream import controller
 from ragstream.agents.trace import clip, cut_marker
+from ragstream.stages import controller
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import inspector
 from ragstream.ui.views import TABLE_WIDTH

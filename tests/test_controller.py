@@ -2,8 +2,8 @@
 
 import pytest
 
-from ragstream import controller
 from ragstream.common.errors import StageError, StageOrderError, UnknownStageError
+from ragstream.stages import controller
 from ragstream.state.super_prompt import PROMPT_BUILT
 
 PROMPT = "Task: Explain how A3 decides which chunks to drop.\nAudience: beginner"

@@ -264,7 +264,7 @@ def test_asked_again_the_documents_lead_not_the_earlier_turn(engine):
     first, first_ans = _turn(engine, question, name)
     again, ans = _turn(engine, question, name)
     turn_1 = chunk_id(name, 1)
-    from ragstream.conversations import covering
+    from ragstream.stages.sources import covering
 
     for view in (View.RETRIEVAL, View.RERANKED):
         ids = _ids(again, view)

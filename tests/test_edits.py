@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from ragstream import controller
 from ragstream.answer import extractive_statements
 from ragstream.common.errors import EditError, StaleResultError
+from ragstream.stages import controller
 from ragstream.state.edits import statement_key
 from ragstream.state.super_prompt import SuperPrompt
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ragstream import controller
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError
 from ragstream.engine import Engine
+from ragstream.stages import controller
 from ragstream.state.super_prompt import SuperPrompt
 
 PROMPTS = [

@@ -124,7 +124,7 @@ def test_an_endpoint_that_comes_back_is_used_by_the_next_pass(kb_engine):
 def test_stages_run_one_by_one_go_on_with_the_pass_until_the_endpoint_answers(kb_engine):
     """Stepping through the stages by hand is one pass too: after A2's call fails, the next
     stages run offline at once; once a check gets an answer, the next stage asks again."""
-    from ragstream import controller
+    from ragstream.stages import controller
 
     respond, down = dropping_until_up()
 

@@ -11,8 +11,8 @@ import pytest
 from ragstream import qa_log
 from ragstream.answer import answer, answer_and_log
 from ragstream.common.errors import SchemaVersionError
-from ragstream.controller import STAGE_NAMES
 from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog
+from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
 
 #: the table as the code before schema versions created it (git show HEAD:ragstream/qa_log.py

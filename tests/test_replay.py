@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.replay import NEEDS_ENDPOINT, ReplayError
+from ragstream.stages import controller
 from ragstream.state.edits import new_edit
 from ragstream.state.records import Edit
 from tests.fake_openai import Reply

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from ragstream.scoring import logavgexp, reciprocal_rank_fusion
+from ragstream.stages.scoring import logavgexp, reciprocal_rank_fusion
 
 
 def test_logavgexp_reference_values():

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ragstream import controller
 from ragstream.common.errors import RagstreamError
+from ragstream.stages import controller
 from ragstream.ui.state import AUTO as AUTO_KEY
 
 if TYPE_CHECKING:  # pragma: no cover

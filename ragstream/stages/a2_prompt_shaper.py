@@ -62,7 +62,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream import staleness
 from ragstream.agents import choices
 from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent, run_agent
@@ -71,6 +70,7 @@ from ragstream.backends.llm import inline_schema
 from ragstream.common.config import A2Config, A2Field, AppConfig
 from ragstream.common.text import fold, keyword_matches
 from ragstream.services import Services
+from ragstream.stages import staleness
 from ragstream.stages.stage import Stage
 from ragstream.state import edits, render
 from ragstream.state.records import A2Decision, Judgment

@@ -12,7 +12,7 @@ The rules (always run: they are the backbone, and what the model's word is weigh
    (``bar``): a remembered conversation turn is measured against it, never sets it.
 4. Near-duplicates: a chunk whose word 3-shingle Jaccard similarity with an already kept
    chunk is ≥ ``duplicate_jaccard`` is dropped as a duplicate of that chunk; a remembered
-   conversation turn whose every sentence a kept document holds (``conversations.covering``)
+   conversation turn whose every sentence a kept document holds (``sources.covering``)
    is dropped as their duplicate (the documents say it, and are current).
 
 LLM mode asks the model about the first candidates in reranked order (at most
@@ -60,7 +60,6 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragstream import staleness
 from ragstream.agents.factory import Agent, PromptBudgetError, RunBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
 from ragstream.backends.llm import AgentOutputError, NoLogprobsError, inline_schema
@@ -68,7 +67,8 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.common.config import A3Config, AppConfig
 from ragstream.common.errors import StageError
 from ragstream.common.text import jaccard, shingles
-from ragstream.conversations import covering
+from ragstream.stages import staleness
+from ragstream.stages.sources import covering
 from ragstream.stages.stage import Stage
 from ragstream.state import edits
 from ragstream.state.records import A3Clamp, A3Record, Judgment

@@ -73,7 +73,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from ragstream import staleness
 from ragstream.agents.base import record_mode, resolve_mode
 from ragstream.agents.factory import Agent, PromptBudgetError, run_agent
 from ragstream.agents.replies import Items, Text, bound
@@ -82,6 +81,7 @@ from ragstream.backends.reranker import evidence_for
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AppConfig
 from ragstream.common.text import jaccard, words
+from ragstream.stages import staleness
 from ragstream.stages.stage import Stage
 from ragstream.state import edits
 from ragstream.state.records import A4Record, Judgment, Statement, StatementKind

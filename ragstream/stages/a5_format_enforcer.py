@@ -50,10 +50,10 @@ the System block.
 
 from __future__ import annotations
 
-from ragstream import staleness
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.common.config import A5Config, AppConfig
 from ragstream.services import Services
+from ragstream.stages import staleness
 from ragstream.stages.a5 import llm
 from ragstream.stages.a5.lengths import length_grammar, merge_lengths, unit_label
 from ragstream.stages.a5.reading import detect_kind, first_named, name_list, read_sources

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
-from ragstream import staleness
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AppConfig
 from ragstream.common.text import split_sentences
+from ragstream.stages import staleness
 from ragstream.stages.stage import Stage
 from ragstream.state.render import (
     preview,

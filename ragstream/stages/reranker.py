@@ -6,7 +6,7 @@ configured backend (a cross-encoder, or the offline re-scorer when none can be l
 reads the vectors computed at ingestion and embeds only the query); the view is sorted by
 that score (ties by id) and names the backend that ran; a remembered conversation turn whose
 sentences the documents among the candidates hold is ranked after them
-(``conversations.after_documents``). ``final_selection_ids`` is not touched.
+(``sources.after_documents``). ``final_selection_ids`` is not touched.
 
 A chunk the person pinned or added is reranked wherever Retrieval ranked it, beyond N2 too
 (its reason says so).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import StageError
-from ragstream.conversations import after_documents
+from ragstream.stages.sources import after_documents
 from ragstream.stages.stage import Stage
 from ragstream.state import edits
 from ragstream.state.records import RerankerRecord

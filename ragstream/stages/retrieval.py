@@ -22,7 +22,7 @@ searches the conversation's remembered turns beside the knowledge base
 (``backends.search.memory``): both are searched, scored and fused alike, each chunk once by
 its id (a turn's id is ``conversation:<name>#<turn>``), and the record says which knowledge
 base and conversation were searched. A turn whose sentences the documents among the top N1
-hold is ranked after them (``conversations.after_documents``): it never outranks a current
+hold is ranked after them (``sources.after_documents``): it never outranks a current
 document that says the same thing.
 
 ``sp.filters`` (document type, source, update dates) restrict the search to the chunks that
@@ -44,13 +44,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ragstream import staleness
 from ragstream.backends.search.base import best_cosines
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EmptyIndexError, StageError
 from ragstream.common.text import sentences
-from ragstream.conversations import after_documents
-from ragstream.scoring import rank_positions, reciprocal_rank_fusion
+from ragstream.stages import staleness
+from ragstream.stages.scoring import rank_positions, reciprocal_rank_fusion
+from ragstream.stages.sources import after_documents
 from ragstream.stages.stage import Stage
 from ragstream.state import edits
 from ragstream.state.records import RetrievalRecord

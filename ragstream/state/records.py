@@ -16,7 +16,7 @@ Who writes what:
 
 Beside the extras, the typed records the state carries as inputs: the person's edits
 (``Edit``, applied by ``ragstream.state.edits``) and what each stage's result was computed from
-(``StageInputs``, compared by ``ragstream.staleness``).
+(``StageInputs``, compared by ``ragstream.stages.staleness``).
 * Retrieval: ``retrieval``; ReRanker: ``reranker``; A3: ``a3``; A4: ``a4`` (with the
   condensed statements); A5: ``format_enforcer``; the answer's QA-log row: ``qa_log``.
 """
@@ -506,7 +506,7 @@ class Edit(BaseModel):
 
 
 class StageInputs(BaseModel):
-    """What one stage's result was computed from (``ragstream.staleness``): hashes, except the
+    """What one stage's result was computed from (``ragstream.stages.staleness``): hashes, except the
     filters, in words."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -10,7 +10,7 @@ Invariants (every stage keeps them):
 * ``Chunk`` is frozen: no stage can change its text or metadata.
 * ``edits`` are the person's decisions for this prompt (``ragstream.state.edits``): inputs, like the
   prompt text, that each stage applies every time it runs; ``computed_from`` records what
-  each stage's result was computed from (``ragstream.staleness``).
+  each stage's result was computed from (``ragstream.stages.staleness``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
-from ragstream import controller
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import (
     FileTooLargeError,
@@ -33,7 +32,8 @@ from ragstream.engine import Engine
 from ragstream.formats import CONVERTED_SUFFIXES
 from ragstream.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
-from ragstream.staleness import Stale, kb_fingerprint
+from ragstream.stages import controller
+from ragstream.stages.staleness import Stale, kb_fingerprint
 from ragstream.state import edits as edits_of
 from ragstream.state.records import Edit, short_text
 from ragstream.state.super_prompt import Filters, SuperPrompt, View

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ragstream import controller
 from ragstream.common.config import AppConfig
-from ragstream.staleness import Stale
+from ragstream.stages import controller
+from ragstream.stages.staleness import Stale
 from ragstream.state import edits
 from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.state.super_prompt import SuperPrompt, View

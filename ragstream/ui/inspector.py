@@ -20,9 +20,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ragstream import controller
 from ragstream.agents.trace import cut_marker
 from ragstream.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
+from ragstream.stages import controller
 from ragstream.state.records import AgentCall, SentMessage
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui.views import TABLE_WIDTH, plain_names, stage_label

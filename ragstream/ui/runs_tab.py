@@ -22,11 +22,11 @@ import uuid
 from collections.abc import MutableMapping
 from typing import Any
 
-from ragstream import controller
 from ragstream.common.errors import RagstreamError
 from ragstream.compare import Comparison, Side, compare
 from ragstream.engine import Engine
 from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
+from ragstream.stages import controller
 from ragstream.state.records import short_text
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import state as S

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstream import controller
 from ragstream.conversations import ID_PREFIX as CONVERSATION_PREFIX
 from ragstream.conversations import SOURCE as CONVERSATION_SOURCE
 from ragstream.conversations import is_conversation_chunk
-from ragstream.staleness import Stale
+from ragstream.stages import controller
+from ragstream.stages.staleness import Stale
 from ragstream.state.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
 
 # --------------------------------------------------------------------------- stage names

@@ -286,11 +286,11 @@ def real_embedder(tmp_path_factory):
 
 
 def test_retrieval_keeps_the_same_chunks_on_milvus_as_on_the_default_engine(tmp_path, real_embedder):
-    from ragstream import controller
     from ragstream.backends.search.local import LocalEngine
     from ragstream.backends.vector_store import ChromaStore
     from ragstream.ingest.chunker import parse_document
     from ragstream.services import Services
+    from ragstream.stages import controller
     from tests.conftest import KB, make_config
 
     cfg = make_config(tmp_path / "index")

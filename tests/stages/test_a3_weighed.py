@@ -5,7 +5,7 @@ llm_drop_max, llm_rescue_min), and a gate that never empties what the rules woul
 
 import pytest
 
-from ragstream import controller
+from ragstream.stages import controller
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import llm_config, with_llm
 from tests.stages.test_agents_llm_a3_a4 import PROMPT, agents_after, with_agent

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ragstream import controller
 from ragstream.backends.tokens import count_tokens
+from ragstream.stages import controller
 from ragstream.state.edits import new_edit
 from ragstream.ui import views
 from tests.fake_openai import Reply

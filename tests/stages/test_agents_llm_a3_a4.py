@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ragstream import controller
 from ragstream.agents.factory import Agent, AgentFactory
 from ragstream.backends.tokens import count_tokens
+from ragstream.stages import controller
 from ragstream.stages.a3_nli_gate import A3Output
 from ragstream.state.edits import new_edit
 from ragstream.state.records import A3Clamp

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ragstream import controller
 from ragstream.backends.tokens import count_tokens
+from ragstream.stages import controller
 from ragstream.stages.a4_condenser import EMPTY
 from ragstream.state.super_prompt import Chunk
 

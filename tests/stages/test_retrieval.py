@@ -2,8 +2,8 @@
 
 import pytest
 
-from ragstream import controller
 from ragstream.common.errors import EmptyIndexError
+from ragstream.stages import controller
 from ragstream.stages.retrieval import split_query
 from ragstream.state.render import build_query
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream import controller
 from ragstream.common.config import load_config
+from ragstream.stages import controller
 from ragstream.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, open_tab, open_tables, sp

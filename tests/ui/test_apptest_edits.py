@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream import controller
+from ragstream.stages import controller
 from ragstream.state.edits import statement_key
 from ragstream.ui import state as S
 from tests.ui.tabs import open_box, open_tab, open_tables

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream import controller
 from ragstream.engine import Engine
 from ragstream.replay import NEEDS_ENDPOINT
+from ragstream.stages import controller
 from ragstream.ui import inspector
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply

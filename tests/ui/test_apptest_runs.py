@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream import controller
 from ragstream.common.config import load_config
 from ragstream.runs import RunStore
+from ragstream.stages import controller
 from ragstream.ui import state as S
 from ragstream.ui.runs_tab import COMPARE_TAB
 from tests.ui.tabs import open_tab

@@ -640,8 +640,8 @@ def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, h
 def test_the_page_benchmark_times_every_stage_button(kb_engine, monkeypatch, tmp_path):
     """``ragstream bench --page`` on one round: a figure per stage button, each from a click
     that ran its stage (the button then carries its check mark) to the painted redraw."""
-    from ragstream import controller
     from ragstream.measure.page_bench import format_page_report, run_page_bench
+    from ragstream.stages import controller
 
     monkeypatch.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))
     monkeypatch.setenv("RAGSTREAM_UPLOADS_DIR", str(tmp_path / "uploads"))

@@ -3,7 +3,7 @@ how, the edit list, the chunk tables' checkbox changes, and which state a view i
 
 from __future__ import annotations
 
-from ragstream import controller
+from ragstream.stages import controller
 from ragstream.ui import editing, views
 
 PROMPT = ("Aufgabe: Explain how the reranker picks its backend\nAudiance: beginner\n"

@@ -13,9 +13,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream import controller, staleness
 from ragstream.compare import Side, compare
-from ragstream.stages import STAGES
+from ragstream.stages import STAGES, controller, staleness
 from ragstream.state.super_prompt import View
 from ragstream.ui import editing, runs_tab, views
 from ragstream.ui import state as S

@@ -8,7 +8,7 @@
   Unexpected exceptions are wrapped in ``StageError``.
 * The controller, not the stage, sets ``stage``, appends to ``history_of_stages``, records
   the stage's wall time and mode in ``stage_runs`` and what its result was computed from in
-  ``computed_from`` (``ragstream.staleness``).
+  ``computed_from`` (``ragstream.stages.staleness``).
 * A stage may not run on top of an out-of-date result (``StaleResultError`` names it and
   why); auto mode and ``resume`` re-run from the first out-of-date stage.
 * A person's edit (``record_edit``) joins ``sp.edits`` and discards the results of the stage
@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ragstream import staleness
 from ragstream.backends import telemetry
 from ragstream.backends.llm import goes_on, one_pass, pass_down, pass_open
 from ragstream.common.config import AppConfig
@@ -32,7 +31,7 @@ from ragstream.common.errors import (
     StaleResultError,
     UnknownStageError,
 )
-from ragstream.stages import STAGES, Stage
+from ragstream.stages import STAGES, Stage, staleness
 from ragstream.state.edits import Edit, merged
 from ragstream.state.super_prompt import StageRun, SuperPrompt
 
