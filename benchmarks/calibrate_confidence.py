@@ -102,8 +102,8 @@ def _row(kb: _Kb, sp, asked: str, qid: str, own: bool, sections) -> dict:
 
 def collect(paths: list[str], index_dir: Path | None = None) -> list[dict]:
     """One row per (documents, question): family, answerable, forced Low, features, leads."""
-    from ragstream.ingest.ingestor import ingest_path
-    from ragstream.services import build_services
+    from ragstream.backends.services import build_services
+    from ragstream.knowledge.ingest.ingestor import ingest_path
 
     cfg = load_config()
     if index_dir is not None:

@@ -31,8 +31,8 @@ def write_probes(idx: Path) -> None:
     """The writer: one probe document per line of stdin (``doc_id<TAB>text``), encoded and
     written under the ingestion lock; prints ``ok`` after each."""
     from ragstream.backends.doc_index import encode_chunks
-    from ragstream.ingest.chunker import parse_document
-    from ragstream.ingest.lock import IngestLock
+    from ragstream.backends.lock import IngestLock
+    from ragstream.knowledge.ingest.chunker import parse_document
 
     cfg = load_config(env={"RAGSTREAM_INDEX_DIR": str(idx), "RAGSTREAM_UPLOADS_DIR": str(idx / "uploads")})
     engine = Engine(cfg)

@@ -37,7 +37,7 @@ COLD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from ragstream.common.config import load_config
-from ragstream.backends.embedder import make_embedder
+from ragstream.backends.embedder_choice import make_embedder
 cfg = load_config()
 emb = make_embedder(cfg.settings.embedding, cfg.cache_dir)
 t1 = time.perf_counter()

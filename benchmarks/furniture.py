@@ -417,8 +417,8 @@ def chunk_page(path: Path, convert: Callable[[str, bytes], str] | None = None,
     """The chunks ``ragstream ingest`` makes of ``path``, and the milliseconds converting it took
     (``convert``: another converter, for comparisons, from a file's name and bytes to Markdown;
     ``settings``: chunking settings other than the app's)."""
-    from ragstream.ingest import ingestor
-    from ragstream.ingest.chunker import parse_document
+    from ragstream.knowledge.ingest import ingestor
+    from ragstream.knowledge.ingest.chunker import parse_document
 
     data = path.read_bytes()
     started = time.perf_counter()

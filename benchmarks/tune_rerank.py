@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ragstream.backends.services import build_services
 from ragstream.common.config import load_config
 from ragstream.engine import Engine
 from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
-from ragstream.services import build_services
 from ragstream.state.super_prompt import View
 
 FEATURES = ("query_cosine", "best_sentence_cosine", "term_coverage", "query_bm25")

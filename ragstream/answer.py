@@ -595,7 +595,7 @@ def kb_titles(store, limit: int) -> tuple[list[str], int]:
     first heading ("1 Introduction") names no document. A web page's title loses the site's
     name after " | " ("Events | Node.js v18.20.4 Documentation" → "Events"), which every page
     of the site shares."""
-    from ragstream.formats.markdown_out import useful_title
+    from ragstream.knowledge.formats.markdown_out import useful_title
 
     docs = store.documents()
     picked = sorted(docs.values(), key=lambda d: (-d.chunks, d.doc_id))[:limit]

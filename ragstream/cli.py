@@ -18,7 +18,7 @@ import click
 from pydantic import ValidationError
 
 from ragstream.common.errors import RagstreamError
-from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
+from ragstream.knowledge.bases import DEFAULT as DEFAULT_KB
 from ragstream.runs import RunStore, StageSnapshot
 from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Filters
@@ -154,12 +154,12 @@ def mixed_note(engine, path: str) -> str:
 
 
 def _ingest_with_bar(engine, path: str | None, prune: bool | None):
-    """``engine.ingest(path)`` as a background job (``ragstream.ingest.jobs``) followed by a
+    """``engine.ingest(path)`` as a background job (``ragstream.knowledge.ingest.jobs``) followed by a
     progress bar on stderr (tqdm): files done of total, chunks written, elapsed and remaining
     time, the current file. Ctrl-C cancels it between files; the report then says so."""
     from tqdm import tqdm
 
-    from ragstream.ingest.jobs import REGISTRY
+    from ragstream.knowledge.ingest.jobs import REGISTRY
 
     source = str(Path(path).resolve()) if path else str(engine.cfg.kb_dir)
     job = REGISTRY.start(engine.kb, engine.cfg.settings.vector_store.collection, "folder",

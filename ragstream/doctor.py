@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.backends.services import Services
     from ragstream.common.config import AppConfig
-    from ragstream.services import Services
 
 
 def main() -> int:
     """Check the tokenizer, embedding model and backend offline (preparing ONNX); print each; 1 on error."""
-    from ragstream.backends.embedder import ONNX_BACKENDS, resolve_backend, resolve_model_path
+    from ragstream.backends.embedder import ONNX_BACKENDS, resolve_model_path
+    from ragstream.backends.embedder_choice import resolve_backend
     from ragstream.backends.tokens import count_tokens
     from ragstream.common.config import load_config
     from ragstream.common.errors import RagstreamError
@@ -181,9 +182,9 @@ def repair(cfg: AppConfig, services: Services | None = None, check_only: bool = 
     """Check the store and the keyword index and rebuild what can be rebuilt (see the module
     docstring); with ``check_only``, only say what is wrong. Never deletes a file: damaged
     ones are moved to a backup folder, source documents are only read."""
+    from ragstream.backends.services import build_services
     from ragstream.backends.vector_store import GENERATION_FILE_PREFIX
-    from ragstream.ingest.ingestor import IngestLock
-    from ragstream.services import build_services
+    from ragstream.knowledge.ingest.ingestor import IngestLock
 
     services = services or build_services(cfg)
     store = services.store

@@ -16,7 +16,7 @@
     print(rep.call.raw, rep.call.probabilities, engine.replay_decision(sp, rep).lines)
     sp = engine.resume(engine.apply_replay(sp, rep))   # recorded as your edits of A3
 
-    # several knowledge bases (ragstream.knowledge_bases); the bundled one is "default"
+    # several knowledge bases (ragstream.knowledge.bases); the bundled one is "default"
     engine.create_kb("support", folder="~/support-docs")
     support = engine.for_kb("support")    # its own store and index; the models are shared
     support.ingest()                      # its folder
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 from ragstream import replay as replays
 from ragstream.backends import telemetry
 from ragstream.backends.llm import PassState, one_pass
+from ragstream.backends.services import Services, build_services
 from ragstream.common.config import AppConfig, load_config
-from ragstream.ingest.ingestor import IngestReport, Progress, ingest_path
-from ragstream.knowledge_bases import DEFAULT, KnowledgeBase, KnowledgeBases
-from ragstream.services import Services, build_services
+from ragstream.knowledge.bases import DEFAULT, KnowledgeBase, KnowledgeBases
+from ragstream.knowledge.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.super_prompt import Chunk, SuperPrompt
@@ -85,7 +85,7 @@ class Engine:
     # -- knowledge bases ----------------------------------------------------------------
 
     def knowledge_bases(self) -> KnowledgeBases:
-        """The registry of named knowledge bases (``ragstream.knowledge_bases``)."""
+        """The registry of named knowledge bases (``ragstream.knowledge.bases``)."""
         return KnowledgeBases(self.base_cfg)
 
     def for_kb(self, name: str | None) -> Engine:
@@ -170,7 +170,7 @@ class Engine:
 
     def status(self) -> dict:
         """The collection's name and location, document, chunk and window counts, and each document."""
-        from ragstream.ingest.ingestor import stored_documents
+        from ragstream.knowledge.ingest.ingestor import stored_documents
 
         store = self.services.store
         docs = stored_documents(store)  # a damaged store is named, with the repair command

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.pdf_print.make_pdfs import NODE_API, node_markdown
+from ragstream.backends.services import build_services
 from ragstream.common.errors import EvalDataError
 from ragstream.engine import Engine
-from ragstream.formats import CONVERTED_SUFFIXES, convert
+from ragstream.knowledge.formats import CONVERTED_SUFFIXES, convert
 from ragstream.measure.answer_eval import (
     Section,
     answers_config,
@@ -27,7 +28,6 @@ from ragstream.measure.answer_eval import (
     load_questions,
     roc_auc,
 )
-from ragstream.services import build_services
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "answers"

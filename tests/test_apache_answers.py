@@ -18,8 +18,8 @@ import pytest
 
 from benchmarks.apache_docs.make_docs import make, missing
 from ragstream.answer import answer, dangling_colons, said_back
+from ragstream.backends.services import build_services
 from ragstream.engine import Engine
-from ragstream.services import build_services
 from ragstream.state.super_prompt import ConversationTurn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from ragstream import cli, doctor
 from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
 from ragstream.common.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.engine import Engine
-from ragstream.ingest.ingestor import TextDocument, ingest_documents
+from ragstream.knowledge.ingest.ingestor import TextDocument, ingest_documents
 from ragstream.state.super_prompt import View
 from ragstream.ui import actions
 from ragstream.ui import state as S

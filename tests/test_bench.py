@@ -161,7 +161,7 @@ def test_a_signal_stops_the_build_between_two_writes_and_it_resumes(docs, tmp_pa
     assert "stopping after the write in progress" in err and "the same command resumes it" in err
     done = scale.read_progress(folder, 400)["documents_done"]
     assert 4 <= done < 40 and done % 2 == 0
-    from ragstream.services import open_store
+    from ragstream.backends.services import open_store
 
     store = open_store(bench.bench_config(folder / "index"))
     try:  # readable, and holding exactly the documents written
@@ -184,7 +184,7 @@ def test_a_change_by_another_process_is_seen_by_the_serving_process(measured):
 
 
 def test_the_cached_store_is_left_as_built(scale_run, cache, built):
-    from ragstream.services import open_store
+    from ragstream.backends.services import open_store
 
     store = open_store(bench.bench_config(scale.size_folder(cache, N) / "index"))
     try:

@@ -49,8 +49,8 @@ def eval_cfg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def result(beir, eval_cfg, embedder):
+    from ragstream.backends.services import build_services
     from ragstream.measure.evaluation import eval_config
-    from ragstream.services import build_services
 
     services = build_services(eval_config(eval_cfg, beir))
     services.embedder = embedder  # the session's model: it loads once
@@ -84,8 +84,8 @@ def test_bm25_and_dense_search_the_whole_corpus(result):
 
 
 def test_the_index_is_reused_until_the_corpus_changes(beir, eval_cfg, embedder, tmp_path):
+    from ragstream.backends.services import build_services
     from ragstream.measure.evaluation import eval_config
-    from ragstream.services import build_services
 
     services = build_services(eval_config(eval_cfg, beir))
     services.embedder = embedder

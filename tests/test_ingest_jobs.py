@@ -1,4 +1,4 @@
-"""Background ingestion jobs (``ragstream.ingest.jobs``) on real documents — the bundled
+"""Background ingestion jobs (``ragstream.knowledge.ingest.jobs``) on real documents — the bundled
 knowledge base (data/kb) and two files the ingestor refuses — with the real engine and store:
 the progress counts rise while the job works and end at files done = total with the chunks
 written; each refused file is listed with its reason; a cancel stops between files and leaves
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.ingest.chunker import parse_document
-from ragstream.ingest.jobs import REGISTRY, JobBusyError, clock
+from ragstream.knowledge.ingest.chunker import parse_document
+from ragstream.knowledge.ingest.jobs import REGISTRY, JobBusyError, clock
 from tests.conftest import KB
 
 #: the first bytes of a PNG picture, saved under a Markdown name
@@ -158,7 +158,7 @@ def test_times_read_as_a_clock():
 
 def test_a_job_cancelled_while_it_waits_for_the_lock_ends_without_reading_anything(fresh_engine,
                                                                                    docs):
-    from ragstream.ingest.lock import IngestLock
+    from ragstream.backends.lock import IngestLock
 
     with IngestLock(fresh_engine.cfg.index_dir, 0):  # another ingestion holds the index
         job = REGISTRY.start("default", collection(fresh_engine), "folder", str(docs),

@@ -104,7 +104,7 @@ def test_ctrl_c_cancels_cleanly_and_exits_130(docs, tmp_path):
     report says so, and the exit code is 130."""
     import signal
 
-    from ragstream.ingest.lock import IngestLock
+    from ragstream.backends.lock import IngestLock
 
     index = tmp_path / "index"
     leader, follower = pty.openpty()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ingest.jobs import REGISTRY
+from ragstream.knowledge.ingest.jobs import REGISTRY
 from ragstream.ui import state as S
 from tests.conftest import KB
 

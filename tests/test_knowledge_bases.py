@@ -1,4 +1,4 @@
-"""Several knowledge bases (ragstream/knowledge_bases.py, Engine.for_kb, the CLI's --kb and kb
+"""Several knowledge bases (ragstream/knowledge/bases.py, Engine.for_kb, the CLI's --kb and kb
 group, the API's kb field and /kb endpoints): a real Chroma in a temp dir per module, the real
 embedding model. Isolation: what is ingested into one is never retrieved from another, and
 deleting one leaves the others whole."""
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from ragstream import cli
 from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
 from ragstream.engine import Engine
-from ragstream.knowledge_bases import DEFAULT, KnowledgeBases
+from ragstream.knowledge.bases import DEFAULT, KnowledgeBases
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.state.super_prompt import View

@@ -118,8 +118,8 @@ def test_the_generator_counts_http_errors_and_refused_connections():
 
 
 def test_a_synthetic_store_is_built_through_the_real_store_and_reused(data, tmp_path):
+    from ragstream.backends.services import open_store
     from ragstream.common.config import load_config
-    from ragstream.services import open_store
 
     index_dir, built = load.synthetic_store(25, data, cache=tmp_path / "cache")
     assert built["chunks"] == 25 and not built["reused"]

@@ -3,12 +3,12 @@
     .venv/bin/python -m benchmarks.pdf_print.make_pdfs          # the PDFs and their sources
     .venv/bin/python -m benchmarks.pdf_print.heading_share [--converter FILE.py] [--json]
 
-Every PDF in ``docs/pdf/`` is converted by ``ragstream.formats.pdf.convert_pdf`` (or by the
+Every PDF in ``docs/pdf/`` is converted by ``ragstream.knowledge.formats.pdf.convert_pdf`` (or by the
 ``convert_pdf`` of ``--converter FILE.py``, e.g. an earlier version: ``git show
-HEAD:ragstream/formats/pdf.py > /tmp/pdf_before.py``) and chunked as ingestion does
+HEAD:ragstream/knowledge/formats/pdf.py > /tmp/pdf_before.py``) and chunked as ingestion does
 (``ingestor.converted_text``, then ``chunker.parse_document`` with the app's chunking
 settings). So is each reference: the page's HTML (``html/<page>.html``, converted by
-``ragstream.formats.web``) and its Markdown source (``md/<page>.md``).
+``ragstream.knowledge.formats.web``) and its Markdown source (``md/<page>.md``).
 
 A chunk's *true section* is found in a reference: the first 48-character window of its text
 (letters and digits only, lower case; windows taken every 16 characters over its first 600)
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.common.config import load_config
-from ragstream.ingest.chunker import parse_document
-from ragstream.ingest.ingestor import converted_text
+from ragstream.knowledge.ingest.chunker import parse_document
+from ragstream.knowledge.ingest.ingestor import converted_text
 
 DOCS = Path(__file__).resolve().parent / "docs"
 WINDOW = 48
@@ -60,7 +60,7 @@ def pdf_converter(path: str | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    import ragstream.formats.pdf as current
+    import ragstream.knowledge.formats.pdf as current
 
     spec = importlib.util.spec_from_file_location("ragstream.formats._pdf_other", path)
     module = importlib.util.module_from_spec(spec)
@@ -179,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             totals[f"all {group}"] = {c: (sum(rows[n][c][0] for n in names if rows[n][c]),
                                           sum(rows[n][c][1] for n in names if rows[n][c])) for c in columns}
     if args.json:
-        print(json.dumps({"converter": args.converter or "ragstream/formats/pdf.py",
+        print(json.dumps({"converter": args.converter or "ragstream/knowledge/formats/pdf.py",
                           "documents": rows, "totals": totals}, indent=1))
         return 0
-    print(f"converter: {args.converter or 'ragstream/formats/pdf.py'}")
+    print(f"converter: {args.converter or 'ragstream/knowledge/formats/pdf.py'}")
     width = max(len(n) for n in [*rows, *totals]) + 2
     print(f"{'document':<{width}}{'chunks':>7}  " + "".join(f"{c:<18}" for c in columns))
     for name, row in [*rows.items(), *totals.items()]:

@@ -1,5 +1,8 @@
-"""External systems behind small interfaces: embedder, vector store, keyword index,
-reranker, tokenizer (and, later, the LLM client)."""
+"""External systems behind small interfaces: the embedders (``embedder``, ``onnx_embedder``,
+chosen by ``embedder_choice``), the vector store (``vector_store``), the search engines
+(``search/``: Chroma with tantivy, Milvus, in memory), keyword and document indexes, the
+reranker, the tokenizer, the LLM client (``llm``), telemetry, the index lock (``lock``) and
+their assembly for one knowledge base (``services``). It imports ``state`` and ``common``."""
 
 import os
 

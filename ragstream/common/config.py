@@ -68,7 +68,7 @@ class PathsSettings(_Strict):
     uploads_dir: str = Field("data/uploads", description="where files uploaded in the page are kept")
     kbs_dir: str = Field("", description=(
         "where a knowledge base made without a folder of its own keeps its documents, one "
-        "folder each (ragstream.knowledge_bases); empty: kbs/ inside index_dir"))
+        "folder each (ragstream.knowledge.bases); empty: kbs/ inside index_dir"))
 
 
 class VectorStoreSettings(_Strict):
@@ -132,7 +132,8 @@ class ChunkingSettings(_Strict):
     encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
     extensions: list[str] = Field(default_factory=lambda: [
         ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".html", ".htm", ".epub"],
-        description="file types ingested; PDF, DOCX, PPTX, HTML and EPUB go through ragstream.formats")
+        description="file types ingested; PDF, DOCX, PPTX, HTML and EPUB go through "
+                    "ragstream.knowledge.formats")
     ingest_batch_chunks: int = Field(
         512, ge=1, le=100_000,
         description="documents are embedded and written in batches of about this many chunks")

@@ -624,9 +624,9 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
     nothing is ingested, and the sections are looked for in its folder. ``against``: question
     sets whose questions are asked of each set's documents as its unanswerable set, or
     ``["others"]``: the other sets given (``foreign_sets``)."""
-    from ragstream.ingest.ingestor import ingest_path
+    from ragstream.backends.services import build_services
+    from ragstream.knowledge.ingest.ingestor import ingest_path
     from ragstream.measure.evaluation import machine
-    from ragstream.services import build_services
 
     sets = [load_questions(p) for p in paths]
     named = [] if list(against) == ["others"] else [load_questions(p) for p in against]

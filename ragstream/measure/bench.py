@@ -680,8 +680,8 @@ def run_bench(quick: bool = False, progress: Progress | None = None,
     ``progress(phase, done, total)`` is called as work completes. ``scale_sizes`` /
     ``scale_cache``: the retrieval sizes and where their knowledge bases are cached
     (``SCALE_SIZES``, ``scale.cache_root()``)."""
+    from ragstream.backends.services import build_services
     from ragstream.engine import Engine
-    from ragstream.services import build_services
 
     size = QUICK if quick else FULL
     started = time.perf_counter()

@@ -140,7 +140,7 @@ def eval_config(cfg: AppConfig, data_dir: Path) -> AppConfig:
 
 def corpus_fingerprint(docs: Sequence[Doc], cfg: AppConfig) -> str:
     """Hash of the embedding settings, index format and every doc's id and content: the eval index's key."""
-    from ragstream.backends.embedder import resolve_backend
+    from ragstream.backends.embedder_choice import resolve_backend
 
     e = cfg.settings.embedding
     settings = {**e.model_dump(), "backend": resolve_backend(e)}  # "auto" as what it picks
@@ -327,8 +327,8 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
              limit: int | None = None, subset: str = "all",
              progress: Progress | None = None) -> dict[str, Any]:
     """The whole evaluation: index (or reuse), run every system, summarise."""
+    from ragstream.backends.services import build_services
     from ragstream.engine import settle_memory
-    from ragstream.services import build_services
 
     data = Path(data).expanduser()
     docs, queries, qrels = load_beir(data, split)

@@ -5,7 +5,7 @@
 
 The documents are the bundled knowledge base in every format ingestion converts
 (``benchmarks/formats/kb-<format>/``, made by ``benchmarks/make_formats.py`` with pandoc and
-Chromium). Per format: each file converted (``ragstream.formats.convert``) ``rounds`` times, the
+Chromium). Per format: each file converted (``ragstream.knowledge.formats.convert``) ``rounds`` times, the
 median of each round's total; ``words`` are the words of the Markdown written. Against it, the
 same knowledge base as Markdown ingested whole (chunked, embedded, written to a real Chroma
 in a temp folder; the encoder loaded before the clock starts): ``share`` is the part of a
@@ -24,7 +24,7 @@ from typing import Any
 from ragstream.common.config import PROJECT_ROOT
 from ragstream.common.errors import RagstreamError
 from ragstream.common.text import words
-from ragstream.formats import convert
+from ragstream.knowledge.formats import convert
 
 FORMATS_DIR = PROJECT_ROOT / "benchmarks" / "formats"
 FORMATS = ("pdf", "docx", "pptx", "html", "epub")

@@ -309,7 +309,7 @@ def build_store(n: int, folder: Path, docs: list[Abstract], dim: int,
     stopped is resumed (``progress.json``: the documents the store already holds are not
     written again; the seconds of every run are added up). Returns the manifest: chunks,
     documents, windows, sentences, build seconds, chunks/s, MB on disk."""
-    from ragstream.services import open_store
+    from ragstream.backends.services import open_store
 
     folder = Path(folder)
     found = read_manifest(folder)
@@ -414,7 +414,7 @@ def _reset_peak() -> bool:
 
 
 def _services(folder: Path):
-    from ragstream.services import build_services
+    from ragstream.backends.services import build_services
 
     cfg = bench_config(Path(folder) / "index")
     services = build_services(cfg)
@@ -517,7 +517,7 @@ def _write(folder: Path, params: dict[str, Any]) -> None:
     ingestion writes (a reader that finds the two engines out of step meanwhile then knows a
     write is under way, instead of repairing it)."""
     from ragstream.backends.doc_index import encode_chunks
-    from ragstream.ingest.lock import IngestLock
+    from ragstream.backends.lock import IngestLock
 
     cfg, services = _services(folder)
     store, embedder = services.store, services.embedder
@@ -566,8 +566,8 @@ def _write(folder: Path, params: dict[str, Any]) -> None:
 def _ingest(folder: Path, params: dict[str, Any]) -> None:
     """The ingesting process (see the module docstring, 3)."""
     from ragstream.backends.doc_index import encode_chunks
-    from ragstream.ingest.ingestor import ingest_path, stored_documents
-    from ragstream.ingest.lock import IngestLock
+    from ragstream.backends.lock import IngestLock
+    from ragstream.knowledge.ingest.ingestor import ingest_path, stored_documents
     from ragstream.state.super_prompt import Chunk
 
     cfg, services = _services(folder)
@@ -980,7 +980,7 @@ def run_scale(sizes: dict[str, int], quick: bool = False, cache: Path | None = N
     scifact = load_scifact(0)
     docs = [d for d in scifact.docs if d.text.strip()]
     if dim is None:
-        from ragstream.services import build_services
+        from ragstream.backends.services import build_services
 
         dim = int(build_services(bench_config(cache / "probe-config")).embedder.dimension)
     result: dict[str, Any] = {

@@ -20,12 +20,12 @@ relevant first, at most ``max_chunks``. When none qualifies the context is empty
 * A retrieval that takes longer than ``retrieval.timeout_s`` raises ``RetrievalTimeoutError``.
 * An unreachable Chroma server raises ``VectorDBUnavailableError``.
 
-Both take ``kb``: the named knowledge base to work on (``ragstream.knowledge_bases``; None or
+Both take ``kb``: the named knowledge base to work on (``ragstream.knowledge.bases``; None or
 "default": the bundled one). Its engine is made once and shares the models; each result names
 the knowledge base it came from (``RAGContext.kb``, each chunk's ``metadata["kb"]``). An
 unknown name raises ``KnowledgeBaseError`` (HTTP 404).
 
-``ingest`` upserts documents given as text by their id (``ragstream.ingest.ingestor.
+``ingest`` upserts documents given as text by their id (``ragstream.knowledge.ingest.ingestor.
 ingest_documents``): an unchanged one is skipped, a changed one has all of its embeddings
 replaced at once; a document that cannot be ingested is listed in ``errors`` and the others
 go on. Its ``IngestionResult`` counts documents written and failed and the embeddings made.
@@ -95,7 +95,7 @@ class RAGPipeline:
     def ingest(self, documents: list[RuleDocument] | list[dict], kb: str | None = None) -> IngestionResult:
         """Upsert ``documents`` into knowledge base ``kb`` (see the module docstring); the cache
         is cleared after a write."""
-        from ragstream.ingest.ingestor import TextDocument, ingest_documents
+        from ragstream.knowledge.ingest.ingestor import TextDocument, ingest_documents
 
         engine = self.engine_for(kb)
         docs = [d if isinstance(d, RuleDocument) else RuleDocument.model_validate(d) for d in documents]

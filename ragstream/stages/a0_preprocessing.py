@@ -48,10 +48,10 @@ from pydantic import BaseModel, Field
 
 from ragstream.agents.base import resolve_mode
 from ragstream.agents.factory import Agent, run_agent
+from ragstream.backends.services import Services
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EmptyPromptError, PromptTooLongError
 from ragstream.common.prompt_schema import TASK_KEY
-from ragstream.services import Services
 from ragstream.stages import staleness
 from ragstream.stages.a0.body import SOURCE_DERIVED, Canonical, canonicalize
 from ragstream.stages.a0.reading import read

@@ -67,9 +67,9 @@ from ragstream.agents.choices import Odds
 from ragstream.agents.factory import Agent, run_agent
 from ragstream.agents.replies import Text, bound
 from ragstream.backends.llm import inline_schema
+from ragstream.backends.services import Services
 from ragstream.common.config import A2Config, A2Field, AppConfig
 from ragstream.common.text import fold, keyword_matches
-from ragstream.services import Services
 from ragstream.stages import staleness
 from ragstream.stages.stage import Stage
 from ragstream.state import edits, render

@@ -51,8 +51,8 @@ the System block.
 from __future__ import annotations
 
 from ragstream.agents.factory import Agent, run_agent
+from ragstream.backends.services import Services
 from ragstream.common.config import A5Config, AppConfig
-from ragstream.services import Services
 from ragstream.stages import staleness
 from ragstream.stages.a5 import llm
 from ragstream.stages.a5.lengths import length_grammar, merge_lengths, unit_label

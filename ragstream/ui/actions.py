@@ -29,8 +29,8 @@ from ragstream.common.errors import (
     UploadNameError,
 )
 from ragstream.engine import Engine
-from ragstream.formats import CONVERTED_SUFFIXES
-from ragstream.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
+from ragstream.knowledge.formats import CONVERTED_SUFFIXES
+from ragstream.knowledge.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
 from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.stages import controller
 from ragstream.stages.staleness import Stale, kb_fingerprint
@@ -1017,7 +1017,7 @@ def run_eval(engine: Engine, st_state: S.SessionState, path: str, limit: int | N
     """Run the Eval tab's question set with the files' settings and the session's (when they
     differ) and keep the outcome in ``EVAL_RESULT`` — or ``{"error": (kind, message)}``: a bad
     question file names its problem, and the page goes on."""
-    from ragstream.services import build_services
+    from ragstream.backends.services import build_services
     from ragstream.ui import eval_tab
 
     def services_for(cfg: AppConfig):

@@ -6,7 +6,7 @@ Every action takes the session state and turns a ``RagstreamError`` into a messa
 ``ERROR``, as ``ragstream.ui.actions`` does; the page then goes on.
 
 Creating a knowledge base from a folder, "Ingest folder" and an upload run as background jobs
-(``ragstream.ingest.jobs.REGISTRY``, one per process, so a reload finds them): the knowledge
+(``ragstream.knowledge.ingest.jobs.REGISTRY``, one per process, so a reload finds them): the knowledge
 base is listed and selectable at once, the sidebar follows each running job right under the
 switcher ("Ingesting into ops — 4 of 12 files · now ops/logs.html", ``job_views``) with a
 cancel button (``cancel``), the person may work on another knowledge base meanwhile, and when
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragstream.backends.lock import ingest_busy
 from ragstream.common.errors import IngestError, KnowledgeBaseError, RagstreamError
 from ragstream.engine import Engine
-from ragstream.ingest.ingestor import IngestReport, ingest_path
-from ragstream.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
-from ragstream.ingest.lock import ingest_busy
-from ragstream.knowledge_bases import DEFAULT
+from ragstream.knowledge.bases import DEFAULT
+from ragstream.knowledge.ingest.ingestor import IngestReport, ingest_path
+from ragstream.knowledge.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ragstream.knowledge_bases import DEFAULT as DEFAULT_KB
+from ragstream.knowledge.bases import DEFAULT as DEFAULT_KB
 from ragstream.stages.controller import new_prompt
 from ragstream.state.super_prompt import Filters
 

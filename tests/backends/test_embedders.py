@@ -13,12 +13,8 @@ import numpy as np
 import pytest
 
 from ragstream.backends import onnx_embedder as oe
-from ragstream.backends.embedder import (
-    SentenceTransformerEmbedder,
-    make_embedder,
-    resolve_backend,
-    resolve_model_path,
-)
+from ragstream.backends.embedder import SentenceTransformerEmbedder, resolve_model_path
+from ragstream.backends.embedder_choice import make_embedder, resolve_backend
 from ragstream.common.config import EmbeddingSettings, load_config
 from ragstream.common.errors import ConfigError, ModelLoadError
 
@@ -217,7 +213,7 @@ def test_query_process_never_imports_torch(onnx, cache_dir):
     proc = _run(
         "import sys, json\n"
         "from ragstream.common.config import load_config\n"
-        "from ragstream.backends.embedder import make_embedder\n"
+        "from ragstream.backends.embedder_choice import make_embedder\n"
         f"cfg = load_config(env={{'RAGSTREAM_CACHE_DIR': {str(cache_dir)!r}}})\n"
         "emb = make_embedder(cfg.settings.embedding, cfg.cache_dir)\n"
         "v = emb.embed(['which embedder does the query use?'])\n"

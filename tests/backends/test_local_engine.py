@@ -15,7 +15,7 @@ import pytest
 
 from ragstream.backends.doc_index import encode_chunks
 from ragstream.common.text import clean_sentence, evidence_units
-from ragstream.ingest.chunker import parse_document
+from ragstream.knowledge.ingest.chunker import parse_document
 from ragstream.state.super_prompt import View
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -278,7 +278,7 @@ def test_an_unreachable_server_names_the_engine_and_what_to_start():
 
 @pytest.fixture(scope="module")
 def real_embedder(tmp_path_factory):
-    from ragstream.backends.embedder import make_embedder
+    from ragstream.backends.embedder_choice import make_embedder
     from tests.conftest import make_config
 
     cfg = make_config(tmp_path_factory.mktemp("emb") / "index")
@@ -287,9 +287,9 @@ def real_embedder(tmp_path_factory):
 
 def test_retrieval_keeps_the_same_chunks_on_milvus_as_on_the_default_engine(tmp_path, real_embedder):
     from ragstream.backends.search.local import LocalEngine
+    from ragstream.backends.services import Services
     from ragstream.backends.vector_store import ChromaStore
-    from ragstream.ingest.chunker import parse_document
-    from ragstream.services import Services
+    from ragstream.knowledge.ingest.chunker import parse_document
     from ragstream.stages import controller
     from tests.conftest import KB, make_config
 

@@ -101,7 +101,7 @@ def test_an_aes_pdf_that_opens_without_a_password_is_read_and_a_locked_one_refus
     import pypdf
 
     from ragstream.common.errors import EncryptedFileError
-    from ragstream.formats import convert
+    from ragstream.knowledge.formats import convert
 
     source = pypdf.PdfReader(io.BytesIO((FORMATS / "kb-pdf" / "faq.pdf").read_bytes()))
 

@@ -1,4 +1,4 @@
-"""Tests for ragstream.formats.office: DOCX and PPTX → Markdown, and hostile Office files refused
+"""Tests for ragstream.knowledge.formats.office: DOCX and PPTX → Markdown, and hostile Office files refused
 within bounded time and memory. Every fixture is generated here (python-docx, python-pptx,
 zipfile, struct)."""
 
@@ -27,9 +27,9 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import Limits
-from ragstream.formats.office import MAX_DEPTH, OLE_SIGNATURE, convert_docx, convert_pptx
-from ragstream.ingest.chunker import parse_document
+from ragstream.knowledge.formats import Limits
+from ragstream.knowledge.formats.office import MAX_DEPTH, OLE_SIGNATURE, convert_docx, convert_pptx
+from ragstream.knowledge.ingest.chunker import parse_document
 
 LIMITS = Limits()
 

@@ -1,4 +1,4 @@
-"""Tests for ragstream.formats.pdf: real PDFs, made here with pypdf (exact content streams) or
+"""Tests for ragstream.knowledge.formats.pdf: real PDFs, made here with pypdf (exact content streams) or
 printed by headless Chromium (a realistic document with an outline), converted to Markdown."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from ragstream.common.errors import (  # noqa: E402
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import PAGE_MARKER, Limits  # noqa: E402
-from ragstream.formats.pdf import convert_pdf  # noqa: E402
-from ragstream.ingest.chunker import parse_document  # noqa: E402
+from ragstream.knowledge.formats import PAGE_MARKER, Limits  # noqa: E402
+from ragstream.knowledge.formats.pdf import convert_pdf  # noqa: E402
+from ragstream.knowledge.ingest.chunker import parse_document  # noqa: E402
 
 LIMITS = Limits()
 CHROMIUM = Path("/usr/bin/chromium")

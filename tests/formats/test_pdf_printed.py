@@ -1,4 +1,4 @@
-"""Tests for ragstream.formats.pdf on printed documents (issue 32): headings at their outline
+"""Tests for ragstream.knowledge.formats.pdf on printed documents (issue 32): headings at their outline
 destinations, template placeholders left out, a reference's definition entries as sections.
 
 Real files where they can be had: pages printed here by headless Chromium (a page written
@@ -26,9 +26,9 @@ from pypdf.generic import (  # noqa: E402
 
 from benchmarks.pdf_print.make_pdfs import print_chromium  # noqa: E402
 from ragstream.common.config import ChunkingSettings  # noqa: E402
-from ragstream.formats import Limits  # noqa: E402
-from ragstream.formats.pdf import convert_pdf  # noqa: E402
-from ragstream.ingest.chunker import parse_document  # noqa: E402
+from ragstream.knowledge.formats import Limits  # noqa: E402
+from ragstream.knowledge.formats.pdf import convert_pdf  # noqa: E402
+from ragstream.knowledge.ingest.chunker import parse_document  # noqa: E402
 from tests.formats.test_pdf import lines as column  # noqa: E402 (one under the other)
 from tests.formats.test_pdf import text_page as draw  # noqa: E402 (the runs in the order given)
 

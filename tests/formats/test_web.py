@@ -1,4 +1,4 @@
-"""Tests for ragstream.formats.web: saved web pages and EPUB books → Markdown for the chunker.
+"""Tests for ragstream.knowledge.formats.web: saved web pages and EPUB books → Markdown for the chunker.
 
 Every fixture is built here (HTML strings, EPUBs written with ``zipfile``). Hostile inputs run in
 a forked child whose address space is capped (``run_bounded``), so a converter that expanded an
@@ -31,9 +31,9 @@ from ragstream.common.errors import (
     EncryptedFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import Converted, Limits, web
-from ragstream.formats.web import EpubConverted, convert_epub, convert_html
-from ragstream.ingest.chunker import parse_document
+from ragstream.knowledge.formats import Converted, Limits, web
+from ragstream.knowledge.formats.web import EpubConverted, convert_epub, convert_html
+from ragstream.knowledge.ingest.chunker import parse_document
 
 LIMITS = Limits()
 README = Path(__file__).resolve().parents[2] / "README.md"

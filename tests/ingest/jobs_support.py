@@ -1,10 +1,10 @@
-"""For page tests that ingest: ingestion runs as background jobs (``ragstream.ingest.jobs``),
+"""For page tests that ingest: ingestion runs as background jobs (``ragstream.knowledge.ingest.jobs``),
 so a test that checks what an ingest did waits for the jobs to end and draws the page again
 (as the page's own fragment does when it sees a job end)."""
 
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ingest.jobs import REGISTRY
+from ragstream.knowledge.ingest.jobs import REGISTRY
 
 
 def settled(at: AppTest, timeout_s: float = 600) -> AppTest:

@@ -1,4 +1,4 @@
-"""Tests for ragstream.ingest.chunker: document text → metadata and chunks (real tiktoken)."""
+"""Tests for ragstream.knowledge.ingest.chunker: document text → metadata and chunks (real tiktoken)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import ChunkingSettings
 from ragstream.common.errors import IngestError
 from ragstream.common.text import sentences, words
-from ragstream.ingest.chunker import ParsedDocument, parse_document
+from ragstream.knowledge.ingest.chunker import ParsedDocument, parse_document
 
 FALLBACK = "2000-01-01"
 SMALL = ChunkingSettings(max_tokens=40, min_tokens=8)

@@ -13,7 +13,7 @@ import pytest
 from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
 from ragstream.common.errors import IngestError, IngestLockedError, VectorStoreError
-from ragstream.ingest.ingestor import IngestLock, ingest_path
+from ragstream.knowledge.ingest.ingestor import IngestLock, ingest_path
 from tests.conftest import ROOT
 
 
@@ -194,8 +194,8 @@ def test_replace_document_raises_vector_store_error(fresh_engine, tmp_path):
     fresh_engine.services.store = store
     write(tmp_path / "kb", "b.md", DOC_B)
     with pytest.raises(VectorStoreError):
-        from ragstream.ingest.chunker import parse_document
-        from ragstream.ingest.ingestor import embed_chunks
+        from ragstream.knowledge.ingest.chunker import parse_document
+        from ragstream.knowledge.ingest.ingestor import embed_chunks
 
         parsed = parse_document(DOC_B, "kb/b.md", fresh_engine.cfg.settings.chunking, "2026-01-01")
         store.replace_document("kb/b.md", embed_chunks(parsed.chunks, fresh_engine.services.embedder),
@@ -258,7 +258,7 @@ def test_a_store_without_the_copy_is_read_from_chroma_and_given_one(fresh_engine
 # -- one ingestion per index at a time ------------------------------------------------------
 
 HOLD = ("import sys, time\n"
-        "from ragstream.ingest.ingestor import IngestLock\n"
+        "from ragstream.knowledge.ingest.ingestor import IngestLock\n"
         "IngestLock(sys.argv[1], 60).acquire()\n"
         "print('held', flush=True)\n"
         "time.sleep(600)\n")

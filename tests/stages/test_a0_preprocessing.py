@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from ragstream.backends.services import Services
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError, EmptyPromptError, PromptTooLongError
 from ragstream.common.prompt_schema import PromptSchema
-from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages.a0.ladder import edit_distance, map_label
 from ragstream.stages.a0.vocabulary import Vocabulary

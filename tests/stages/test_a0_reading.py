@@ -106,7 +106,7 @@ def test_the_persons_task_replaces_the_reading_and_says_so(cfg):
 
 
 def test_with_an_llm_the_model_reads_it_and_the_rule_is_the_fallback(cfg, embedder):
-    from ragstream.services import Services
+    from ragstream.backends.services import Services
 
     written = "How do I force HTTPS with mod_rewrite in a .htaccess file?"
 
@@ -141,7 +141,7 @@ def test_with_an_llm_the_model_reads_it_and_the_rule_is_the_fallback(cfg, embedd
 ])
 def test_a_models_reading_that_answers_repeats_or_drops_the_new_words_is_set_aside(
         cfg, embedder, reply, why):
-    from ragstream.services import Services
+    from ragstream.backends.services import Services
 
     with FakeOpenAI(models=["test-model"], responder=lambda b: Reply.json(
             {"standalone": reply})) as server:

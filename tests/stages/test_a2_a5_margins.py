@@ -19,8 +19,8 @@ import pytest
 
 from ragstream.agents.choices import locate_value, value_probabilities, weigh
 from ragstream.backends.llm import LLMClient, TokenChoice
+from ragstream.backends.services import Services
 from ragstream.common.config import load_config
-from ragstream.services import Services
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.state import edits

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 from ragstream.backends.llm import LLMClient
+from ragstream.backends.services import Services
 from ragstream.common.config import load_config
-from ragstream.services import Services
 from ragstream.stages import a0_preprocessing as a0
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a5_format_enforcer as a5

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.services import build_services
+from ragstream.backends.services import build_services
 from ragstream.ui import eval_tab
 from ragstream.ui import state as S
 from tests.ui.tabs import open_tab

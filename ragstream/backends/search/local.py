@@ -201,7 +201,7 @@ class LocalEngine:
             generation, marked = self.chroma.fingerprint(), self._marked()
             if generation == marked:
                 return f"{generation}|{marked}"
-        from ragstream.ingest.lock import ingest_busy
+        from ragstream.backends.lock import ingest_busy
 
         if ingest_busy(self.chroma.index_dir):
             return version  # an ingestion is writing: it marks both in step when done
@@ -218,8 +218,8 @@ class LocalEngine:
         the ingestion lock)."""
         if self._repairing or self.in_step():
             return
+        from ragstream.backends.lock import IngestLock
         from ragstream.common.errors import IngestLockedError
-        from ragstream.ingest.lock import IngestLock
 
         try:
             with IngestLock(self.chroma.index_dir, 0.0):

@@ -1,5 +1,5 @@
 """Ingestion: a folder (or one file) of Markdown / plain text — and PDF, Word, PowerPoint,
-HTML and EPUB files, converted to Markdown by ``ragstream.formats`` — into the knowledge base.
+HTML and EPUB files, converted to Markdown by ``ragstream.knowledge.formats`` — into the knowledge base.
 
 For each file, in path order:
 
@@ -65,6 +65,11 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from ragstream.backends.doc_index import WindowRecord, encode_chunks
+from ragstream.backends.lock import (  # noqa: F401 (LOCK_FILE and IngestLock imported from here)
+    LOCK_FILE,
+    IngestLock,
+    IngestStoppedWaitingError,
+)
 from ragstream.common.config import AppConfig, IngestionSettings
 from ragstream.common.errors import (
     BinaryFileError,
@@ -77,14 +82,9 @@ from ragstream.common.errors import (
     VectorStoreError,
     root_cause,
 )
-from ragstream.formats import CONVERTED_SUFFIXES, CONVERTER, convert
-from ragstream.formats.markdown_out import signature_of
-from ragstream.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
-from ragstream.ingest.lock import (  # noqa: F401 (LOCK_FILE and IngestLock imported from here)
-    LOCK_FILE,
-    IngestLock,
-    IngestStoppedWaitingError,
-)
+from ragstream.knowledge.formats import CONVERTED_SUFFIXES, CONVERTER, convert
+from ragstream.knowledge.formats.markdown_out import signature_of
+from ragstream.knowledge.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.state.super_prompt import Chunk
 
 #: what is derived from a document's text at ingestion (evidence sentences and their spans):
@@ -290,7 +290,7 @@ def converted_digest(data: bytes) -> str:
 
 
 def converted_text(name: str, data: bytes) -> tuple[str, list[str]]:
-    """A PDF, Word, PowerPoint, HTML or EPUB file as Markdown (``ragstream.formats``; the title
+    """A PDF, Word, PowerPoint, HTML or EPUB file as Markdown (``ragstream.knowledge.formats``; the title
     the file names, if any, as front matter) and what the conversion left out or guessed."""
     converted = convert(name, data)
     text = converted.markdown

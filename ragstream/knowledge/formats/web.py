@@ -148,9 +148,15 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import Converted, Limits
-from ragstream.formats.markdown_out import code_span, escape_line, pipe_table, signature_of, useful_title
-from ragstream.formats.zipsafe import open_zip, read_member
+from ragstream.knowledge.formats import Converted, Limits
+from ragstream.knowledge.formats.markdown_out import (
+    code_span,
+    escape_line,
+    pipe_table,
+    signature_of,
+    useful_title,
+)
+from ragstream.knowledge.formats.zipsafe import open_zip, read_member
 
 __all__ = ["EpubConverted", "convert_epub", "convert_html", "HEADING_WEIGHT", "MAIN_TEXT_MAX_ELEMENTS",
            "MAIN_TEXT_SHARE", "MAX_TABLE_CELLS", "MAX_WALK_DEPTH"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ragstream.common.errors import IngestError, RagstreamError
-from ragstream.ingest.ingestor import IngestReport, IngestWatch, watching
+from ragstream.knowledge.ingest.ingestor import IngestReport, IngestWatch, watching
 
 #: how long a job waits for another ingestion into the same index folder to finish
 JOB_LOCK_WAIT_S = 3600.0

@@ -2,7 +2,7 @@
 chunker reads like any other document (headings → the heading path, tables as pipe tables,
 code fenced).
 
-    from ragstream.formats import convert, Limits
+    from ragstream.knowledge.formats import convert, Limits
     converted = convert("manual.pdf", data)       # -> Converted, or a typed IngestError
     converted.markdown, converted.pages, converted.warnings
 
@@ -75,10 +75,10 @@ def convert(name: str, data: bytes, limits: Limits | None = None) -> Converted:
     if claimed is None:
         raise UnsupportedFormatError(name, f"files ending {suffix or '(no extension)'} are not read")
     if claimed == "pdf":
-        from ragstream.formats.pdf import convert_pdf
+        from ragstream.knowledge.formats.pdf import convert_pdf
         return convert_pdf(name, data, limits)
     if claimed in ("docx", "pptx"):
-        from ragstream.formats import office
+        from ragstream.knowledge.formats import office
         return (office.convert_docx if claimed == "docx" else office.convert_pptx)(name, data, limits)
-    from ragstream.formats import web
+    from ragstream.knowledge.formats import web
     return (web.convert_epub if claimed == "epub" else web.convert_html)(name, data, limits)

@@ -29,7 +29,7 @@ class Services:
     keyword_index: Any = None  # a KeywordIndex used as the query tokenizer (terms, stems)
     reranker_settings: Any = None
     llm: Any = None  # an LLM client; None means every agent runs deterministically
-    kb_name: str = "default"  # the knowledge base ``store`` holds (ragstream.knowledge_bases)
+    kb_name: str = "default"  # the knowledge base ``store`` holds (ragstream.knowledge.bases)
     memory: Any = None  # a conversation's Memory searched with the knowledge base, or None
     _reranker: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -102,7 +102,7 @@ class Services:
 
 def build_services(cfg: AppConfig) -> Services:
     """The services ``cfg`` configures; models and the reranker load on first use."""
-    from ragstream.backends.embedder import make_embedder
+    from ragstream.backends.embedder_choice import make_embedder
     from ragstream.backends.keyword_index import KeywordIndex
     from ragstream.backends.llm import build_llm
 

@@ -209,7 +209,7 @@ class KnowledgeBases:
         """Delete knowledge base ``name``: its collection (through ``services.store`` when given,
         else a store opened for it), its keyword index, its folder when it is its own, and its
         line in the registry. No other knowledge base's files are touched."""
-        from ragstream.services import open_store
+        from ragstream.backends.services import open_store
 
         with _LOCK:
             kb = self.get(name)

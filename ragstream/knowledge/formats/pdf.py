@@ -140,8 +140,8 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import PAGE_MARKER, Converted, Limits
-from ragstream.formats.markdown_out import useful_title
+from ragstream.knowledge.formats import PAGE_MARKER, Converted, Limits
+from ragstream.knowledge.formats.markdown_out import useful_title
 
 #: a page whose content streams decode to more bytes than this is left out (with a warning)
 MAX_PAGE_CONTENT_BYTES = 4 * 1024 * 1024

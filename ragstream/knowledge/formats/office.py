@@ -56,9 +56,15 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.formats import Converted, Limits
-from ragstream.formats.markdown_out import code_span, escape_line, pipe_table, signature_of, useful_title
-from ragstream.formats.zipsafe import open_zip
+from ragstream.knowledge.formats import Converted, Limits
+from ragstream.knowledge.formats.markdown_out import (
+    code_span,
+    escape_line,
+    pipe_table,
+    signature_of,
+    useful_title,
+)
+from ragstream.knowledge.formats.zipsafe import open_zip
 
 __all__ = ["convert_docx", "convert_pptx", "OLE_SIGNATURE", "MAX_DEPTH"]
 

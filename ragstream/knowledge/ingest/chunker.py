@@ -255,7 +255,7 @@ _PAGE_MARKER = re.compile(r"^<!-- page: (\d+) -->$")
 
 
 def _page_of_lines(lines: list[str]) -> list[int]:
-    """For a document with page markers (``ragstream.formats.PAGE_MARKER``, one line before
+    """For a document with page markers (``ragstream.knowledge.formats.PAGE_MARKER``, one line before
     each page's text, as the PDF converter writes them): the page of every line (0 before the
     first marker), each marker line blanked in ``lines``; [] for a document without them."""
     if not any(line.startswith("<!-- page: ") for line in lines):
