@@ -9,7 +9,7 @@ of ``benchmarks/pdf_print/answers/``). Each family's questions asked of its own 
 any of their forms) are *answerable*; asked of another family's documents they are
 *unanswerable* (none of the bundled knowledge base's questions is about npm, and the reverse).
 For every question the pipeline runs offline (``Engine.run``), and the answer step's evidence
-is weighed as ``ragstream.answer`` weighs it (``answerability.weigh`` over the extractive
+is weighed as ``ragstream.answering.answer`` weighs it (``answerability.weigh`` over the extractive
 answer's statements); the extractive answer is graded as ``eval --answers`` grades it (its
 first sentence cites a section that answers: ``leads``).
 
@@ -38,7 +38,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
-from ragstream.answer import (
+from ragstream.answering.answer import (
     answer,
     compose,
     composed_pieces,
@@ -46,7 +46,7 @@ from ragstream.answer import (
     question_terms,
     retrieval_signals,
 )
-from ragstream.answerability import FEATURES, weigh
+from ragstream.answering.answerability import FEATURES, weigh
 from ragstream.common.config import AppConfig, load_config
 from ragstream.engine import Engine
 from ragstream.measure.answer_eval import (
@@ -86,7 +86,7 @@ class _Kb:
 
 def _row(kb: _Kb, sp, asked: str, qid: str, own: bool, sections) -> dict:
     """One labelled row: the evidence the answer step weighs for ``sp`` (its composition, as
-    ``ragstream.answer`` makes it) and whether its answer leads with an answering section."""
+    ``ragstream.answering.answer`` makes it) and whether its answer leads with an answering section."""
     a = kb.cfg.settings.answer
     a5 = kb.cfg.agents.A5_Format_Enforcer
     floor = bool(no_results_reason(sp, retrieval_signals(sp), a))

@@ -6,7 +6,7 @@
 The judged questions are short questions of the kind the API answers: on-topic ones, each with
 the sections that answer it, and off-topic ones. For every question the pipeline runs A0 →
 ReRanker and the top ``--depth`` candidates get their relevance signals
-(``ragstream.relevance``). A pair is positive when the chunk is from a listed section of an
+(``ragstream.answering.relevance``). A pair is positive when the chunk is from a listed section of an
 on-topic question and negative when the question is off-topic; candidates of on-topic
 questions that are not listed are left out (they may well be relevant, only less so). So the
 score estimates how likely a chunk is a real answer rather than the best an off-topic question
@@ -29,8 +29,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
+from ragstream.answering.relevance import SIGNALS, relevance_signals
 from ragstream.engine import Engine
-from ragstream.relevance import SIGNALS, relevance_signals
 from ragstream.state.render import rerank_query
 from ragstream.state.super_prompt import View
 from tests.conftest import make_config

@@ -247,7 +247,7 @@ def memory_text(answer: str, labels: Mapping[int, str], question: str = "",
     from the person's ``own`` texts (``own_texts``): one with at least ``conversations.own_share`` of its word
     3-shingles in either (``cfg``'s settings; the defaults without one). Sentences are read as
     the answer's citation checks read them (``answer_sentences``, ``answer.min_sentence_words``)."""
-    from ragstream.answer import answer_sentences, citation_numbers
+    from ragstream.answering.answer import answer_sentences, citation_numbers
     from ragstream.common.config import Settings
     from ragstream.common.text import shingles
 

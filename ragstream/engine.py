@@ -267,7 +267,7 @@ class Engine:
                cfg: AppConfig | None = None):
         """Answer a finished super-prompt (LLM, extractive, or the no-results answer), log the
         interaction, and return ``(sp with .answer, answer)``."""
-        from ragstream.answer import answer_and_log
+        from ragstream.qa_log import answer_and_log
 
         with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb},
                             parent=sp._trace_link) as span, one_pass(PassState.after(sp._llm_down)):
@@ -310,7 +310,7 @@ class Engine:
 
     def conversation_after(self, sp: SuperPrompt, answer, cfg: AppConfig | None = None) -> list:
         """The recent conversation after ``answer``, at most N4 pairs."""
-        from ragstream.answer import conversation_after
+        from ragstream.answering.answer import conversation_after
 
         return conversation_after(sp, answer, (cfg or self.cfg).limits.N4_RECENT_CONV_MAX_PAIRS)
 

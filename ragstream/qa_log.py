@@ -38,10 +38,14 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstream.common.errors import SchemaVersionError
 from ragstream.state.super_prompt import Answer, SuperPrompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.answering.answer import TokenCallback
+    from ragstream.common.config import AppConfig
 
 TABLE = "interactions"
 #: the table's columns in schema version 1, column -> SQL type, in table order (id comes
@@ -118,7 +122,7 @@ def _conversations_per_kb(conn: sqlite3.Connection) -> None:
     citation numbers mapped to the turn's sources in order, else through the interaction's
     citations; one whose sources cannot be told, or that keeps nothing, is no longer remembered
     (``NOT_REBUILT``). Rebuilt turns are encoded again when next searched."""
-    from ragstream.answer import citation_numbers
+    from ragstream.answering.answer import citation_numbers
     from ragstream.common.config import AnswerSettings
     from ragstream.conversations import check_name, kb_suffix, memory_text
 
@@ -292,3 +296,27 @@ class QALog:
         """How many interactions the log holds."""
         with closing(self.connect()) as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
+
+
+def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
+                   on_token: TokenCallback | None = None,
+                   log_path: str | Path | None = None) -> tuple[SuperPrompt, Answer]:
+    """Answer ``sp``, return a copy of it holding the answer (``sp.answer``) and the answer,
+    and record the interaction in the QA log (``<index_dir>/qa_log.sqlite3`` by default).
+
+    A log that cannot be written does not cost the answer: the problem is noted in
+    ``extras.qa_log.error`` instead of the row id."""
+    from ragstream.answering.answer import answer
+    from ragstream.state.records import QALogRecord
+
+    ans = answer(sp, engine_cfg, services, on_token)
+    out = sp.working_copy()  # the chunks and view rows are frozen: shared, not copied
+    out.answer = ans
+    path = Path(log_path) if log_path else engine_cfg.qa_log_path
+    try:
+        row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
+        out.extras.qa_log = QALogRecord(path=str(path), id=row)
+    except (sqlite3.Error, OSError, SchemaVersionError) as err:
+        out.extras.qa_log = QALogRecord(path=str(path),
+                                        error=f"the interaction could not be logged: {err}")
+    return out, ans

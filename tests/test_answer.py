@@ -10,14 +10,13 @@ import json
 
 import pytest
 
-from ragstream import answer as answer_mod
-from ragstream.answer import (
+from ragstream.answering import answer as answer_mod
+from ragstream.answering.answer import (
     ANSWER_CUE,
     CITATION_RULE,
     AnswerSentence,
     SentenceScanner,
     answer,
-    answer_and_log,
     answer_length,
     answer_sentences,
     citation_numbers,
@@ -28,12 +27,12 @@ from ragstream.answer import (
     mention_only,
     rate,
 )
+from ragstream.answering.passage import title_of
 from ragstream.backends.tokens import count_tokens
 from ragstream.cli import _print_answer_footer
 from ragstream.common.config import AnswerSettings
 from ragstream.common.errors import StageOrderError
-from ragstream.passage import title_of
-from ragstream.qa_log import QALog
+from ragstream.qa_log import QALog, answer_and_log
 from ragstream.state.records import QALogRecord
 from ragstream.state.super_prompt import Answer, ConversationTurn, SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
@@ -109,7 +108,7 @@ def test_extractive_answer_is_grounded_streamed_and_deterministic(kb_engine, on_
     assert all(spans == sorted(spans) for spans in by_chunk.values())
     assert not any(mention_only(s.text) for s in chosen)
     # the answer leads with the passage that answers: the ReRanker's best source, under its
-    # title and citation, quoted in its order (ragstream.passage)
+    # title and citation, quoted in its order (ragstream.answering.passage)
     assert ans.passage is not None
     lead = on_topic.chunk_map()[ans.passage.chunk_id]
     assert ans.passage.chunk_id == on_topic.final_selection_ids[ans.passage.n - 1]
@@ -320,8 +319,8 @@ def test_answer_sentences_skip_code_and_setext_headings():
 
 
 def test_rate_levels_and_invalid_citations_lower_confidence(kb_engine):
-    """Confidence reads the evidence weighed before answering (``ragstream.answerability``)."""
-    from ragstream.answerability import FEATURES, Evidence
+    """Confidence reads the evidence weighed before answering (``ragstream.answering.answerability``)."""
+    from ragstream.answering.answerability import FEATURES, Evidence
 
     acfg = kb_engine.cfg.settings.answer
     high = acfg.answerability.high_min_leads

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ragstream.answer import SET_ASIDE_NOTICE, UNSUPPORTED, answer, citation_checks
+from ragstream.answering.answer import SET_ASIDE_NOTICE, UNSUPPORTED, answer, citation_checks
 from ragstream.cli import _print_answer_footer
 from ragstream.common.text import sentences
 from ragstream.state.super_prompt import SuperPrompt

@@ -9,7 +9,12 @@ it scored them there: the sentence that answers does not score best.
 
 from __future__ import annotations
 
-from ragstream.answer import answer_sentences, extractive_pieces, extractive_statements, not_a_lead
+from ragstream.answering.answer import (
+    answer_sentences,
+    extractive_pieces,
+    extractive_statements,
+    not_a_lead,
+)
 from ragstream.common.config import AnswerSettings
 from ragstream.state.records import Edit
 from ragstream.state.super_prompt import Chunk, SuperPrompt

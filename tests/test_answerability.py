@@ -1,5 +1,5 @@
 """Before answering, the answer step decides whether the knowledge base answers the question
-(``ragstream.answerability``): a question about something the documents never say, or naming
+(``ragstream.answering.answerability``): a question about something the documents never say, or naming
 a term none of the sentences used mentions, gets the not-found answer with Low confidence in
 every mode, and the LLM is not asked; an answerable question is not Low.
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.answer import NO_RESULTS_LEAD, answer, kb_titles
-from ragstream.answerability import missing_names, specific_names
+from ragstream.answering.answer import NO_RESULTS_LEAD, answer, kb_titles
+from ragstream.answering.answerability import missing_names, specific_names
 from ragstream.engine import Engine
 from tests.conftest import docs_engine, make_config
 from tests.fake_openai import Reply

@@ -4,8 +4,8 @@ says so in words."""
 
 from __future__ import annotations
 
-from ragstream.answer import answer
-from ragstream.answerability import proper_names, specific_names
+from ragstream.answering.answer import answer
+from ragstream.answering.answerability import proper_names, specific_names
 
 
 def test_header_names_and_protocol_versions_are_specific_names():

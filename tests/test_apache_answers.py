@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.apache_docs.make_docs import make, missing
-from ragstream.answer import answer, dangling_colons, said_back
+from ragstream.answering.answer import answer, dangling_colons, said_back
 from ragstream.backends.services import build_services
 from ragstream.engine import Engine
 from ragstream.state.super_prompt import ConversationTurn

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ragstream.answer import extractive_statements
+from ragstream.answering.answer import extractive_statements
 from ragstream.common.errors import EditError, StaleResultError
 from ragstream.stages import controller
 from ragstream.state.edits import statement_key

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.answer import extractive_pieces, extractive_statements
+from ragstream.answering.answer import extractive_pieces, extractive_statements
 from ragstream.state.edits import statement_key
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import editing, evidence

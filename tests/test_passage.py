@@ -1,4 +1,4 @@
-"""The passage the offline answer leads with (``ragstream.passage``, issue 45): one section's
+"""The passage the offline answer leads with (``ragstream.answering.passage``, issue 45): one section's
 own words in their order, the block a how-to question needs whole, never a sentence ending on a
 colon without its block, each paragraph cited; and how the answer reads it."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from ragstream.answer import answer, answer_sentences, dangling_colons, said_back, with_terms
+from ragstream.answering.answer import answer, answer_sentences, dangling_colons, said_back, with_terms
+from ragstream.answering.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.common.config import AnswerSettings
 from ragstream.common.text import without_frame
-from ragstream.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.state.records import Statement
 from ragstream.state.super_prompt import Chunk, SuperPrompt
 

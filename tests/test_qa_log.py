@@ -9,9 +9,9 @@ from datetime import datetime
 import pytest
 
 from ragstream import qa_log
-from ragstream.answer import answer, answer_and_log
+from ragstream.answering.answer import answer
 from ragstream.common.errors import SchemaVersionError
-from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog
+from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog, answer_and_log
 from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.real_llm import FIGURES, LOCAL_PROFILE, PROMPTS, figures, render, run_prompt
-from ragstream.answer import cited_share
+from ragstream.answering.answer import cited_share
 from ragstream.backends.llm import LLMClient
 from ragstream.engine import Engine
 

@@ -1,12 +1,12 @@
-"""The retrieval API's relevance score (ragstream/relevance.py): its query terms are the ones
+"""The retrieval API's relevance score (ragstream/answering/relevance.py): its query terms are the ones
 BM25 searches less the stop words, so a question's "where" and "do" do not count as words the
 knowledge base lacks; an exact match in a one-document knowledge base is found, an off-topic
 question to it is not (real engine, real Chroma in a temp dir, the real embedder)."""
 
 from __future__ import annotations
 
+from ragstream.answering.relevance import relevance_terms
 from ragstream.backends.keyword_index import KeywordIndex
-from ragstream.relevance import relevance_terms
 from ragstream.service.api import RAGPipeline
 
 BOATS = ("# Harbour notes\n\nAt spring tide the harbour master sends every boat to the outer "

@@ -9,7 +9,7 @@ A pass is one trace:
 * one child per stage, ``ragstream.stage <Name>`` (``controller.run_stage``): its counts (the
   chunks its view shows, kept and dropped), its decisions (edits applied, the gate's and the
   condenser's outcomes where the stage makes them), its mode and its time;
-* ``ragstream.answer`` (``Engine.answer``): the mode, the confidence, the sources cited, the
+* ``ragstream.answering.answer`` (``Engine.answer``): the mode, the confidence, the sources cited, the
   tokens; a child of the pass that made the state it answers, even when it runs later or in
   another thread (the HTTP routes answer in a worker thread; the state carries the pass's
   ``link``);

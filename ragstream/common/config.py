@@ -149,7 +149,7 @@ class ChunkingSettings(_Strict):
 
 
 class RelevanceModel(_Strict):
-    """The logistic model behind the retrieval API's ``relevance_score`` (``ragstream.relevance``);
+    """The logistic model behind the retrieval API's ``relevance_score`` (``ragstream.answering.relevance``);
     fitted by ``benchmarks/calibrate_relevance.py``."""
 
     window_cosine: float = Field(4.721, ge=-100, le=100)
@@ -277,7 +277,7 @@ class LLMSettings(_Strict):
 
 
 class AnswerabilityModel(_Strict):
-    """One logistic model over the answerability features (``ragstream.answerability``);
+    """One logistic model over the answerability features (``ragstream.answering.answerability``);
     fitted by ``benchmarks/calibrate_confidence.py``."""
 
     lead_match: float = Field(0.0, ge=-100, le=100)
@@ -295,7 +295,7 @@ class AnswerabilityModel(_Strict):
 
 class AnswerabilitySettings(_Strict):
     """Whether the knowledge base answers the question, decided before answering, and how
-    confident the answer is (``ragstream.answerability``; weights and thresholds fitted by
+    confident the answer is (``ragstream.answering.answerability``; weights and thresholds fitted by
     ``benchmarks/calibrate_confidence.py`` on the bundled question sets)."""
 
     names_must_appear: bool = Field(True, description=(
@@ -402,7 +402,7 @@ class AnswerSettings(_Strict):
         "what it asks about: a sentence about it leads the extractive answer; a name later "
         "in the question is mentioned in passing"))
     passage: bool = Field(True, description=(
-        "the extractive answer leads with one section's own words (ragstream.passage): the "
+        "the extractive answer leads with one section's own words (ragstream.answering.passage): the "
         "sentences that state what was asked, in their order, and the block they introduce; "
         "off: a short answer of A4's best statements"))
     passage_words: int = Field(90, ge=10, le=2000, description=(

@@ -16,7 +16,7 @@ detail"); only ``short`` answers are held to ``answer.max_sentences``.
 1. **Index.** The documents are ingested by the app's own ingestion into an index of their
    own (``<index_dir>/eval/answers_<name>/``); unchanged files are skipped on the next run.
 2. **Answers.** Every question runs through the whole pipeline (``Engine.run``) and the
-   answer step (``ragstream.answer.answer``; no QA log), once per mode: ``offline`` (no LLM:
+   answer step (``ragstream.answering.answer.answer``; no QA log), once per mode: ``offline`` (no LLM:
    the extractive answer) and, when an endpoint is configured, ``llm``.
 3. **Grading.** The answer's sentences are those the cited share counts
    (``answer.answer_sentences``); a sentence *cites the answer* when one of its ``[n]`` names a
@@ -295,7 +295,7 @@ def grade(sp: SuperPrompt, text: str, sections: Sequence[Section], folder: str,
           cfg: AppConfig) -> Graded:
     """Split ``text`` into the answer's sentences and mark those whose ``[n]`` names a chunk
     in ``sections``."""
-    from ragstream.answer import answer_sentences, citation_numbers
+    from ragstream.answering.answer import answer_sentences, citation_numbers
 
     acfg = cfg.settings.answer
     chunks = sp.chunk_map()
@@ -512,7 +512,7 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
     them, their answers its recent conversation (a follow-up). With ``conversation``, each
     question continues that named conversation (its remembered turns are searched with the
     knowledge base) and its answer becomes the next turn."""
-    from ragstream.answer import answer
+    from ragstream.answering.answer import answer
     from ragstream.engine import Engine
     from ragstream.state.super_prompt import ConversationTurn
 

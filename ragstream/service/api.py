@@ -8,7 +8,7 @@
 
 ``retrieve`` runs the pipeline's own A0 → A2 → Retrieval → ReRanker on the query (hybrid
 search, the same reranking), then scores each reranked candidate with the calibrated
-relevance model (``ragstream.relevance``) and keeps those at or above ``min_relevance``, most
+relevance model (``ragstream.answering.relevance``) and keeps those at or above ``min_relevance``, most
 relevant first, at most ``max_chunks``. When none qualifies the context is empty,
 ``meets_threshold`` is False and ``no_documents_reason`` says why (no exception).
 
@@ -40,10 +40,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from cachetools import TTLCache
 
+from ragstream.answering.relevance import relevance, relevance_signals
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
 from ragstream.engine import Engine
-from ragstream.relevance import relevance, relevance_signals
 from ragstream.service.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.state.render import rerank_query
 from ragstream.state.super_prompt import Chunk, Filters, View

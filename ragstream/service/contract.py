@@ -1,7 +1,7 @@
 """The retrieval service contract: what ``RAGPipeline.retrieve`` and ``RAGPipeline.ingest``
 take and give, with the field names consumers (a chat bot, CLI tools) rely on.
 
-``relevance_score`` is ``ragstream.relevance``'s calibrated score: the estimated probability
+``relevance_score`` is ``ragstream.answering.relevance``'s calibrated score: the estimated probability
 that a reader would judge the chunk relevant to the query (0–1).
 
 **Ids.** A chunk has one id on every route (``/retrieve``, ``/answer``, the ``/v1`` citations,

@@ -239,7 +239,7 @@ class PassageRef(BaseModel):
 
 
 class Answer(BaseModel):
-    """The final answer of auto mode (``ragstream.answer``), with its grounding."""
+    """The final answer of auto mode (``ragstream.answering.answer``), with its grounding."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -257,7 +257,7 @@ class Answer(BaseModel):
         "the figures behind it: the evidence weighed (similarities, rerank scores, the share of "
         "the question's terms, P(answerable), P(leads)) and the settings they were held to"))
     passage: PassageRef | None = Field(None, description=(
-        "the passage the extractive answer leads with (ragstream.passage); None otherwise"))
+        "the passage the extractive answer leads with (ragstream.answering.passage); None otherwise"))
     model: str = ""
     usage: AnswerUsage = Field(default_factory=AnswerUsage)
     latency_ms: float = 0.0

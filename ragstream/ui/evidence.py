@@ -23,7 +23,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from ragstream.answer import answer_sentences, citation_numbers, map_citations
+from ragstream.answering.answer import answer_sentences, citation_numbers, map_citations
 from ragstream.common import markdown
 from ragstream.state.super_prompt import SuperPrompt
 

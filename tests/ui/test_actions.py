@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ragstream.answer import FALLBACK_NOTICE
+from ragstream.answering.answer import FALLBACK_NOTICE
 from ragstream.common.errors import StageOrderError
 from ragstream.engine import Engine
 from ragstream.state.super_prompt import Answer, SuperPrompt

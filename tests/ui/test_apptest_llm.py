@@ -6,7 +6,7 @@ import pytest
 from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
-from ragstream.answer import FALLBACK_NOTICE
+from ragstream.answering.answer import FALLBACK_NOTICE
 from ragstream.ui import actions
 from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply

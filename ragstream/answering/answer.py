@@ -5,7 +5,7 @@
 
 * ``no-results`` — nothing in the knowledge base is close enough: no chunk passed the A3 gate,
   or the best dense similarity of the retrieval stage is below ``answer.min_dense_score``,
-  or — decided before answering, in every mode (``ragstream.answerability``) — the sentences
+  or — decided before answering, in every mode (``ragstream.answering.answerability``) — the sentences
   the answer would be made of do not answer the question: a specific name of the question
   (``path.join``, ``asn1_der_coding``, ``<magic>``) is in none of them, or the calibrated
   P(answerable) is below ``answer.answerability.min_answerable``. The LLM is not called;
@@ -70,34 +70,33 @@ knowledge base does not answer; High when the calibrated probability that the an
 with the answering section reaches ``answer.answerability.high_min_leads`` (and enough of its
 sentences cite a source), else Medium (``rate``). The reason names the evidence weighed.
 
-``answer_and_log`` is what the engine and the GUI call: answer, store it on a copy of the
-``SuperPrompt`` and record the interaction in the QA log.
+``qa_log.answer_and_log`` (the workbench's) is what the engine and the GUI call: answer, store
+it on a copy of the ``SuperPrompt`` and record the interaction in the QA log.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
 from ragstream.agents.replies import Items, Text, bound, outline
-from ragstream.answerability import Evidence, specific_names, weigh
+from ragstream.answering.answerability import Evidence, specific_names, weigh
+from ragstream.answering.passage import Passage, lead_passage, trim
+from ragstream.answering.passage import render as render_passage
 from ragstream.common import markdown
 from ragstream.common.config import A5Config, AnswerSettings, AppConfig
-from ragstream.common.errors import SchemaVersionError, StageOrderError, StaleResultError
+from ragstream.common.errors import StageOrderError, StaleResultError
 from ragstream.common.text import asks_how, fold, jaccard, split_sentences, without_frame, words
-from ragstream.passage import Passage, lead_passage, trim
-from ragstream.passage import render as render_passage
 from ragstream.stages import controller, staleness
 from ragstream.state import edits
-from ragstream.state.records import LengthLimit, QALogRecord, Statement
+from ragstream.state.records import LengthLimit, Statement
 from ragstream.state.render import build_query, citation_marks, rerank_query
 from ragstream.state.super_prompt import (
     Answer,
@@ -469,7 +468,7 @@ def retrieval_signals(sp: SuperPrompt) -> Signals:
 def rate(evidence: Evidence, cited: int, total: int, invalid: list[int],
          acfg: AnswerSettings) -> tuple[str, str]:
     """High / Medium / Low and the reason, read off the evidence weighed before answering
-    (``ragstream.answerability``) and the answer's citations: Low when the knowledge base
+    (``ragstream.answering.answerability``) and the answer's citations: Low when the knowledge base
     does not answer (or under ``medium_min_cited_share`` of the sentences cite a source),
     High when P(leads with the answer) reaches ``answerability.high_min_leads`` and at least
     ``high_min_cited_share`` of the sentences cite, else Medium; an invalid citation lowers
@@ -1038,7 +1037,7 @@ def extractive_pieces(sp: SuperPrompt, acfg: AnswerSettings | None = None,
 @dataclass
 class Composition:
     """What the extractive answer is made of: the statements it is weighed on and given as
-    (A4's, when there is no passage), and the passage it leads with (``ragstream.passage``)."""
+    (A4's, when there is no passage), and the passage it leads with (``ragstream.answering.passage``)."""
 
     statements: list[Statement]
     passage: Passage | None = None
@@ -1293,7 +1292,7 @@ def passage_block(sp: SuperPrompt, passage: Passage | None) -> str:
     if passage is None or passage.chunk.id not in sp.final_selection_ids:
         return ""
     n = sp.final_selection_ids.index(passage.chunk.id) + 1
-    from ragstream.passage import title_of
+    from ragstream.answering.passage import title_of
 
     return (PASSAGE_HEADER.format(n=n, title=title_of(passage.chunk)) + passage.text.strip()
             + "\n\n" + PASSAGE_CUE.format(n=n) + "\n")
@@ -1303,7 +1302,7 @@ def answer_messages(sp: SuperPrompt, cfg: AppConfig, schema: dict | None = None,
                     passage: Passage | None = None) -> tuple[list[dict[str, str]], str]:
     """System: System_MD and the citation rule (with ``schema``, the sentence form's rule and
     the schema's outline). User: Prompt_MD, the passage that answers, first and whole
-    (``passage_block``: the extractive answer's lead, ``ragstream.passage``), then the rest of
+    (``passage_block``: the extractive answer's lead, ``ragstream.answering.passage``), then the rest of
     ``prompt_ready`` — S_CTX_MD, Attachments_MD and the recent conversation, as Prompt_Builder
     composed them — within the
     prompt budget (see the module docstring), then the closing cue (``ANSWER_CUE`` or
@@ -1485,26 +1484,3 @@ def conversation_after(sp: SuperPrompt, ans: Answer, max_pairs: int) -> list[Con
     turns = list(sp.recent_conversation) + [ConversationTurn(user=sp.user_text,
                                                              assistant=ans.text)]
     return [t.model_copy() for t in turns[-max_pairs:]] if max_pairs > 0 else []
-
-
-def answer_and_log(engine_cfg: AppConfig, services, sp: SuperPrompt,
-                   on_token: TokenCallback | None = None,
-                   log_path: str | Path | None = None) -> tuple[SuperPrompt, Answer]:
-    """Answer ``sp``, return a copy of it holding the answer (``sp.answer``) and the answer,
-    and record the interaction in the QA log (``<index_dir>/qa_log.sqlite3`` by default).
-
-    A log that cannot be written does not cost the answer: the problem is noted in
-    ``extras.qa_log.error`` instead of the row id."""
-    from ragstream.qa_log import QALog
-
-    ans = answer(sp, engine_cfg, services, on_token)
-    out = sp.working_copy()  # the chunks and view rows are frozen: shared, not copied
-    out.answer = ans
-    path = Path(log_path) if log_path else engine_cfg.qa_log_path
-    try:
-        row = QALog(path, secret_env=[engine_cfg.settings.llm.api_key_env]).record(out, ans)
-        out.extras.qa_log = QALogRecord(path=str(path), id=row)
-    except (sqlite3.Error, OSError, SchemaVersionError) as err:
-        out.extras.qa_log = QALogRecord(path=str(path),
-                                        error=f"the interaction could not be logged: {err}")
-    return out, ans

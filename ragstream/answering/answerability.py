@@ -1,7 +1,7 @@
 """Does the knowledge base answer the question? Decided before answering, from evidence a
 reader would accept.
 
-The answer step (``ragstream.answer``) weighs the sentences it would answer with — the
+The answer step (``ragstream.answering.answer``) weighs the sentences it would answer with — the
 extractive answer's statements (``extractive_statements``), each read with the title and
 heading path of the chunk it comes from — against the question:
 
