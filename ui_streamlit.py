@@ -14,7 +14,6 @@ import pandas as pd
 import streamlit as st
 
 from ragstream.common.errors import RagstreamError
-from ragstream.engine import Engine
 from ragstream.stages import controller
 from ragstream.stages.staleness import Stale
 from ragstream.state.super_prompt import SuperPrompt
@@ -33,6 +32,7 @@ from ragstream.ui import (
     views,
 )
 from ragstream.ui import state as S
+from ragstream.workbench.engine import Engine
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
 

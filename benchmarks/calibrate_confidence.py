@@ -48,7 +48,6 @@ from ragstream.answering.answer import (
 )
 from ragstream.answering.answerability import FEATURES, weigh
 from ragstream.common.config import AppConfig, load_config
-from ragstream.engine import Engine
 from ragstream.measure.answer_eval import (
     QuestionSet,
     answers_config,
@@ -58,6 +57,7 @@ from ragstream.measure.answer_eval import (
 )
 from ragstream.state.render import build_query
 from ragstream.state.super_prompt import ConversationTurn
+from ragstream.workbench.engine import Engine
 
 SETS = ("benchmarks/answers/kb.json", "benchmarks/answers/npm-docs.json", "benchmarks/answers/kb-pdf.json")
 SUBSETS = (("lead_match", "rerank", "covered"), ("lead_match", "best_match", "rerank", "covered"),

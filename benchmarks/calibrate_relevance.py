@@ -30,9 +30,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from ragstream.answering.relevance import SIGNALS, relevance_signals
-from ragstream.engine import Engine
 from ragstream.state.render import rerank_query
 from ragstream.state.super_prompt import View
+from ragstream.workbench.engine import Engine
 from tests.conftest import make_config
 
 #: the signal subsets and regularisation strengths the fit chooses from

@@ -21,10 +21,10 @@ import uuid
 from pathlib import Path
 
 from ragstream.common.config import load_config
-from ragstream.engine import Engine
 from ragstream.measure import scale
 from ragstream.measure.bench import SCIFACT_DIR
 from ragstream.stages import retrieval
+from ragstream.workbench.engine import Engine
 
 
 def write_probes(idx: Path) -> None:

@@ -27,8 +27,8 @@ from typing import Literal
 import pytest
 
 from ragstream.common.config import LOCAL_MODEL_PROFILE
-from ragstream.engine import Engine
 from ragstream.state.super_prompt import Answer, SuperPrompt
+from ragstream.workbench.engine import Engine
 
 #: where ``tests/test_real_llm.py`` leaves its figures table for the end-of-run summary
 FIGURES = pytest.StashKey[str]()

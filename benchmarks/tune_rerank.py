@@ -23,10 +23,10 @@ import numpy as np
 
 from ragstream.backends.services import build_services
 from ragstream.common.config import load_config
-from ragstream.engine import Engine
 from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
 from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
 from ragstream.state.super_prompt import View
+from ragstream.workbench.engine import Engine
 
 FEATURES = ("query_cosine", "best_sentence_cosine", "term_coverage", "query_bm25")
 

@@ -4,8 +4,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragstream.common.config import AppConfig, load_config
 from ragstream.common.errors import RagstreamError
-from ragstream.engine import Engine
 from ragstream.state.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
+from ragstream.workbench.engine import Engine
 
 if TYPE_CHECKING:
     from ragstream.service.api import RAGPipeline

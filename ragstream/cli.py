@@ -19,9 +19,9 @@ from pydantic import ValidationError
 
 from ragstream.common.errors import RagstreamError
 from ragstream.knowledge.bases import DEFAULT as DEFAULT_KB
-from ragstream.runs import RunStore, StageSnapshot
 from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Filters
+from ragstream.workbench.runs import RunStore, StageSnapshot
 
 if TYPE_CHECKING:  # pragma: no cover
     # what click.progressbar returns; click annotates with it but does not export it
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _engine(kb: str | None = None):
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
     return Engine(kb=kb)
 
@@ -472,7 +472,7 @@ def runs_diff(run_a: int, run_b: int, as_json: bool) -> None:
               help="Write the JSON to this file instead of printing it.")
 def runs_export(run_id: int, out: str | None) -> None:
     """Print run ``run_id``'s SuperPrompt JSON, or write it to ``out``."""
-    from ragstream.runs import export_json
+    from ragstream.workbench.runs import export_json
 
     store = _open_runs()
     try:

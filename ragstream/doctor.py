@@ -276,7 +276,7 @@ def _read(path: Path) -> str | None:
 
 def _reingest(cfg: AppConfig, services: Services, report: RepairReport) -> None:
     """Ingest the knowledge-base folder and the uploads folder again; record each outcome."""
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
     engine = Engine(cfg, services)
     folders = [cfg.kb_dir] + ([cfg.uploads_dir] if cfg.uploads_dir.is_dir()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragstream.common.config import load_config
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent

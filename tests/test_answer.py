@@ -32,9 +32,9 @@ from ragstream.backends.tokens import count_tokens
 from ragstream.cli import _print_answer_footer
 from ragstream.common.config import AnswerSettings
 from ragstream.common.errors import StageOrderError
-from ragstream.qa_log import QALog, answer_and_log
 from ragstream.state.records import QALogRecord
 from ragstream.state.super_prompt import Answer, ConversationTurn, SuperPrompt
+from ragstream.workbench.qa_log import QALog, answer_and_log
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import answer_only, llm_config, with_llm
 

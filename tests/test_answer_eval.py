@@ -13,7 +13,6 @@ import pytest
 from benchmarks.pdf_print.make_pdfs import NODE_API, node_markdown
 from ragstream.backends.services import build_services
 from ragstream.common.errors import EvalDataError
-from ragstream.engine import Engine
 from ragstream.knowledge.formats import CONVERTED_SUFFIXES, convert
 from ragstream.measure.answer_eval import (
     Section,
@@ -28,6 +27,7 @@ from ragstream.measure.answer_eval import (
     load_questions,
     roc_auc,
 )
+from ragstream.workbench.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "answers"
@@ -337,7 +337,7 @@ def test_roc_auc_of_the_models_probability():
 
 
 def test_conversation_mode_asks_the_set_twice_as_one_conversation_and_deletes_it(tiny, tiny_engine):
-    from ragstream.conversations import Conversations
+    from ragstream.workbench.conversations import Conversations
 
     qs, engine = tiny_engine
     base = engine.cfg.with_overrides({

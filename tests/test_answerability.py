@@ -16,7 +16,7 @@ import pytest
 
 from ragstream.answering.answer import NO_RESULTS_LEAD, answer, kb_titles
 from ragstream.answering.answerability import missing_names, specific_names
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.conftest import docs_engine, make_config
 from tests.fake_openai import Reply
 from tests.llm_support import answer_only, llm_config, with_llm

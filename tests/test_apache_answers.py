@@ -19,8 +19,8 @@ import pytest
 from benchmarks.apache_docs.make_docs import make, missing
 from ragstream.answering.answer import answer, dangling_colons, said_back
 from ragstream.backends.services import build_services
-from ragstream.engine import Engine
 from ragstream.state.super_prompt import ConversationTurn
+from ragstream.workbench.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAD = 400  # characters: what the answer leads with

@@ -14,8 +14,8 @@ import pytest
 
 from ragstream import RAGPipeline
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
-from ragstream.engine import Engine
 from ragstream.state.super_prompt import Filters
+from ragstream.workbench.engine import Engine
 from tests.conftest import make_config
 
 RULES_KB = Path(__file__).parent / "fixtures" / "rules_kb"

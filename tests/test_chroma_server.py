@@ -13,7 +13,7 @@ import pytest
 from ragstream.backends.search.local import LocalEngine
 from ragstream.backends.vector_store import ChromaStore
 from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import ChromaServer, free_port
 

@@ -54,7 +54,7 @@ def test_a_query_on_an_unchanged_kb_rewrites_nothing(tmp_path, small_kb):
     idx = tmp_path / "idx"
     cli("ingest", str(small_kb), index_dir=idx)
     before = {p: p.stat().st_mtime_ns for p in idx.rglob("*") if p.is_file()}
-    code = ("import sys; from ragstream.engine import Engine; sp = Engine().run('What does RRF "
+    code = ("import sys; from ragstream.workbench.engine import Engine; sp = Engine().run('What does RRF "
             "fuse?'); print(sp.stage, len(sp.final_selection_ids) > 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "RAGSTREAM_INDEX_DIR": str(idx)}, timeout=600,
@@ -75,7 +75,7 @@ def test_errors_are_clear_and_exit_non_zero(tmp_path, small_kb):
 
 
 def test_run_answer_streams_text_sources_and_confidence(tmp_path, small_kb):
-    from ragstream.qa_log import QALog
+    from ragstream.workbench.qa_log import QALog
 
     idx = tmp_path / "idx"
     out = cli("run", "What does RRF fuse?", "--answer", index_dir=idx, kb=small_kb)
@@ -108,7 +108,7 @@ RULES_KB = ROOT / "tests" / "fixtures" / "rules_kb"
 @pytest.fixture(scope="module")
 def rules_index(tmp_path_factory, embedder) -> Path:
     """The rules knowledge base ingested once (in this process) into an index the CLI reads."""
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
     from tests.conftest import make_config
 
     idx = tmp_path_factory.mktemp("cli-rules") / "idx"

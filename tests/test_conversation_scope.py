@@ -1,5 +1,5 @@
 """A conversation belongs to one knowledge base, and a remembered turn holds only what the answer
-asserted (ragstream/conversations.py, Engine.new/services_for/answer, the CLI's --kb with
+asserted (ragstream/workbench/conversations.py, Engine.new/services_for/answer, the CLI's --kb with
 --conversation, the HTTP /answer's kb + conversation, the Q&A log's schema version 4): a real
 Chroma in a temp dir, the real embedding model, the extractive answer (no LLM)."""
 
@@ -16,13 +16,13 @@ from click.testing import CliRunner
 
 from ragstream import cli
 from ragstream.common.errors import ConversationKnowledgeBaseError
-from ragstream.conversations import Conversations, chunk_id
-from ragstream.engine import Engine
-from ragstream.qa_log import MIGRATIONS, migrate
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.state import edits
 from ragstream.state.super_prompt import View
+from ragstream.workbench.conversations import Conversations, chunk_id
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.qa_log import MIGRATIONS, migrate
 from tests.conftest import three_article_engine
 from tests.test_service import serving
 

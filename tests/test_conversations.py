@@ -1,4 +1,4 @@
-"""The conversation as a retrieval source (ragstream/conversations.py, backends/search/memory.py,
+"""The conversation as a retrieval source (ragstream/workbench/conversations.py, backends/search/memory.py,
 Engine.answer recording turns, run --conversation, the HTTP /answer's conversation): a real
 Chroma in a temp dir, the real embedding model, the extractive answer (no LLM)."""
 
@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from ragstream import cli
 from ragstream.common.errors import ConversationError, ConversationNotFoundError
-from ragstream.conversations import Conversations, chunk_id, is_conversation_chunk
-from ragstream.engine import Engine
-from ragstream.qa_log import MIGRATIONS
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.state.super_prompt import View
+from ragstream.workbench.conversations import Conversations, chunk_id, is_conversation_chunk
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.qa_log import MIGRATIONS
 from tests.conftest import make_config, three_article_engine
 from tests.test_service import serving
 
@@ -230,7 +230,7 @@ def test_http_answer_continues_a_named_conversation(engine):
 
 
 def test_memory_text_keeps_sourced_sentences_not_the_question_nor_the_persons_words():
-    from ragstream.conversations import memory_text
+    from ragstream.workbench.conversations import memory_text
 
     answer = ("The ReRanker uses the cross-encoder when its model is on disk. [1] Otherwise it "
               "falls back to the offline backend, which mixes cosine and BM25 features. [1][2]\n"

@@ -8,9 +8,9 @@ import pytest
 
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError
-from ragstream.engine import Engine
 from ragstream.stages import controller
 from ragstream.state.super_prompt import SuperPrompt
+from ragstream.workbench.engine import Engine
 
 PROMPTS = [
     "How does the ReRanker choose its backend when no cross-encoder is available?",

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from ragstream.backends.vector_store import GENERATION_FILE_PREFIX
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config
 
 FILES_PER_SOURCE = 3  # 15 bundled files × 3 = 45

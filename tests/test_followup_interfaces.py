@@ -23,9 +23,9 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
+from ragstream.workbench.engine import Engine
 from tests.conftest import docs_engine
 from tests.test_service import answer_events, serving
 

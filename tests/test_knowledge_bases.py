@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from ragstream import cli
 from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
-from ragstream.engine import Engine
 from ragstream.knowledge.bases import DEFAULT, KnowledgeBases
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.state.super_prompt import View
+from ragstream.workbench.engine import Engine
 from tests.conftest import three_article_engine
 from tests.test_service import serving
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ragstream.backends.llm import EndpointDownError, LLMClient, LLMError, one_pass
 from ragstream.common.config import load_config
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, with_llm
 from tests.servers import free_port

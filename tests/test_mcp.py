@@ -26,8 +26,8 @@ pytest.importorskip("mcp", reason="the mcp SDK is not installed (requirements.tx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from ragstream.engine import Engine
 from ragstream.service.mcp_server import EXCERPT_CHARS, HTTP_PATH
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import free_port
 

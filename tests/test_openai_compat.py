@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.http import create_app
 from ragstream.service.openai_compat import SOURCES_HEADER
+from ragstream.workbench.engine import Engine
 from tests.conftest import make_config, rules_and_notes_engine
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config, with_llm

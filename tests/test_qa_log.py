@@ -8,14 +8,14 @@ from datetime import datetime
 
 import pytest
 
-from ragstream import qa_log
 from ragstream.answering.answer import answer
 from ragstream.common.errors import SchemaVersionError
-from ragstream.qa_log import MIGRATIONS, V1_COLUMNS, QALog, answer_and_log
 from ragstream.stages.controller import STAGE_NAMES
 from ragstream.state.super_prompt import Answer, AnswerUsage, Citation, StageRun, SuperPrompt
+from ragstream.workbench import qa_log
+from ragstream.workbench.qa_log import MIGRATIONS, V1_COLUMNS, QALog, answer_and_log
 
-#: the table as the code before schema versions created it (git show HEAD:ragstream/qa_log.py
+#: the table as the code before schema versions created it (git show HEAD:ragstream/workbench/qa_log.py
 #: when versions came), with PRAGMA user_version left at 0
 UNVERSIONED_DDL = (
     "CREATE TABLE interactions (id INTEGER PRIMARY KEY, ts TEXT, question TEXT, answer TEXT, "

@@ -22,7 +22,7 @@ import pytest
 from benchmarks.real_llm import FIGURES, LOCAL_PROFILE, PROMPTS, figures, render, run_prompt
 from ragstream.answering.answer import cited_share
 from ragstream.backends.llm import LLMClient
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 
 BASE_URL = os.environ.get("RAGSTREAM_TEST_LLM_BASE_URL", "")
 MODEL = os.environ.get("RAGSTREAM_TEST_LLM_MODEL", "")

@@ -1,4 +1,4 @@
-"""Replay an agent's model call with edited messages (``ragstream.replay``, ``Engine.replay``),
+"""Replay an agent's model call with edited messages (``ragstream.workbench.replay``, ``Engine.replay``),
 against the scripted OpenAI server on loopback: the call goes out as the agent makes it, the
 decision is the stage's own with the new reply, and applying it records the person's edits,
 which put the stage and the later ones out of date and hold after they run again."""
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from ragstream.engine import Engine
-from ragstream.replay import NEEDS_ENDPOINT, ReplayError
 from ragstream.stages import controller
 from ragstream.state.edits import new_edit
 from ragstream.state.records import Edit
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.replay import NEEDS_ENDPOINT, ReplayError
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 from tests.stages.test_agents_llm_a3_a4 import PROMPT, agents_after, with_agent

@@ -1,4 +1,4 @@
-"""The run history (``ragstream.runs``) and its CLI: a real SQLite file in a temp folder."""
+"""The run history (``ragstream.workbench.runs``) and its CLI: a real SQLite file in a temp folder."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from click.testing import CliRunner
 from ragstream import cli
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError, RunFileError, RunNotFoundError, SchemaVersionError
-from ragstream.engine import Engine
-from ragstream.runs import (
+from ragstream.state.records import Edit, StageInputs, edit_stage
+from ragstream.state.super_prompt import Answer, Filters, StageRun, SuperPrompt
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.runs import (
     MIGRATIONS,
     RunMeta,
     RunStore,
@@ -29,8 +31,6 @@ from ragstream.runs import (
     export_json,
     parse_run_json,
 )
-from ragstream.state.records import Edit, StageInputs, edit_stage
-from ragstream.state.super_prompt import Answer, Filters, StageRun, SuperPrompt
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-abcdefgh12345"

@@ -26,10 +26,10 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream import cli
 from ragstream.backends.llm import build_llm
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import state as S
+from ragstream.workbench.engine import Engine
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_end_to_end import fields

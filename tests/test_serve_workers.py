@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragstream.engine import Engine
 from ragstream.measure.load import Service, service_env
 from ragstream.service.http import WORKER_HEADER
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, make_config
 
 TOKEN = "workers-test-token-61b0e2"

@@ -22,7 +22,6 @@ import pytest
 import uvicorn
 
 import ragstream
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.auth import Failures
 from ragstream.service.contract import IngestionResult, RAGContext
@@ -35,6 +34,7 @@ from ragstream.service.http import (
     create_app,
 )
 from ragstream.state.super_prompt import ConversationTurn
+from ragstream.workbench.engine import Engine
 from tests.conftest import make_config
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config, with_llm

@@ -24,10 +24,10 @@ import httpx
 import openai
 import pytest
 
-from ragstream.engine import Engine
 from ragstream.service.api import RAGPipeline
 from ragstream.service.auth import Failures, Tokens, TokensFileError, is_loopback
 from ragstream.service.http import create_app
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config, rules_and_notes_engine
 from tests.servers import free_port
 from tests.test_service import RULES_KB, answer_events, serving

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ragstream.backends import telemetry
 from ragstream.common.config import TelemetrySettings
-from ragstream.engine import Engine
 from ragstream.stages.controller import STAGE_NAMES
+from ragstream.workbench.engine import Engine
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config, with_llm
 

@@ -466,7 +466,7 @@ class IngestionSettings(_Strict):
 
 
 class RunsSettings(_Strict):
-    """The run history (``ragstream.runs``): where every pass is kept and how many."""
+    """The run history (``ragstream.workbench.runs``): where every pass is kept and how many."""
 
     file: str = Field("runs.sqlite3", min_length=1, description=(
         "the run history, a file name inside paths.index_dir (beside the Q&A log)"))
@@ -475,7 +475,7 @@ class RunsSettings(_Strict):
 
 
 class ConversationSettings(_Strict):
-    """The named conversations' memory (``ragstream.conversations``): what a turn remembers and
+    """The named conversations' memory (``ragstream.workbench.conversations``): what a turn remembers and
     how it ranks against the documents."""
 
     own_share: float = Field(0.8, gt=0, le=1, description=(

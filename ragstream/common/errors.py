@@ -154,7 +154,7 @@ class SchemaVersionError(RagstreamError):
 
 
 class RunNotFoundError(RagstreamError):
-    """A run id that the run history (``ragstream.runs``) does not hold."""
+    """A run id that the run history (``ragstream.workbench.runs``) does not hold."""
 
     kind = "run not found"
 

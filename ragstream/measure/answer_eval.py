@@ -513,8 +513,8 @@ def run_mode(qs: QuestionSet, cfg: AppConfig, services, mode: str,
     question continues that named conversation (its remembered turns are searched with the
     knowledge base) and its answer becomes the next turn."""
     from ragstream.answering.answer import answer
-    from ragstream.engine import Engine
     from ragstream.state.super_prompt import ConversationTurn
+    from ragstream.workbench.engine import Engine
 
     engine = Engine(cfg, services)
     rows: list[dict[str, Any]] = []
@@ -569,7 +569,7 @@ def _mode_rows(qs: QuestionSet, cfg: AppConfig, services, mode: str,
     earlier question's turn remembered, the second with every question's — then deletes it."""
     if mode != "conversation":
         return [(mode, run_mode(qs, cfg, services, mode, progress))]
-    from ragstream.conversations import Conversations, new_name
+    from ragstream.workbench.conversations import Conversations, new_name
 
     name = f"eval-{qs.name}-{new_name()}"[:60]
     try:

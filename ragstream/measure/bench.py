@@ -681,7 +681,7 @@ def run_bench(quick: bool = False, progress: Progress | None = None,
     ``scale_cache``: the retrieval sizes and where their knowledge bases are cached
     (``SCALE_SIZES``, ``scale.cache_root()``)."""
     from ragstream.backends.services import build_services
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
     size = QUICK if quick else FULL
     started = time.perf_counter()

@@ -220,9 +220,9 @@ def run_queries(queries: Sequence[Query], cfg: AppConfig, services, backends: Se
                 progress: Progress | None = None) -> tuple[dict[str, dict[str, list[str]]],
                                                            dict[str, list[float]]]:
     """Rankings (system -> query id -> doc ids) and latencies (system -> ms per query)."""
-    from ragstream.engine import Engine
     from ragstream.stages.retrieval import single_ranking, split_query
     from ragstream.state.render import build_query
+    from ragstream.workbench.engine import Engine
 
     rankings: dict[str, dict[str, list[str]]] = defaultdict(dict)
     latency: dict[str, list[float]] = defaultdict(list)
@@ -328,7 +328,7 @@ def evaluate(data: str | Path, split: str, cfg: AppConfig, services=None,
              progress: Progress | None = None) -> dict[str, Any]:
     """The whole evaluation: index (or reuse), run every system, summarise."""
     from ragstream.backends.services import build_services
-    from ragstream.engine import settle_memory
+    from ragstream.workbench.engine import settle_memory
 
     data = Path(data).expanduser()
     docs, queries, qrels = load_beir(data, split)

@@ -41,8 +41,8 @@ def _convert_all(files: list[tuple[str, bytes]]) -> tuple[float, int]:
 def _ingest_markdown_s() -> tuple[float, int]:
     """Seconds to ingest the bundled Markdown knowledge base into a fresh temp index, encoder
     loaded first; and the words of its chunks."""
-    from ragstream.engine import Engine
     from ragstream.measure.bench import bench_config
+    from ragstream.workbench.engine import Engine
 
     with tempfile.TemporaryDirectory(prefix="ragstream-formats-") as tmp:
         engine = Engine(bench_config(Path(tmp)))

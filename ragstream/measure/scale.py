@@ -431,8 +431,8 @@ def _probe_chunk(doc_id: str, text: str):
 
 def _serve(folder: Path, params: dict[str, Any]) -> None:
     """The serving process (see the module docstring, 1)."""
-    from ragstream.engine import Engine, settle_memory
     from ragstream.stages import retrieval
+    from ragstream.workbench.engine import Engine, settle_memory
 
     t0 = time.perf_counter()
     cfg, services = _services(folder)

@@ -43,10 +43,10 @@ from cachetools import TTLCache
 from ragstream.answering.relevance import relevance, relevance_signals
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
-from ragstream.engine import Engine
 from ragstream.service.contract import DocumentChunk, IngestionResult, RAGContext, RuleDocument, stable_uuid
 from ragstream.state.render import rerank_query
 from ragstream.state.super_prompt import Chunk, Filters, View
+from ragstream.workbench.engine import Engine
 
 #: results kept at most in the cache
 CACHE_SIZE = 1024

@@ -104,8 +104,8 @@ from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument
 from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.engine import Engine
     from ragstream.service.api import RAGPipeline
+    from ragstream.workbench.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -814,7 +814,7 @@ def warm_pipeline(pipeline: RAGPipeline) -> None:
         log.warning("process %d: the warm-up retrieval failed (%s): %s", os.getpid(),
                     getattr(err, "kind", type(err).__name__), err)
     pipeline.clear_cache()
-    from ragstream.engine import settle_memory
+    from ragstream.workbench.engine import settle_memory
 
     settle_memory()  # what the first retrieval opened lives as long as the worker
 
@@ -845,8 +845,8 @@ def app_factory() -> FastAPI:
     (``warm_pipeline``). A store that cannot be
     reached now is a warning: /health says so and the worker answers once it is back. The
     tokens come from ``worker_tokens``."""
-    from ragstream.engine import Engine
     from ragstream.service.api import RAGPipeline
+    from ragstream.workbench.engine import Engine
 
     engine = Engine()
     try:

@@ -69,8 +69,8 @@ from ragstream.common.errors import InvalidQueryError, RagstreamError
 from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.engine import Engine
     from ragstream.service.api import RAGPipeline
+    from ragstream.workbench.engine import Engine
 
 #: a model id is this and the knowledge base's name
 MODEL_PREFIX = "ragstream/"

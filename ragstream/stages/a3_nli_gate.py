@@ -47,7 +47,7 @@ candidate is a ``Judgment`` in ``extras.judgments``; ``extras.a3`` names the thr
 A chunk the person pinned or added is kept whatever the gate decided: its reason says so and
 what the gate would have done ("pinned by you (the gate would drop it: off-topic: …)"). A
 chunk the person dropped here (a ``drop`` edit, e.g. a replayed model reply applied from the
-Agents tab, ``ragstream.replay``) is dropped the same way ("dropped by you (the gate would
+Agents tab, ``ragstream.workbench.replay``) is dropped the same way ("dropped by you (the gate would
 keep it)").
 
 Kept ids, in reranked order, become ``final_selection_ids``. Chunks are never modified.

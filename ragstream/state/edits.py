@@ -17,7 +17,7 @@ kind                      what it says                       acts on (and every 
 ``add``                   bring chunk ``target`` in, pinned  Retrieval → … → A4
 ``drop``                  the gate drops chunk ``target``    A3 → A4 (a model's word the
                                                              person applied: the Agents
-                                                             tab's replay, ``ragstream.replay``)
+                                                             tab's replay, ``ragstream.workbench.replay``)
 ``statement_text``        statement ``target`` reads         A4
                           ``after``
 ``statement_remove``      leave statement ``target`` out     A4

@@ -388,7 +388,7 @@ class ReadingRecord(Record):
 
 
 class TurnRecord(Record):
-    """The answer's turn in its named conversation (``ragstream.conversations``), and the
+    """The answer's turn in its named conversation (``ragstream.workbench.conversations``), and the
     earlier turns of it the answer cites."""
 
     OPTIONAL = frozenset({"error", "uses"})

@@ -39,7 +39,7 @@ class View(StrEnum):
     A4 = "a4"
 
 
-#: how the id of a conversation's remembered turn starts (``ragstream.conversations``)
+#: how the id of a conversation's remembered turn starts (``ragstream.workbench.conversations``)
 CONVERSATION_ID_PREFIX = "conversation:"
 
 #: the value ``history_of_stages`` records for Prompt_Builder (it does not change ``stage``)
@@ -82,7 +82,7 @@ class Chunk(BaseModel):
 
     @property
     def from_conversation(self) -> bool:
-        """True for a remembered turn of a named conversation (``ragstream.conversations``:
+        """True for a remembered turn of a named conversation (``ragstream.workbench.conversations``:
         its id starts with ``conversation:``; no file path does), not a document's chunk."""
         return self.id.startswith(CONVERSATION_ID_PREFIX)
 
@@ -302,7 +302,7 @@ class SuperPrompt(BaseModel):
     final_selection_ids: list[str] = Field(default_factory=list)
     recent_conversation: list[ConversationTurn] = Field(default_factory=list)
     conversation_name: str = Field("", description=(
-        "the named conversation this prompt continues (ragstream.conversations): Retrieval "
+        "the named conversation this prompt continues (ragstream.workbench.conversations): Retrieval "
         "searches its remembered turns with the knowledge base, and the answer becomes its next "
         "turn; empty: none"))
     own_turn: int = Field(0, description=(

@@ -28,10 +28,8 @@ from ragstream.common.errors import (
     StaleResultError,
     UploadNameError,
 )
-from ragstream.engine import Engine
 from ragstream.knowledge.formats import CONVERTED_SUFFIXES
 from ragstream.knowledge.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
-from ragstream.replay import Decision, Replayed, ReplayError, call_digest
 from ragstream.stages import controller
 from ragstream.stages.staleness import Stale, kb_fingerprint
 from ragstream.state import edits as edits_of
@@ -39,6 +37,8 @@ from ragstream.state.records import Edit, short_text
 from ragstream.state.super_prompt import Filters, SuperPrompt, View
 from ragstream.ui import runs_tab
 from ragstream.ui import state as S
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.replay import Decision, Replayed, ReplayError, call_digest
 
 #: the stage whose result records what it searched (the knowledge base and conversation memory)
 RETRIEVAL = "Retrieval"
@@ -277,7 +277,7 @@ def filter_choices(engine: Engine) -> dict[str, list[str]]:
     """The document types and declared source names in the knowledge base, for the filter
     widgets; the type ``conversation`` too (the turns of the page's conversation that
     Retrieval searches with the knowledge base: a type filter without it leaves them out)."""
-    from ragstream.conversations import DOC_TYPE
+    from ragstream.workbench.conversations import DOC_TYPE
 
     corpus = engine.services.index()
     return {"doc_type": sorted(set(corpus.values("doc_type")) | {DOC_TYPE}),

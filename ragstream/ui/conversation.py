@@ -1,4 +1,4 @@
-"""The page's named conversations (``ragstream.conversations``): the one the page is in, the
+"""The page's named conversations (``ragstream.workbench.conversations``): the one the page is in, the
 sidebar's list, starting a new one, opening an earlier one, forgetting a turn, and what the
 conversation expander shows of each turn.
 
@@ -7,7 +7,7 @@ The page is always in a conversation (``S.CHAT``): a session starts in a new one
 turns with the knowledge base (Retrieval) and carry its last N4 turns (``S.CONVERSATION``,
 the Recent conversation block); each answer becomes its next turn (``Engine.answer``).
 
-A conversation belongs to one knowledge base (``ragstream.conversations``): the sidebar lists
+A conversation belongs to one knowledge base (``ragstream.workbench.conversations``): the sidebar lists
 the selected knowledge base's conversations only, and when another knowledge base is selected
 (the switcher, creating, deleting, a reopened run) the page goes on in that one's latest
 conversation, or a new one (``follow``); the one it was in stays with its own knowledge base.
@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragstream.common.errors import RagstreamError
-from ragstream.conversations import ConversationInfo, Turn, check_name, new_name
-from ragstream.engine import Engine
 from ragstream.state.render import strip_citations
 from ragstream.state.super_prompt import ConversationTurn
 from ragstream.ui import actions
 from ragstream.ui import state as S
+from ragstream.workbench.conversations import ConversationInfo, Turn, check_name, new_name
+from ragstream.workbench.engine import Engine
 
 
 def start(st_state: S.SessionState) -> None:

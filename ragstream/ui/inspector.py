@@ -5,7 +5,7 @@ figures of its calls (``sp.extras.llm_usage``), its mode and fallback reason
 (``sp.extras.agent_modes``) and what it sent and got back (``sp.extras.llm_calls``: the
 messages, the raw reply, the parsed result).
 
-Replay (``ragstream.replay``): for one call of the agent shown, each message in a text box
+Replay (``ragstream.workbench.replay``): for one call of the agent shown, each message in a text box
 (``replay_fields``, prefilled with the message as recorded), a button that sends them again,
 and the new reply with the decision it would make (``replay_view``: the raw reply, the parsed
 reply or the error, the probabilities, the decision's lines and the "Apply to <stage>" button's
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.agents.trace import cut_marker
-from ragstream.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
 from ragstream.stages import controller
 from ragstream.state.records import AgentCall, SentMessage
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui.views import TABLE_WIDTH, plain_names, stage_label
+from ragstream.workbench.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
 
 #: what the tab says when no agent has called the model, by whether an endpoint is configured
 NO_ENDPOINT = ("No agent runs in LLM mode: no LLM endpoint is configured, so every agent ran its "

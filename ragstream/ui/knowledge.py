@@ -25,13 +25,13 @@ from typing import Any
 
 from ragstream.backends.lock import ingest_busy
 from ragstream.common.errors import IngestError, KnowledgeBaseError, RagstreamError
-from ragstream.engine import Engine
 from ragstream.knowledge.bases import DEFAULT
 from ragstream.knowledge.ingest.ingestor import IngestReport, ingest_path
 from ragstream.knowledge.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import actions
 from ragstream.ui import state as S
+from ragstream.workbench.engine import Engine
 
 #: the session's background jobs: those it saw running, those whose outcome it has shown, and
 #: those its sidebar showed running at its last draw

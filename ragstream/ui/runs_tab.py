@@ -1,4 +1,4 @@
-"""The page's runs: every pass kept as it runs (``ragstream.runs``), the session's latest one
+"""The page's runs: every pass kept as it runs (``ragstream.workbench.runs``), the session's latest one
 restored after a reload, a kept run opened again, a JSON file opened as a run, and the rows of
 the Runs tab.
 
@@ -24,13 +24,13 @@ from typing import Any
 
 from ragstream.common.errors import RagstreamError
 from ragstream.compare import Comparison, Side, compare
-from ragstream.engine import Engine
-from ragstream.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
 from ragstream.stages import controller
 from ragstream.state.records import short_text
 from ragstream.state.super_prompt import SuperPrompt
 from ragstream.ui import state as S
 from ragstream.ui import views
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
 
 #: the URL's query parameter that names the page's session
 SESSION_PARAM = "session"

@@ -53,7 +53,7 @@ DETAIL_TEXT = "detail_text"       # the opened chunk's text and metadata are sho
 SEARCH_OPEN = "search_open"       # the knowledge-base chunk search is open (an expander)
 REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
 SESSION = "session"               # the session's name (the URL's ?session=…): its runs are restored
-RUN_ID = "run_id"                 # the kept run (ragstream.runs) the page shows, or None
+RUN_ID = "run_id"                 # the kept run (ragstream.workbench.runs) the page shows, or None
 RUN_SAVED = "run_saved"           # the SuperPrompt last saved as RUN_ID (a stage run that goes on
                                   # from it updates that run), or None: the next run is a new one
 RUN_STAGES = "run_stages"         # RUN_ID's snapshot after each stage it ran, by stage name

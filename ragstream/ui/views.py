@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstream.conversations import ID_PREFIX as CONVERSATION_PREFIX
-from ragstream.conversations import SOURCE as CONVERSATION_SOURCE
-from ragstream.conversations import is_conversation_chunk
 from ragstream.stages import controller
 from ragstream.stages.staleness import Stale
 from ragstream.state.super_prompt import Chunk, Citation, SuperPrompt, View, ViewRow
+from ragstream.workbench.conversations import ID_PREFIX as CONVERSATION_PREFIX
+from ragstream.workbench.conversations import SOURCE as CONVERSATION_SOURCE
+from ragstream.workbench.conversations import is_conversation_chunk
 
 # --------------------------------------------------------------------------- stage names
 

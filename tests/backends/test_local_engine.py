@@ -106,7 +106,7 @@ def test_another_services_sees_a_change_without_a_rebuild(fresh_engine, tmp_path
     """Another process (here: another Services on the same folder) writing to the store is
     seen at this one's next query: the keyword index is reread, the chunks written since
     this one's Chroma opened are searched exactly beside its HNSW."""
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
     kb = tmp_path / "kb"
     write(kb, "fruit.md", DOC)
@@ -141,7 +141,7 @@ def test_a_second_process_write_reaches_a_reader_whose_chroma_is_open(fresh_engi
                              "ripen, sweet ones only days.\n")
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(fresh_engine.cfg.index_dir),
            "PYTHONPATH": str(ROOT)}
-    code = ("import sys; from ragstream.engine import Engine; "
+    code = ("import sys; from ragstream.workbench.engine import Engine; "
             "r = Engine().ingest(sys.argv[1], prune=True); assert r.failed == 0, r.errors")
     subprocess.run([sys.executable, "-c", code, str(kb)], env=env, cwd=ROOT, check=True, timeout=240)
 
@@ -208,7 +208,7 @@ def test_sigkill_during_ingest_then_reingest_equals_a_clean_ingest(tmp_path):
     for i in range(24):
         write(kb, f"doc{i:02d}.md", DOC.replace("Bananas", f"Bananas {i}").replace("Apples", f"Apples {i}"))
     env = {**os.environ, "RAGSTREAM_INDEX_DIR": str(tmp_path / "killed"), "PYTHONPATH": str(ROOT)}
-    code = ("import sys; from ragstream.engine import Engine; e = Engine(); "
+    code = ("import sys; from ragstream.workbench.engine import Engine; e = Engine(); "
             "e.cfg = e.cfg.with_overrides({'settings.chunking.ingest_batch_chunks': 2}); "
             "e.ingest(sys.argv[1], progress=lambda i, n, d: print(i, flush=True))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(kb)], env=env, cwd=ROOT,
@@ -220,7 +220,7 @@ def test_sigkill_during_ingest_then_reingest_equals_a_clean_ingest(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
     from tests.conftest import make_config
 
     killed = Engine(make_config(tmp_path / "killed"))
@@ -296,7 +296,7 @@ def test_a_store_made_before_the_keyword_index_is_indexed_by_the_next_process(fr
     import shutil
 
     from ragstream.backends.search.keyword import SCHEMA_VERSION
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
     kb = tmp_path / "kb"
     write(kb, "fruit.md", DOC)

@@ -23,7 +23,7 @@ pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (require
 
 from ragstream.backends.search.milvus import MilvusEngine, MilvusUnavailableError
 from ragstream.common.errors import VectorDBUnavailableError, VectorStoreError
-from ragstream.engine import Engine
+from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import MilvusServer, free_port
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.conversations import chunk_id
 from ragstream.state.super_prompt import Chunk, Citation
 from ragstream.ui import state as S
 from ragstream.ui import views
+from ragstream.workbench.conversations import chunk_id
 from tests.ui.tabs import fresh, open_box, open_tab, sp
 
 ROOT = Path(__file__).resolve().parents[2]

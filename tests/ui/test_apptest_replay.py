@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.engine import Engine
-from ragstream.replay import NEEDS_ENDPOINT
 from ragstream.stages import controller
 from ragstream.ui import inspector
 from ragstream.ui import state as S
+from ragstream.workbench.engine import Engine
+from ragstream.workbench.replay import NEEDS_ENDPOINT
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent, llm_config
 from tests.llm_support import with_llm as llm_services

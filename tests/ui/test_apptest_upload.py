@@ -251,8 +251,8 @@ def test_only_files_added_since_the_last_upload_report_are_new(fresh_engine):
 
 
 def test_an_ingest_that_cannot_run_leaves_the_folder_as_it_was_and_names_each_file(fresh_engine):
-    from ragstream.engine import Engine
     from ragstream.knowledge.ingest.ingestor import IngestLock
+    from ragstream.workbench.engine import Engine
 
     engine = Engine(fresh_engine.cfg.with_overrides({"settings.chunking.ingest_lock_wait_s": 0.2}))
     engine.services.embedder = fresh_engine.services.embedder

@@ -551,7 +551,7 @@ def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, h
     from playwright.sync_api import expect, sync_playwright
 
     from ragstream.common.config import load_config
-    from ragstream.runs import RunStore
+    from ragstream.workbench.runs import RunStore
 
     size = f"{width}x{height}"
     store = RunStore(kb_engine.cfg.index_dir / load_config().settings.runs.file)

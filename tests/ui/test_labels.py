@@ -104,7 +104,7 @@ def test_the_cli_says_the_stages_by_their_names(tmp_path, kb_engine):
     from click.testing import CliRunner
 
     from ragstream import cli
-    from ragstream.runs import RunStore
+    from ragstream.workbench.runs import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite3")
     run_id = store.save(kb_engine.run(PROMPT), origin="cli")

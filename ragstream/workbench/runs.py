@@ -33,7 +33,7 @@ Table ``drafts`` (schema version 2): per ``session``, the page's state with the 
 dropped when a pass of the session is kept, so that a reload loses none of them
 (``save_draft``, ``draft``, ``drop_draft``).
 
-The schema is versioned as the interaction log's is (``ragstream.qa_log``): ``MIGRATIONS``
+The schema is versioned as the interaction log's is (``ragstream.workbench.qa_log``): ``MIGRATIONS``
 lists the steps in order, ``PRAGMA user_version`` counts the steps a file has, a missing step
 is applied when the file is opened and a file from a newer RAGstream is refused with
 ``SchemaVersionError``. Every text stored (the JSON before it is compressed too) has the value
@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstream.common.errors import RunFileError, RunNotFoundError
-from ragstream.qa_log import MASK, _secrets, open_migrated
 from ragstream.state.super_prompt import SuperPrompt
+from ragstream.workbench.qa_log import MASK, _secrets, open_migrated
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragstream.common.config import AppConfig

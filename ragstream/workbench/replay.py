@@ -84,7 +84,7 @@ from ragstream.state.records import A2_FIELDS, AgentCall, EditKind, SentMessage,
 from ragstream.state.super_prompt import SuperPrompt, View
 
 if TYPE_CHECKING:
-    from ragstream.engine import Engine
+    from ragstream.workbench.engine import Engine
 
 A0, A2, A3, A4, A5 = (a0.AGENT_NAME, a2.AGENT_NAME, a3.NAME, a4.NAME, a5.AGENT_NAME)
 #: the agents whose calls can be replayed, in pipeline order

@@ -46,12 +46,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
 import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -65,10 +64,6 @@ from ragstream.common.errors import (
     ConversationKnowledgeBaseError,
     ConversationNotFoundError,
 )
-from ragstream.qa_log import QALog
-from ragstream.stages.sources import FROM
-from ragstream.state.records import CHUNK_KINDS, GATE_KINDS
-from ragstream.state.render import strip_citations
 from ragstream.state.super_prompt import (
     CONVERSATION_ID_PREFIX,
     Answer,
@@ -76,24 +71,18 @@ from ragstream.state.super_prompt import (
     ConversationTurn,
     SuperPrompt,
 )
+from ragstream.workbench.memory import (
+    DEFAULT_KB,
+    check_name,
+    kb_suffix,
+    memory_text,
+    own_texts,
+)
+from ragstream.workbench.qa_log import QALog
 
-DEFAULT_KB = "default"
 SOURCE = "conversation"
 DOC_TYPE = "conversation"
 ID_PREFIX = CONVERSATION_ID_PREFIX
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,59}$")
-NAME_RULE = ("1 to 60 characters: letters, digits, '.', '-', '_' or '@', starting with a letter "
-             "or digit")
-
-
-def check_name(name: str) -> str:
-    """``name`` stripped, or ``ConversationError`` saying what a name may be."""
-    clean = str(name).strip()
-    if not NAME_PATTERN.match(clean):
-        raise ConversationError(f"{name!r} cannot be a conversation's name: use {NAME_RULE}.")
-    return clean
-
-
 def new_name(now: datetime | None = None) -> str:
     """A name for a conversation the person did not name: ``chat-20261124-140233-3f9a`` (the
     random end keeps two started in the same second apart)."""
@@ -132,12 +121,6 @@ def uses_note(name: str, used: Sequence[tuple[int, int]]) -> str | None:
     return (f"The answer uses remembered turn{'s' if len(used) > 1 else ''} {turns} of "
             f"conversation {name!r} (source{'s' if len(used) > 1 else ''} {marks}): what an "
             f"earlier answer said, not a document.")
-
-
-def kb_suffix(kb: str) -> str:
-    """``@<kb>`` as a name may end: a migrated conversation's turns of another knowledge base
-    go to ``<name>@<kb>`` (its spaces become '-')."""
-    return "@" + re.sub(r"[^A-Za-z0-9._-]", "-", kb or DEFAULT_KB)
 
 
 @dataclass(frozen=True)
@@ -213,83 +196,6 @@ class Memory:
     windows: Mapping[str, list[np.ndarray]]  # chunk id -> its window vectors
     sentences: Mapping[str, list[tuple[tuple[int, int], np.ndarray]]]  # -> (span, vector)
     fingerprint: str
-
-
-_LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
-
-
-def own_texts(sp: SuperPrompt) -> list[str]:
-    """What the person wrote for this prompt, which no turn remembers as a fact: the values of
-    their edits (a statement rewritten in A4, a rule rewritten or added in A5, a body field set
-    by hand), the statements A4 marks as theirs, and A5's rules (what the answer must look like,
-    not what the documents say)."""
-    placed = (*CHUNK_KINDS, *GATE_KINDS, "statement_move", "rule_move")  # no words of theirs
-    texts = [e.after for e in sp.edits if e.after and e.kind not in placed]
-    a4 = sp.extras.a4
-    for s in a4.condensed if a4 else []:
-        if s.by_you:
-            texts.append(s.text)
-    spec = sp.extras.format_enforcer
-    texts += list(spec.hard_rules) if spec else []
-    return [t for t in texts if t.strip()]
-
-
-def memory_text(answer: str, labels: Mapping[int, str], question: str = "",
-                own: Sequence[str] = (), cfg: AppConfig | None = None,
-                turns: Collection[int] = ()) -> tuple[str, str]:
-    """What a turn remembers, and why nothing when it is empty: the sentences the ``answer``
-    asserted, one per line, each without its ``[n]`` and followed by its own source(s), ``Chunks
-    are split at headings. (from kb/chunking.md § Sections)``. ``labels`` maps each valid
-    citation number of a document to its label; ``turns`` are the numbers citing remembered
-    turns. Left out: a sentence that cites no document (it says where it comes from nowhere;
-    one citing only earlier turns is in the memory already), a question, a sentence of the
-    ``question`` itself (what the person said is not what the documents say), and one taken
-    from the person's ``own`` texts (``own_texts``): one with at least ``conversations.own_share`` of its word
-    3-shingles in either (``cfg``'s settings; the defaults without one). Sentences are read as
-    the answer's citation checks read them (``answer_sentences``, ``answer.min_sentence_words``)."""
-    from ragstream.answering.answer import answer_sentences, citation_numbers
-    from ragstream.common.config import Settings
-    from ragstream.common.text import shingles
-
-    settings = cfg.settings if cfg is not None else Settings()
-    own_share = settings.conversations.own_share
-    min_words, max_range = settings.answer.min_sentence_words, settings.answer.max_citation_range
-
-    asked = shingles(question)
-    theirs = [shingles(t) for t in own]
-    kept: list[str] = []
-    left = {"cite no source": 0, "repeat the question": 0, "are your own words": 0,
-            "repeat an earlier turn": 0}
-    for sentence in answer_sentences(answer, min_words):
-        numbers = citation_numbers(sentence, max_range)
-        sources = [labels[n] for n in numbers if n in labels]
-        bare = " ".join(_LIST_MARK.sub("", strip_citations(sentence)).split())
-        bare = re.sub(r"\s+([.,;:!?])", r"\1", bare)
-        mine = shingles(bare)
-        if not sources and any(n in turns for n in numbers):
-            left["repeat an earlier turn"] += 1
-        elif not sources:
-            left["cite no source"] += 1
-        elif bare.endswith("?") or len(mine & asked) >= own_share * len(mine):
-            left["repeat the question"] += 1
-        elif any(len(mine & t) >= own_share * len(mine) for t in theirs):
-            left["are your own words"] += 1
-        else:
-            line = f"{bare}{FROM}{'; '.join(dict.fromkeys(sources))})"
-            if line not in kept:
-                kept.append(line)
-    if kept:
-        return "\n".join(kept), ""
-    said = [f"{n} {'sentence' if n == 1 else 'sentences'} {what if n != 1 else _one(what)}"
-            for what, n in left.items() if n]
-    return "", ("nothing it asserted can be remembered" + (f": {', '.join(said)}" if said
-                                                          else ": it has no sentence"))
-
-
-def _one(what: str) -> str:
-    return {"cite no source": "cites no source", "repeat the question": "repeats the question",
-            "are your own words": "is your own words",
-            "repeat an earlier turn": "repeats an earlier turn"}[what]
 
 
 # --------------------------------------------------------------------------- encodings

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstream import replay as replays
 from ragstream.backends import telemetry
 from ragstream.backends.llm import PassState, one_pass
 from ragstream.backends.services import Services, build_services
@@ -46,10 +45,11 @@ from ragstream.knowledge.ingest.ingestor import IngestReport, Progress, ingest_p
 from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.super_prompt import Chunk, SuperPrompt
+from ragstream.workbench import replay as replays
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.conversations import Conversations
-    from ragstream.runs import RunStore
+    from ragstream.workbench.conversations import Conversations
+    from ragstream.workbench.runs import RunStore
 
 
 
@@ -202,7 +202,7 @@ class Engine:
         if edits_from is not None:
             sp = self.carry_edits(sp, edits_from)
         if conversation_name:
-            from ragstream.conversations import check_name
+            from ragstream.workbench.conversations import check_name
 
             sp.conversation_name = check_name(conversation_name)
             convs = self.conversations()
@@ -215,8 +215,8 @@ class Engine:
     # -- conversations ----------------------------------------------------------------------
 
     def conversations(self) -> Conversations:
-        """The named conversations, kept in the Q&A log file (``ragstream.conversations``)."""
-        from ragstream.conversations import Conversations
+        """The named conversations, kept in the Q&A log file (``ragstream.workbench.conversations``)."""
+        from ragstream.workbench.conversations import Conversations
 
         return Conversations.for_config(self.cfg)
 
@@ -252,14 +252,14 @@ class Engine:
 
     def qa_log(self):
         """The interaction log at ``qa_log_path``, which also scrubs the LLM API key's value."""
-        from ragstream.qa_log import QALog
+        from ragstream.workbench.qa_log import QALog
 
         return QALog(self.qa_log_path, secret_env=[self.cfg.settings.llm.api_key_env])
 
     def runs(self) -> RunStore:
-        """The run history at ``cfg.runs_path`` (``ragstream.runs``): every pass kept, at most
+        """The run history at ``cfg.runs_path`` (``ragstream.workbench.runs``): every pass kept, at most
         ``runs.keep``; it also scrubs the LLM API key's value."""
-        from ragstream.runs import RunStore
+        from ragstream.workbench.runs import RunStore
 
         return RunStore.for_config(self.cfg)
 
@@ -267,7 +267,7 @@ class Engine:
                cfg: AppConfig | None = None):
         """Answer a finished super-prompt (LLM, extractive, or the no-results answer), log the
         interaction, and return ``(sp with .answer, answer)``."""
-        from ragstream.qa_log import answer_and_log
+        from ragstream.workbench.qa_log import answer_and_log
 
         with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb},
                             parent=sp._trace_link) as span, one_pass(PassState.after(sp._llm_down)):
@@ -290,8 +290,8 @@ class Engine:
         import sqlite3
 
         from ragstream.common.errors import RagstreamError
-        from ragstream.conversations import used_turns, uses_note
         from ragstream.state.records import TurnRecord
+        from ragstream.workbench.conversations import used_turns, uses_note
 
         name = sp.conversation_name
         log_id = sp.extras.qa_log.id if sp.extras.qa_log is not None else None
@@ -442,7 +442,7 @@ class Engine:
         """Send call ``call_index`` (0-based, of ``sp.extras.llm_calls[agent]``) to the
         endpoint again as the agent would, its messages' texts replaced by ``messages`` (one
         per message; None: unchanged). The endpoint's error is in the result, not raised;
-        ``ReplayError`` without an endpoint or such a call (``ragstream.replay``)."""
+        ``ReplayError`` without an endpoint or such a call (``ragstream.workbench.replay``)."""
         return replays.replay(sp, agent, call_index, messages, cfg or self.cfg, self.services_for(sp))
 
     def replay_decision(self, sp: SuperPrompt, replayed: replays.Replayed,

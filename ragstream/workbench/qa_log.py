@@ -12,7 +12,7 @@ wall_ms}`` from ``sp.stage_runs``), the answer's model and tokens, the agents' t
 (``sp.extras.llm_usage``, summed) and the answer's latency; ``incomplete`` (version 2) is 1
 for an answer that was stopped before it ended (the HTTP client of ``POST /answer`` went away),
 whose ``answer`` is then the text streamed until then, else 0. Version 3 adds the named
-conversations and their turns (``ragstream.conversations``); version 4 gives each conversation
+conversations and their turns (``ragstream.workbench.conversations``); version 4 gives each conversation
 its knowledge base, splitting one asked in several, and rebuilds what each remembered turn
 holds (``_conversations_per_kb``).
 
@@ -95,7 +95,7 @@ def _add_incomplete(conn: sqlite3.Connection) -> None:
 
 
 def _add_conversations(conn: sqlite3.Connection) -> None:
-    """Version 3: the named ``conversations`` and their ``turns`` (``ragstream.conversations``)."""
+    """Version 3: the named ``conversations`` and their ``turns`` (``ragstream.workbench.conversations``)."""
     conn.execute("CREATE TABLE conversations (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
                  "created_at TEXT NOT NULL)")
     conn.execute(
@@ -118,13 +118,13 @@ def _conversations_per_kb(conn: sqlite3.Connection) -> None:
     conversation asked in several keeps the turns of the knowledge base of its first turn; the
     others' turns (with their numbers) go to a conversation ``<name>@<kb>`` of their own, so a
     turn stays with the knowledge base it was asked in. A remembered turn's memory is rebuilt
-    as the answer's sentences, each with its own source (``conversations.memory_text``) — its
+    as the answer's sentences, each with its own source (``memory.memory_text``) — its
     citation numbers mapped to the turn's sources in order, else through the interaction's
     citations; one whose sources cannot be told, or that keeps nothing, is no longer remembered
     (``NOT_REBUILT``). Rebuilt turns are encoded again when next searched."""
     from ragstream.answering.answer import citation_numbers
     from ragstream.common.config import AnswerSettings
-    from ragstream.conversations import check_name, kb_suffix, memory_text
+    from ragstream.workbench.memory import check_name, kb_suffix, memory_text
 
     conn.execute("ALTER TABLE conversations ADD COLUMN kb TEXT NOT NULL DEFAULT 'default'")
     conn.execute("UPDATE turns SET kb = 'default' WHERE kb = ''")
