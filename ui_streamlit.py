@@ -1,5 +1,5 @@
 """RAGstream workbench — the Streamlit page. It draws and dispatches; the logic lives in
-``ragstream`` (``ragstream.ui`` for state, tables and actions).
+``ragstream`` (``ragstream.interfaces.ui`` for state, tables and actions).
 
 Run: ``bash scripts/run_app.sh`` (or ``.venv/bin/python -m streamlit run ui_streamlit.py``).
 """
@@ -14,10 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ragstream.common.errors import RagstreamError
-from ragstream.stages import controller
-from ragstream.stages.staleness import Stale
-from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import (
+from ragstream.interfaces.ui import (
     actions,
     answer_view,
     citations,
@@ -31,7 +28,10 @@ from ragstream.ui import (
     runs_tab,
     views,
 )
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import state as S
+from ragstream.stages import controller
+from ragstream.stages.staleness import Stale
+from ragstream.state.super_prompt import SuperPrompt
 from ragstream.workbench.engine import Engine
 
 st.set_page_config(page_title="RAGstream workbench", page_icon=":material/manage_search:", layout="wide")
@@ -84,7 +84,7 @@ def whole_on_hover(drawn: views.Grid, note: str = views.CUT_NOTE) -> None:
 
 
 def do(action: Callable[..., object], *args: object) -> None:
-    """Run a page action (``ragstream.ui.actions``) as a widget's callback: it changes the
+    """Run a page action (``ragstream.interfaces.ui.actions``) as a widget's callback: it changes the
     session state, which the script run that follows draws."""
     action(engine, state, *args)
 

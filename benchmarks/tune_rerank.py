@@ -24,7 +24,7 @@ import numpy as np
 from ragstream.backends.services import build_services
 from ragstream.common.config import load_config
 from ragstream.measure.evaluation import eval_config, load_beir, select_queries, sync_index
-from ragstream.metrics import NDCG_K, ndcg_at_k, paired_comparison
+from ragstream.measure.metrics import NDCG_K, ndcg_at_k, paired_comparison
 from ragstream.state.super_prompt import View
 from ragstream.workbench.engine import Engine
 

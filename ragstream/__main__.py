@@ -1,3 +1,3 @@
-from ragstream.cli import main
+from ragstream.interfaces.cli import main
 
 main()

@@ -35,7 +35,7 @@ if [ ! -x .venv/bin/ragstream ] || ! .venv/bin/ragstream --help >/dev/null 2>&1;
 fi
 
 echo "==> preparing offline model and tokenizer files"
-"$VPY" -m ragstream.doctor
+"$VPY" -m ragstream.interfaces.doctor
 
 # the tests' Debian packages: chromium (the page's browser tests, and printing web pages to
 # PDF as people do), LibreOffice Writer (a word processor's "Export as PDF"), nodejs-doc and

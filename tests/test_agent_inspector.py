@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from ragstream.agents.trace import clip, cut_marker
+from ragstream.interfaces.ui import inspector
+from ragstream.interfaces.ui.views import TABLE_WIDTH
 from ragstream.stages import controller
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import inspector
-from ragstream.ui.views import TABLE_WIDTH
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply, count_tokens
 from tests.llm_support import every_agent, llm_config, with_llm

@@ -412,7 +412,7 @@ def test_other_sets_questions_are_the_unanswerable_set(tiny, tiny_engine, tmp_pa
 def test_cli_against_usage_errors(tiny):
     from click.testing import CliRunner
 
-    from ragstream.cli import main
+    from ragstream.interfaces.cli import main
 
     runner = CliRunner()
     out = runner.invoke(main, ["eval", "--against", "others", "--data", str(ROOT)])

@@ -26,13 +26,13 @@ import pytest
 from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
-from ragstream import cli, doctor
 from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
 from ragstream.common.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
+from ragstream.interfaces import cli, doctor
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.ingest.ingestor import TextDocument, ingest_documents
 from ragstream.state.super_prompt import View
-from ragstream.ui import actions
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 from tests.conftest import ROOT, make_config
 

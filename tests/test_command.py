@@ -19,7 +19,7 @@ COMMAND = Path(sys.executable).parent / "ragstream"
 
 def test_pyproject_names_the_command():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["ragstream"] == "ragstream.cli:main"
+    assert project["project"]["scripts"]["ragstream"] == "ragstream.interfaces.cli:main"
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason=f"{COMMAND} is not installed: run "

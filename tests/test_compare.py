@@ -1,4 +1,4 @@
-"""Two runs compared (``ragstream.compare``) on real passes over the bundled knowledge base:
+"""Two runs compared (``ragstream.interfaces.ui.compare``) on real passes over the bundled knowledge base:
 the inputs that differ, each chunk's move and its cause, the selection, the prompt diff, the
 JSON and text forms and the side-by-side chart."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ragstream.compare import CHUNK_COLUMNS, VIEW_KEYS, Comparison, Side, compare
+from ragstream.interfaces.ui.compare import CHUNK_COLUMNS, VIEW_KEYS, Comparison, Side, compare
 from ragstream.state.super_prompt import Filters, SuperPrompt, View
 
 PROMPT = "How does the ReRanker choose its backend?"

@@ -14,10 +14,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from ragstream import cli
 from ragstream.common.errors import ConversationKnowledgeBaseError
-from ragstream.service.api import RAGPipeline
-from ragstream.service.http import create_app
+from ragstream.interfaces import cli
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.http import create_app
 from ragstream.state import edits
 from ragstream.state.super_prompt import View
 from ragstream.workbench.conversations import Conversations, chunk_id

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from ragstream import cli
 from ragstream.common.errors import ConversationError, ConversationNotFoundError
-from ragstream.service.api import RAGPipeline
-from ragstream.service.http import create_app
+from ragstream.interfaces import cli
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.http import create_app
 from ragstream.state.super_prompt import View
 from ragstream.workbench.conversations import Conversations, chunk_id, is_conversation_chunk
 from ragstream.workbench.engine import Engine

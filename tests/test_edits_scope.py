@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ragstream.answering.answer import extractive_pieces, extractive_statements
+from ragstream.interfaces.ui import editing, evidence
 from ragstream.state.edits import statement_key
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import editing, evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the gate drops kb/troubleshooting.md#8 for this question ("off-topic"); pinned, it leads

@@ -119,7 +119,7 @@ def test_query_subsets_split_by_id_parity():
 
 
 def test_cli_eval_prints_the_table_and_json(beir, eval_cfg, monkeypatch, tmp_path):
-    from ragstream.cli import main
+    from ragstream.interfaces.cli import main
 
     monkeypatch.setenv("RAGSTREAM_INDEX_DIR", str(eval_cfg.index_dir))
     out = tmp_path / "result.json"

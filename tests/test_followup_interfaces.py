@@ -23,8 +23,8 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from ragstream.service.api import RAGPipeline
-from ragstream.service.http import create_app
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.http import create_app
 from ragstream.workbench.engine import Engine
 from tests.conftest import docs_engine
 from tests.test_service import answer_events, serving
@@ -149,7 +149,7 @@ def web(tmp_path_factory, embedder) -> Engine:
 def cli(web, monkeypatch):
     """``ragstream ARGS`` in this process on the handbook's engine: (exit code, stdout, stderr,
     both as a terminal shows them)."""
-    from ragstream import cli as cli_module
+    from ragstream.interfaces import cli as cli_module
 
     monkeypatch.setattr(cli_module, "_engine", lambda kb=None: web)
     runner = CliRunner()
@@ -323,7 +323,7 @@ def mcp_answers(engine: Engine, calls: list[dict]) -> list[dict]:
     pytest.importorskip("mcp", reason="the mcp SDK is not installed (requirements.txt pins it)")
     from mcp import Client
 
-    from ragstream.service.mcp_server import build_server
+    from ragstream.interfaces.service.mcp_server import build_server
 
     async def session() -> list[dict]:
         async with Client(build_server(RAGPipeline(engine))) as client:
@@ -372,7 +372,7 @@ def test_mcp_answer_describes_how_to_give_the_conversation(web):
     pytest.importorskip("mcp", reason="the mcp SDK is not installed (requirements.txt pins it)")
     from mcp import Client
 
-    from ragstream.service.mcp_server import build_server
+    from ragstream.interfaces.service.mcp_server import build_server
 
     async def tools():
         async with Client(build_server(RAGPipeline(web))) as client:

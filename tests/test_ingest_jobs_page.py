@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.ingest.jobs import REGISTRY
-from ragstream.ui import state as S
 from tests.conftest import KB
 
 APP = str(Path(__file__).resolve().parent.parent / "ui_streamlit.py")

@@ -13,11 +13,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from ragstream import cli
 from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
+from ragstream.interfaces import cli
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.http import create_app
 from ragstream.knowledge.bases import DEFAULT, KnowledgeBases
-from ragstream.service.api import RAGPipeline
-from ragstream.service.http import create_app
 from ragstream.state.super_prompt import View
 from ragstream.workbench.engine import Engine
 from tests.conftest import three_article_engine

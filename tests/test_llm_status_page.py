@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import llm_status
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import llm_status
+from ragstream.interfaces.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
 from tests.servers import free_port

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ragstream.cli import main
+from ragstream.interfaces.cli import main
 from ragstream.measure import load
 from tests.conftest import KB
 from tests.test_service import serving  # a real uvicorn on a free loopback port

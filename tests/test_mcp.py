@@ -1,4 +1,4 @@
-"""The MCP server (ragstream/service/mcp_server.py) through the official SDK's own client, over
+"""The MCP server (ragstream/interfaces/service/mcp_server.py) through the official SDK's own client, over
 both transports and for real: ``python -m ragstream mcp`` started as a subprocess over stdio,
 and ``python -m ragstream mcp --http --allow-ingest`` as a subprocess serving streamable HTTP on
 loopback behind a bearer token. The tools are listed with descriptions; search returns
@@ -26,7 +26,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is not installed (requirements.tx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from ragstream.service.mcp_server import EXCERPT_CHARS, HTTP_PATH
+from ragstream.interfaces.service.mcp_server import EXCERPT_CHARS, HTTP_PATH
 from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config
 from tests.servers import free_port
@@ -178,8 +178,8 @@ def test_over_http_behind_the_token_with_ingest_when_asked_for(http_server):
 
 def test_the_engine_down_is_a_tool_error_naming_what_to_start(tmp_path, embedder):
     """Not an empty result that would read as "nothing found"."""
-    from ragstream.service.api import RAGPipeline
-    from ragstream.service.mcp_server import build_server
+    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.interfaces.service.mcp_server import build_server
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     engine = Engine(make_config(tmp_path / "index", RAGSTREAM_CHROMA_URL=url))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ragstream.metrics import (
+from ragstream.measure.metrics import (
     dcg_at_k,
     evaluate,
     mrr_at_k,

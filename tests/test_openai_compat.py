@@ -1,4 +1,4 @@
-"""The knowledge bases as OpenAI-compatible models (ragstream/service/openai_compat.py), driven
+"""The knowledge bases as OpenAI-compatible models (ragstream/interfaces/service/openai_compat.py), driven
 by the real ``openai`` client against the real service (uvicorn on loopback): one model per
 knowledge base; a chat completion is the pass and its answer with the numbered sources
 appended and the citations in their own field, kept as a run, the same selection as the
@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from ragstream.service.api import RAGPipeline
-from ragstream.service.http import create_app
-from ragstream.service.openai_compat import SOURCES_HEADER
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.http import create_app
+from ragstream.interfaces.service.openai_compat import SOURCES_HEADER
 from ragstream.workbench.engine import Engine
 from tests.conftest import make_config, rules_and_notes_engine
 from tests.fake_openai import FakeOpenAI, Reply

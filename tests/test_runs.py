@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ragstream import cli
 from ragstream.common.config import load_config
 from ragstream.common.errors import ConfigError, RunFileError, RunNotFoundError, SchemaVersionError
+from ragstream.interfaces import cli
 from ragstream.state.records import Edit, StageInputs, edit_stage
 from ragstream.state.super_prompt import Answer, Filters, StageRun, SuperPrompt
 from ragstream.workbench.engine import Engine

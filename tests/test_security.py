@@ -24,11 +24,11 @@ from click.testing import CliRunner
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from ragstream import cli
 from ragstream.backends.llm import build_llm
-from ragstream.service.api import RAGPipeline
+from ragstream.interfaces import cli
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.ui import state as S
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply

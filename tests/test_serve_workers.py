@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ragstream.interfaces.service.http import WORKER_HEADER
 from ragstream.measure.load import Service, service_env
-from ragstream.service.http import WORKER_HEADER
 from ragstream.workbench.engine import Engine
 from tests.conftest import KB, make_config
 

@@ -1,4 +1,4 @@
-"""The HTTP service (ragstream/service/http.py): real uvicorn servers on loopback, real HTTP calls
+"""The HTTP service (ragstream/interfaces/service/http.py): real uvicorn servers on loopback, real HTTP calls
 (httpx), the real embedding model and one temp index of the rules knowledge base for the whole
 module; LLM mode talks to the scripted OpenAI server."""
 
@@ -22,10 +22,10 @@ import pytest
 import uvicorn
 
 import ragstream
-from ragstream.service.api import RAGPipeline
-from ragstream.service.auth import Failures
-from ragstream.service.contract import IngestionResult, RAGContext
-from ragstream.service.http import (
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.auth import Failures
+from ragstream.interfaces.service.contract import IngestionResult, RAGContext
+from ragstream.interfaces.service.http import (
     MAX_BODY_BYTES,
     AnswerRequest,
     CitationEvent,

@@ -1,4 +1,4 @@
-"""Who may use the HTTP service (ragstream/service/auth.py, ragstream/service/http.py): tokens
+"""Who may use the HTTP service (ragstream/interfaces/service/auth.py and http.py): tokens
 from a real tokens file with scopes and knowledge bases, the real service on loopback (uvicorn),
 httpx and the real ``openai`` client. A read token is refused on /ingest and DELETE /kb with a
 403 naming the scope; a token for one knowledge base is refused on another and sees only its
@@ -24,9 +24,9 @@ import httpx
 import openai
 import pytest
 
-from ragstream.service.api import RAGPipeline
-from ragstream.service.auth import Failures, Tokens, TokensFileError, is_loopback
-from ragstream.service.http import create_app
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.auth import Failures, Tokens, TokensFileError, is_loopback
+from ragstream.interfaces.service.http import create_app
 from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config, rules_and_notes_engine
 from tests.servers import free_port

@@ -1,4 +1,4 @@
-"""Who may use the MCP server over HTTP (ragstream/service/mcp_server.py): the streamable HTTP
+"""Who may use the MCP server over HTTP (ragstream/interfaces/service/mcp_server.py): the streamable HTTP
 app behind a real tokens file, served by uvicorn on loopback, driven by the MCP SDK's own
 client. A read token's ``ingest`` call and a token for one knowledge base's ``search`` of
 another are tool errors naming the token and what it lacks; such a token lists only its own
@@ -25,9 +25,9 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from ragstream.service.api import RAGPipeline
-from ragstream.service.auth import Failures, Tokens
-from ragstream.service.mcp_server import HTTP_PATH, http_app
+from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.interfaces.service.auth import Failures, Tokens
+from ragstream.interfaces.service.mcp_server import HTTP_PATH, http_app
 from tests.conftest import KB, rules_and_notes_engine
 
 ADMIN = "mcp-admin-token-51c0e9a7d2b8"

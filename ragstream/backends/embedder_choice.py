@@ -35,7 +35,7 @@ def resolve_backend(settings: EmbeddingSettings) -> str:
 
 def make_embedder(settings: EmbeddingSettings, cache_dir: Path) -> BaseEmbedder:
     """The embedder ``settings`` configure; nothing loads until it is first used. ONNX model
-    files live in ``cache_dir/onnx/`` (``python -m ragstream.doctor`` prepares them)."""
+    files live in ``cache_dir/onnx/`` (``python -m ragstream.interfaces.doctor`` prepares them)."""
     backend = resolve_backend(settings)
     if backend == "torch":
         embedder: BaseEmbedder = SentenceTransformerEmbedder(

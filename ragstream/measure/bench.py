@@ -511,7 +511,7 @@ def measure_pipeline(engine, prompts: list[str], repeats: int,
 def measure_api(engine, prompts: list[str], repeats: int, progress: Progress | None) -> dict[str, Any]:
     """``RAGPipeline.retrieve`` per prompt: uncached (result and query-vector caches cleared
     before every call) and served from its result cache."""
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
 
     rag = RAGPipeline(engine)
     rag.retrieve(prompts[0], "bench")  # warm

@@ -17,7 +17,7 @@
                hybrid list), for each reranker backend that can run.
    The query-embedding cache is emptied before every timed call, so each system pays for its
    own query encoding.
-4. **Metrics** (``ragstream.metrics``, BEIR's definitions): nDCG@10, Recall@100, MRR@10, P@5,
+4. **Metrics** (``ragstream.measure.metrics``, BEIR's definitions): nDCG@10, Recall@100, MRR@10, P@5,
    and the median and p95 latency per query; a paired bootstrap interval of the per-query
    nDCG@10 difference for rerank vs hybrid.
 """
@@ -42,7 +42,7 @@ import numpy as np
 
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import EvalDataError
-from ragstream.metrics import NDCG_K, mean_metrics, paired_comparison, query_metrics
+from ragstream.measure.metrics import NDCG_K, mean_metrics, paired_comparison, query_metrics
 from ragstream.state.super_prompt import Chunk, View
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -69,8 +69,8 @@ def test_refused_files_are_in_the_report_with_their_reason_and_the_rest_is_inges
 
 @pytest.mark.parametrize("fmt", ["pdf", "docx", "pptx", "html", "epub"])
 def test_the_uploader_takes_each_format(fresh_engine, fmt):
-    from ragstream.ui import actions
-    from ragstream.ui import state as S
+    from ragstream.interfaces.ui import actions
+    from ragstream.interfaces.ui import state as S
 
     st_state: dict = {}
     S.init_state(st_state)
@@ -122,8 +122,8 @@ def test_an_aes_pdf_that_opens_without_a_password_is_read_and_a_locked_one_refus
 def test_every_citation_of_a_pdf_chunk_carries_its_page(fresh_engine, tmp_path):
     """The answer's Sources list (page, CLI, HTTP) names a PDF chunk's page, as prompt_ready
     does: ``faq.pdf p. 1 § …``, never just ``faq.pdf § …``."""
-    from ragstream.service.http import _citation
-    from ragstream.ui.views import citation_line
+    from ragstream.interfaces.service.http import _citation
+    from ragstream.interfaces.ui.views import citation_line
 
     kb = tmp_path / "kb"
     copy("pdf", "faq", kb)

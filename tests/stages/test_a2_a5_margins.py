@@ -21,12 +21,12 @@ from ragstream.agents.choices import locate_value, value_probabilities, weigh
 from ragstream.backends.llm import LLMClient, TokenChoice
 from ragstream.backends.services import Services
 from ragstream.common.config import load_config
+from ragstream.interfaces.ui import editing
+from ragstream.interfaces.ui import state as S
 from ragstream.stages import a2_prompt_shaper as a2
 from ragstream.stages import a5_format_enforcer as a5
 from ragstream.state import edits
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import editing
-from ragstream.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 
 A2 = "A2_PromptShaper"

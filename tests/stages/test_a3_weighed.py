@@ -194,7 +194,7 @@ def test_a_judgment_without_yes_or_no_leaves_that_candidate_to_the_rules(
 
 def test_the_a3_table_shows_the_rule_beside_what_stood_and_the_thresholds(
         kb_engine, sp_reranked, server):
-    from ragstream.ui import views
+    from ragstream.interfaces.ui import views
 
     cfg, services = setup(kb_engine, server, relative_min=0.95)
     server.responder, _ = judged_by(sp_reranked, lambda rank: 0.97 if rank == 5 else 0.5)

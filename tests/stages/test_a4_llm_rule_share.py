@@ -8,9 +8,9 @@ import json
 import pytest
 
 from ragstream.backends.tokens import count_tokens
+from ragstream.interfaces.ui import views
 from ragstream.stages import controller
 from ragstream.state.edits import new_edit
-from ragstream.ui import views
 from tests.fake_openai import Reply
 from tests.llm_support import llm_config, with_llm
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import state as S
 
 #: the page under test, and how long one of its runs may take in an AppTest
 APP = str(Path(__file__).resolve().parents[2] / "ui_streamlit.py")

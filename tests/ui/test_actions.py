@@ -9,9 +9,9 @@ import pytest
 
 from ragstream.answering.answer import FALLBACK_NOTICE
 from ragstream.common.errors import StageOrderError
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 from ragstream.state.super_prompt import Answer, SuperPrompt
-from ragstream.ui import actions
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 from tests.fake_openai import Reply
 from tests.llm_support import answer_only, llm_config, with_llm

@@ -7,8 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.common.config import load_config
+from ragstream.interfaces.ui import state as S
 from ragstream.stages import controller
-from ragstream.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, open_tab, open_tables, sp
 

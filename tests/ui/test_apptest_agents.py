@@ -9,8 +9,8 @@ import pytest
 from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import inspector, views
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import inspector, views
+from ragstream.interfaces.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
 from tests.ui.tabs import open_tab

@@ -8,8 +8,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import answer_view, citations
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import answer_view, citations
+from ragstream.interfaces.ui import state as S
 from tests.ui.tabs import fresh, open_tab, sp
 
 START = "How do I start a Chroma server?"

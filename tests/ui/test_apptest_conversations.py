@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ragstream.interfaces.ui import state as S
+from ragstream.interfaces.ui import views
 from ragstream.state.super_prompt import Chunk, Citation
-from ragstream.ui import state as S
-from ragstream.ui import views
 from ragstream.workbench.conversations import chunk_id
 from tests.ui.tabs import fresh, open_box, open_tab, sp
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import state as S
 from tests.ui.tabs import APP, TIMEOUT, open_tab
 
 PROMPT = "Where can I see how many milliseconds each stage took?"

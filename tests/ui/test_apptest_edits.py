@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ragstream.interfaces.ui import state as S
 from ragstream.stages import controller
 from ragstream.state.edits import statement_key
-from ragstream.ui import state as S
 from tests.ui.tabs import open_box, open_tab, open_tables
 
 ROOT = Path(__file__).resolve().parents[2]

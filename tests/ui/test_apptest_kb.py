@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import APP, TIMEOUT, fresh, open_box, sp
 

@@ -7,8 +7,8 @@ from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
 from ragstream.answering.answer import FALLBACK_NOTICE
-from ragstream.ui import actions
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import every_agent
 from tests.ui.tabs import open_tab

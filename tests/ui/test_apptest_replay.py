@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ragstream.interfaces.ui import inspector
+from ragstream.interfaces.ui import state as S
 from ragstream.stages import controller
-from ragstream.ui import inspector
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 from ragstream.workbench.replay import NEEDS_ENDPOINT
 from tests.fake_openai import FakeOpenAI, Reply

@@ -12,9 +12,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.common.config import load_config
+from ragstream.interfaces.ui import state as S
+from ragstream.interfaces.ui.runs_tab import COMPARE_TAB
 from ragstream.stages import controller
-from ragstream.ui import state as S
-from ragstream.ui.runs_tab import COMPARE_TAB
 from ragstream.workbench.runs import RunStore
 from tests.ui.tabs import open_tab
 

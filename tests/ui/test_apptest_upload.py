@@ -17,8 +17,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.common.config import load_config
-from ragstream.ui import actions, knowledge
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import actions, knowledge
+from ragstream.interfaces.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import fresh
 

@@ -313,7 +313,7 @@ def test_charts_buttons_and_tables_fit(app_url, kb_engine, width, height):
 
         # the Evidence tab: the answer's and the condensed context's sentences beside the chunk
         # they cite, its used sentences marked; a statement's [n] opens its chunk, outlined
-        from ragstream.ui.evidence import condensed_links
+        from ragstream.interfaces.ui.evidence import condensed_links
 
         page.get_by_role("tab", name="Evidence").click()
         panel = page.locator("[role=tabpanel]:visible")
@@ -375,7 +375,7 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
     row = next(r for r in a3 if r.status == "dropped")
     # the tables' filter finds it by words of its text; where it is among the rows left
     words = " ".join(full.chunk_map()[row.chunk_id].text.split()[:6])
-    from ragstream.ui import views
+    from ragstream.interfaces.ui import views
 
     left = [r["chunk id"] for r in views.filter_rows(views.view_rows(full, "a3"), full, words)]
     place = left.index(row.chunk_id)
@@ -531,8 +531,8 @@ def wait_idle(page) -> None:
 
 def pick_row(page, grid, row: int) -> None:
     """Tick row ``row`` (1: the first under the header) of the Runs table: its picker box."""
-    from ragstream.ui.views import ROW_HEIGHT as HEADER
-    from ragstream.ui.views import TABLE_ROW_HEIGHT as ROW
+    from ragstream.interfaces.ui.views import ROW_HEIGHT as HEADER
+    from ragstream.interfaces.ui.views import TABLE_ROW_HEIGHT as ROW
 
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
@@ -640,7 +640,7 @@ def test_runs_are_kept_opened_compared_and_restored(app_url, kb_engine, width, h
 def test_the_page_benchmark_times_every_stage_button(kb_engine, monkeypatch, tmp_path):
     """``ragstream bench --page`` on one round: a figure per stage button, each from a click
     that ran its stage (the button then carries its check mark) to the painted redraw."""
-    from ragstream.measure.page_bench import format_page_report, run_page_bench
+    from ragstream.interfaces.ui.page_bench import format_page_report, run_page_bench
     from ragstream.stages import controller
 
     monkeypatch.setenv("RAGSTREAM_INDEX_DIR", str(kb_engine.cfg.index_dir))

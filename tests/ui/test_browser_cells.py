@@ -146,7 +146,7 @@ GRID_JS = r"""(grid) => {
   return out;
 }"""
 
-#: the tooltip the page shows over a cut cell (``ragstream/ui/cell_hover.js``), if shown
+#: the tooltip the page shows over a cut cell (``ragstream/interfaces/ui/cell_hover.js``), if shown
 TIP_JS = """() => { const t = document.querySelector('[data-testid=ragstreamCellTip]');
   return t && t.style.display !== 'none' ? t.textContent : null; }"""
 
@@ -297,7 +297,7 @@ def unique_phrase(sp, skip: int = 5) -> tuple[str, str]:
     middle of its text that no other returned chunk holds, as the picker's search reads them
     (every word, any order, in the text, id or section: ``views.matching_chunks``): (chunk id,
     phrase)."""
-    from ragstream.ui import views
+    from ragstream.interfaces.ui import views
 
     for chunk in sp.base_context_chunks[skip:]:
         words = chunk.text.split()

@@ -1,4 +1,4 @@
-"""A cited source opened in its document (``ragstream.ui.citations``): which text is marked,
+"""A cited source opened in its document (``ragstream.interfaces.ui.citations``): which text is marked,
 how Markdown is marked without breaking code, the chunks around it in its section, a paged
 document's page — over hand-made states, and over a real answer of the bundled KB."""
 
@@ -7,8 +7,8 @@ import re
 import pytest
 
 from ragstream.common.errors import RagstreamError
+from ragstream.interfaces.ui import citations as C
 from ragstream.state.super_prompt import Answer, Chunk, Citation, PassageRef, SuperPrompt
-from ragstream.ui import citations as C
 
 MARK = C.MARK_OPEN
 

@@ -4,8 +4,8 @@ offered after it either; "Apply them here" before it runs applies them when it r
 
 from __future__ import annotations
 
-from ragstream.ui import actions
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 
 PROMPT = "Where can I see how many milliseconds each stage took?"
 PINNED = "kb/troubleshooting.md#8"

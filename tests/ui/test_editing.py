@@ -3,8 +3,8 @@ how, the edit list, the chunk tables' checkbox changes, and which state a view i
 
 from __future__ import annotations
 
+from ragstream.interfaces.ui import editing, views
 from ragstream.stages import controller
-from ragstream.ui import editing, views
 
 PROMPT = ("Aufgabe: Explain how the reranker picks its backend\nAudiance: beginner\n"
           "Role: a senior support engineer\nHard deadline: Monday")

@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.backends.services import build_services
-from ragstream.ui import eval_tab
-from ragstream.ui import state as S
+from ragstream.interfaces.ui import eval_tab
+from ragstream.interfaces.ui import state as S
 from tests.ui.tabs import open_tab
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from ragstream.interfaces.ui import evidence as ev
 from ragstream.state.super_prompt import Answer
-from ragstream.ui import evidence as ev
 
 PROMPT = "How are documents chunked?"
 

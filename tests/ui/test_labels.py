@@ -2,7 +2,7 @@
 page or the CLI's text output names a stage, never "NLI"; each score column saying which
 score it is; the stage diff opening on the first two consecutive stages that differ; the run
 button disabled when it has nothing to do; the Compare tab naming only causes that differ.
-Unit tests of ``ragstream.ui`` and ``ragstream.compare`` over real passes of the bundled
+Unit tests of ``ragstream.interfaces.ui`` (``views``, ``compare``) over real passes of the bundled
 knowledge base, and the page itself in AppTest."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.compare import Side, compare
+from ragstream.interfaces.ui import editing, runs_tab, views
+from ragstream.interfaces.ui import state as S
+from ragstream.interfaces.ui.compare import Side, compare
 from ragstream.stages import STAGES, controller, staleness
 from ragstream.state.super_prompt import View
-from ragstream.ui import editing, runs_tab, views
-from ragstream.ui import state as S
 from tests.ui.tabs import APP, TIMEOUT, open_tab, open_tables
 
 PROMPT = "How are documents chunked?"
@@ -103,7 +103,7 @@ def test_edit_list_and_banner_say_the_names(kb_engine, sp):
 def test_the_cli_says_the_stages_by_their_names(tmp_path, kb_engine):
     from click.testing import CliRunner
 
-    from ragstream import cli
+    from ragstream.interfaces import cli
     from ragstream.workbench.runs import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite3")

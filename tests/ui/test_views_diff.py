@@ -2,8 +2,8 @@
 
 import pytest
 
+from ragstream.interfaces.ui import views
 from ragstream.state.super_prompt import View
-from ragstream.ui import views
 
 PROMPT = "How are documents chunked?"
 

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from ragstream.interfaces.ui import editing, views
 from ragstream.state.super_prompt import View
-from ragstream.ui import editing, views
 
 PROMPT = "Task: What does A3 do with near-duplicate chunks?"
 #: the chunk tables' text columns: never None, never blank
@@ -351,7 +351,7 @@ def test_a_grid_never_grows_past_its_width_when_a_word_is_longer_than_its_column
     """Cells whose longest words cannot all fit (a run's chunk ids, a pasted URL) make the
     text columns give way: the widths still add up to the table's width, so the Runs table
     never scrolls sideways (it did, with the runs the other tests had left in the store)."""
-    from ragstream.ui import runs_tab
+    from ragstream.interfaces.ui import runs_tab
 
     long = "x" * 60
     rows = [{"run": "12", "time (UTC)": "2026-11-25 21:03", "prompt": f"pin {long}",
@@ -371,7 +371,7 @@ def test_a_long_cell_does_not_squeeze_the_short_ones_and_is_whole_for_the_hover(
     import json
     import re
 
-    from ragstream.ui import runs_tab
+    from ragstream.interfaces.ui import runs_tab
 
     answer = " ".join(f"Sentence {i} of a long answer about chunking documents." for i in range(40))
     rows = [{"run": "3", "time (UTC)": "11-26 02:04", "prompt": "How are documents chunked?",

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragstream.common.config import AppConfig
+from ragstream.common.config import PROJECT_ROOT, AppConfig
+from ragstream.interfaces.ui.views import TABLE_WIDTH
 from ragstream.measure.answer_eval import evaluate_answers, load_questions
-from ragstream.ui.views import TABLE_WIDTH
 
 #: the question sets that ship with RAGstream
-BUNDLED = Path(__file__).resolve().parents[2] / "benchmarks" / "answers"
+BUNDLED = PROJECT_ROOT / "benchmarks" / "answers"
 FILES, SESSION = "config files", "session"
 #: the table's columns: (key in a result, title, what it means)
 COLUMNS: list[tuple[str, str, str]] = [

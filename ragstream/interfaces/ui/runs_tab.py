@@ -23,12 +23,12 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from ragstream.common.errors import RagstreamError
-from ragstream.compare import Comparison, Side, compare
+from ragstream.interfaces.ui import state as S
+from ragstream.interfaces.ui import views
+from ragstream.interfaces.ui.compare import Comparison, Side, compare
 from ragstream.stages import controller
 from ragstream.state.records import short_text
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import state as S
-from ragstream.ui import views
 from ragstream.workbench.engine import Engine
 from ragstream.workbench.runs import RunMeta, RunStore, StageSnapshot, StoredRun, export_json
 
@@ -389,7 +389,7 @@ _COMPARED: dict[tuple, Comparison] = {}
 
 
 def comparison(engine: Engine, a_id: int, b_id: int) -> Comparison:
-    """Runs ``a_id`` and ``b_id`` compared (``ragstream.compare``), with the configuration's
+    """Runs ``a_id`` and ``b_id`` compared (``ragstream.interfaces.ui.compare``), with the configuration's
     values for the settings only one of them overrode; made once per pair of saved states."""
     store = _store(engine)
     a, b = store.get(a_id), store.get(b_id)

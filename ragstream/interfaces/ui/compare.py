@@ -54,10 +54,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragstream.common.config import AppConfig
-from ragstream.stages import STAGES, Stage, controller, staleness
-from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
-from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
-from ragstream.ui.views import (
+from ragstream.interfaces.ui.views import (
     BUMP_PLOT_HEIGHT,
     BUMP_TOP,
     CHART_PADDING,
@@ -71,6 +68,9 @@ from ragstream.ui.views import (
     stage_title,
     status_shape,
 )
+from ragstream.stages import STAGES, Stage, controller, staleness
+from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
+from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
 
 #: the chunk stages in pipeline order (their ``views_by_stage`` keys), and the stage of each
 VIEW_KEYS: list[str] = [key for key, _ in VIEW_STAGES]

@@ -303,9 +303,9 @@ def _save_run(engine, sp, stages: dict[str, StageSnapshot]) -> None:
 
 def _print_edit_outcomes(sp) -> None:
     """Each edit and what became of it (the last stage that applied it), on stderr."""
+    from ragstream.interfaces.ui.views import plain_names, stage_label
     from ragstream.state.edits import outcome
     from ragstream.state.records import short_text
-    from ragstream.ui.views import plain_names, stage_label
 
     for edit in sp.edits:
         stage, note = outcome(sp, edit)
@@ -376,7 +376,7 @@ def runs_list(as_json: bool, search: str, limit: int) -> None:
         click.echo(f"No run's prompt holds {search!r}." if search else
                    f"No runs saved yet in {store.path}: `ragstream run PROMPT` or the page saves one.")
         return
-    from ragstream.ui.views import value_label
+    from ragstream.interfaces.ui.views import value_label
 
     click.echo(f"{'id':>5}  {'time (UTC)':<19}  {'stage':<35}  {'prompt':<40}  {'answer':<40}  differs")
     for m in found:
@@ -401,7 +401,7 @@ def runs_show(run_id: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return
-    from ragstream.ui.views import reached_label, stage_label
+    from ragstream.interfaces.ui.views import reached_label, stage_label
 
     sp = run.sp
     updated = f", updated {_when(run.updated)}" if run.updated != run.created else ""
@@ -445,7 +445,7 @@ def runs_show(run_id: int, as_json: bool) -> None:
 def runs_diff(run_a: int, run_b: int, as_json: bool) -> None:
     """Print what differs between two kept runs, and why each chunk moved."""
     from ragstream.common.config import load_config
-    from ragstream.compare import Side, compare
+    from ragstream.interfaces.ui.compare import Side, compare
 
     try:
         cfg = load_config()
@@ -606,7 +606,7 @@ def _print_answer_footer(ans, kb: str = "default") -> None:
 def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance: float | None,
              filters: Filters, as_json: bool, no_sync: bool, kb: str | None) -> None:
     """Retrieve for ``query`` with ``RAGPipeline`` and print a table or the JSON."""
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
 
     try:
         engine = _engine(kb)
@@ -660,10 +660,10 @@ def serve(host: str, port: int, token_env: str, tokens_file: str | None, workers
     loopback only with a token; an empty knowledge base is named with the command that fills it."""
     import os
 
-    from ragstream.service.api import RAGPipeline
-    from ragstream.service.auth import TOKENS_FILE_ENV, require_token_off_loopback
-    from ragstream.service.http import serve as run_service
-    from ragstream.service.http import serve_workers
+    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.interfaces.service.auth import TOKENS_FILE_ENV, require_token_off_loopback
+    from ragstream.interfaces.service.http import serve as run_service
+    from ragstream.interfaces.service.http import serve_workers
 
     tokens = _tokens(token_env, tokens_file)
     try:
@@ -693,7 +693,7 @@ def serve(host: str, port: int, token_env: str, tokens_file: str | None, workers
 def _tokens(token_env: str, tokens_file: str | None):
     """The tokens of ``$token_env`` and the tokens file (``auth.Tokens.load``); exit 2 when
     the variable is set but empty or the file is bad."""
-    from ragstream.service.auth import Tokens
+    from ragstream.interfaces.service.auth import Tokens
 
     try:
         return Tokens.load(token_env, tokens_file)
@@ -703,7 +703,7 @@ def _tokens(token_env: str, tokens_file: str | None):
 
 def _say_if_empty(engine) -> None:
     """A start-up line when the served knowledge base has no chunk: how to fill it."""
-    from ragstream.service.http import empty_message
+    from ragstream.interfaces.service.http import empty_message
 
     try:
         chunks = engine.services.index().n_chunks
@@ -734,9 +734,9 @@ def mcp(over_http: bool, host: str, port: int, token_env: str, tokens_file: str 
     """Build the pipeline and serve it over MCP until the client leaves (stdio) or until
     interrupted (--http; off loopback only with a token). On stdio, stdout is the protocol's:
     everything else goes to stderr."""
-    from ragstream.service import mcp_server
-    from ragstream.service.api import RAGPipeline
-    from ragstream.service.auth import Tokens, require_token_off_loopback
+    from ragstream.interfaces.service import mcp_server
+    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.interfaces.service.auth import Tokens, require_token_off_loopback
 
     tokens = _tokens(token_env, tokens_file) if over_http else Tokens()
     if over_http:
@@ -796,7 +796,7 @@ def status(kb: str | None) -> None:
 def repair(check_only: bool, as_json: bool) -> None:
     """Print what ``doctor.repair`` found and did; exit 1 when a problem is left."""
     from ragstream.common.config import load_config
-    from ragstream.doctor import repair as run_repair
+    from ragstream.interfaces.doctor import repair as run_repair
 
     try:
         report = run_repair(load_config(), check_only=check_only)
@@ -1031,7 +1031,7 @@ def bench(quick: bool, as_json: bool, out: str | None, page: bool, rounds: int,
         _emit(result, as_json, out, format_formats_report)
         return
     if page:
-        from ragstream.measure.page_bench import format_page_report, run_page_bench
+        from ragstream.interfaces.ui.page_bench import format_page_report, run_page_bench
 
         try:
             result = run_page_bench(rounds, app, tab, progress=lambda line: click.echo(line, err=True))

@@ -1,6 +1,6 @@
 """``python -m ragstream bench --page``: how long the page takes to answer a click, in Chromium.
 
-    from ragstream.measure.page_bench import run_page_bench, format_page_report
+    from ragstream.interfaces.ui.page_bench import run_page_bench, format_page_report
     result = run_page_bench(rounds=10)      # starts the page, drives it, stops it
     print(format_page_report(result))       # median and p95 per button
 
@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ragstream.common.config import PROJECT_ROOT
 from ragstream.common.errors import RagstreamError
+from ragstream.interfaces.ui.state import AUTO as AUTO_KEY
 from ragstream.stages import controller
-from ragstream.ui.state import AUTO as AUTO_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.sync_api import ViewportSize
@@ -45,7 +46,7 @@ CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync"]
-APP = Path(__file__).resolve().parents[2] / "ui_streamlit.py"
+APP = PROJECT_ROOT / "ui_streamlit.py"
 VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 #: how long the page may take to start (models load, the knowledge base is checked)
 START_TIMEOUT_S = 240.0
@@ -203,7 +204,7 @@ def format_page_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m ragstream.measure.page_bench [ROUNDS] [APP] [TAB]
+if __name__ == "__main__":  # python -m ragstream.interfaces.ui.page_bench [ROUNDS] [APP] [TAB]
     args = sys.argv[1:]
     outcome = run_page_bench(int(args[0]) if args else 10, args[1] if len(args) > 1 else None,
                              args[2] if len(args) > 2 else None,

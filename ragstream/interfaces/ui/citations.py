@@ -30,9 +30,9 @@ from typing import Literal
 
 from ragstream.common import markdown
 from ragstream.common.errors import RagstreamError
+from ragstream.interfaces.ui import evidence, views
+from ragstream.interfaces.ui.answer_view import md_text
 from ragstream.state.super_prompt import Chunk, Citation, SuperPrompt
-from ragstream.ui import evidence, views
-from ragstream.ui.answer_view import md_text
 from ragstream.workbench.engine import Engine
 
 #: how many chunks of the section the dialog shows before and after the cited one

@@ -1,7 +1,7 @@
 """The retrieval service over HTTP: ``python -m ragstream serve`` (FastAPI, served by uvicorn).
 
     from ragstream import RAGPipeline
-    from ragstream.service.http import create_app
+    from ragstream.interfaces.service.http import create_app
     app = create_app(RAGPipeline(), token=None)     # any ASGI server can serve it
 
 Endpoints (the schema is at ``/openapi.json``):
@@ -11,7 +11,7 @@ Endpoints (the schema is at ``/openapi.json``):
 * ``POST /retrieve`` — ``RetrieveRequest`` → ``RAGContext`` (``RAGPipeline.retrieve``).
 * ``POST /ingest`` — a list of ``RuleDocument`` → ``IngestionResult`` (``RAGPipeline.ingest``).
 * ``GET /v1/models``, ``POST /v1/chat/completions`` — the knowledge bases as OpenAI-compatible
-  models (``ragstream.service.openai_compat``), errors in OpenAI's shape.
+  models (``ragstream.interfaces.service.openai_compat``), errors in OpenAI's shape.
 * ``POST /answer`` — ``AnswerRequest`` → Server-Sent Events (seed 003, "Stream to Frontend"):
   ``token`` events as the answer streams, one ``citation`` event per valid citation, then
   ``done``; ``error`` if the answer fails once streaming has begun. The stages run before the
@@ -23,7 +23,7 @@ Endpoints (the schema is at ``/openapi.json``):
 Every error is JSON ``{"error": kind, "message": text}`` with the status of ``STATUS_BY_ERROR``
 (422 for a bad query or request body, 503 store unreachable, 504 retrieval timeout, 500 for
 any other RAGstream error), 401 for a missing or wrong bearer token, 403 for a token without
-the scope or the knowledge base (``ragstream.service.auth``), 413 for a body over the limit;
+the scope or the knowledge base (``ragstream.interfaces.service.auth``), 413 for a body over the limit;
 under ``/v1/`` every error (these, 404 and validation errors too) has OpenAI's shape instead.
 With tokens, every path but ``/health`` needs ``Authorization: Bearer <token>``: ``WRITE``
 routes the ``write`` scope, the others ``read``; a token limited to knowledge bases is refused
@@ -91,7 +91,7 @@ from ragstream.common.errors import (
     RetrievalTimeoutError,
     VectorDBUnavailableError,
 )
-from ragstream.service.auth import (
+from ragstream.interfaces.service.auth import (
     OPEN,
     Failures,
     ForbiddenError,
@@ -100,11 +100,11 @@ from ragstream.service.auth import (
     client_address,
     require_token_off_loopback,
 )
-from ragstream.service.contract import IngestionResult, RAGContext, RuleDocument
+from ragstream.interfaces.service.contract import IngestionResult, RAGContext, RuleDocument
 from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -324,7 +324,7 @@ def read_as(sp: SuperPrompt) -> str:
 
 def empty_message(kb: str) -> str:
     """What ``/health`` and ``serve`` say of an empty knowledge base."""
-    from ragstream.service.api import fill_hint
+    from ragstream.interfaces.service.api import fill_hint
 
     return (f"The knowledge base {kb!r} is empty (0 chunks): every question will find nothing. "
             f"{fill_hint(kb)[0].upper()}{fill_hint(kb)[1:]}; the service answers from it at once.")
@@ -361,7 +361,7 @@ def grant_of(request: Request) -> Grant:
 def _refusal(status: int, kind: str, message: str, openai_shape: bool,
              headers: dict[str, str] | None = None) -> JSONResponse:
     if openai_shape:
-        from ragstream.service import openai_compat
+        from ragstream.interfaces.service import openai_compat
 
         response = openai_compat.error_response(status, message, kind)
         response.headers.update(headers or {})
@@ -640,7 +640,7 @@ def create_app(pipeline: RAGPipeline, token: str | None = None, *,
     ``tokens`` (``auth.Tokens.load``: scopes and knowledge bases); none: no token needed.
     ``failures``: where failed attempts are counted (a new ``auth.Failures`` by default)."""
     from ragstream import __version__
-    from ragstream.service import openai_compat
+    from ragstream.interfaces.service import openai_compat
 
     engine = pipeline.engine
     accepted = tokens_of(token, tokens)
@@ -845,7 +845,7 @@ def app_factory() -> FastAPI:
     (``warm_pipeline``). A store that cannot be
     reached now is a warning: /health says so and the worker answers once it is back. The
     tokens come from ``worker_tokens``."""
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
     engine = Engine()

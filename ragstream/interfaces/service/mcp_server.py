@@ -30,7 +30,7 @@ send (with an example from the knowledge base asked). **A chunk's id** is ``chun
 ``chunk_ref`` repeats it (its older name) and ``get_chunk`` takes either.
 
 **Tokens** (``--http``): every request needs ``Authorization: Bearer <token>``
-(``ragstream.service.auth``: the HTTP service's tokens, failed attempts counted and slowed);
+(``ragstream.interfaces.service.auth``: the HTTP service's tokens, failed attempts counted and slowed);
 the tools that read need the ``read`` scope, ``ingest`` the ``write`` scope, and a token
 limited to knowledge bases is refused on another (a tool error naming the token and what it
 lacks) and lists only its own. Over stdio there is no token: the client started the process.
@@ -51,7 +51,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.common.errors import RagstreamError
-from ragstream.service.auth import (
+from ragstream.interfaces.service.auth import (
     OPEN,
     Failures,
     ForbiddenError,
@@ -63,7 +63,7 @@ from ragstream.service.auth import (
 from ragstream.state.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False,
     """The MCP server over ``pipeline``'s knowledge bases; ``tokens``: what its tools allow the
     token of each HTTP request (none: everything, as over stdio)."""
     from ragstream import __version__
-    from ragstream.service.api import example_topic
+    from ragstream.interfaces.service.api import example_topic
 
     engine = pipeline.engine
     mcp = MCPServer("ragstream", title="RAGstream", instructions=INSTRUCTIONS, version=__version__)
@@ -227,8 +227,8 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False,
         redirect all http traffic to https in .htaccess instead?"; "" when the question stands
         on its own), and that reading is searched and answered. Slower than search: it runs
         the whole pipeline."""
-        from ragstream.service.http import read_as
-        from ragstream.service.openai_compat import keep_run
+        from ragstream.interfaces.service.http import read_as
+        from ragstream.interfaces.service.openai_compat import keep_run
         from ragstream.state.super_prompt import ConversationTurn
 
         allowed(ctx, "read", kb, "answer")
@@ -388,7 +388,7 @@ def http_app(pipeline: RAGPipeline, token: str | None = None, allow_ingest: bool
              tokens: Tokens | None = None, failures: Failures | None = None) -> Any:
     """The streamable HTTP app (at ``HTTP_PATH``), behind the bearer tokens when there are
     any (``token``: one full token; ``tokens``: ``auth.Tokens.load``)."""
-    from ragstream.service.http import tokens_of
+    from ragstream.interfaces.service.http import tokens_of
 
     accepted = tokens_of(token, tokens)
     server = build_server(pipeline, allow_ingest, accepted)
@@ -407,7 +407,7 @@ def serve_http(pipeline: RAGPipeline, host: str, port: int, token: str | None = 
     session manager); off loopback only with a token (``auth.require_token_off_loopback``)."""
     import uvicorn
 
-    from ragstream.service.http import tokens_of
+    from ragstream.interfaces.service.http import tokens_of
 
     accepted = tokens_of(token, tokens)
     require_token_off_loopback(host, accepted, "mcp --http")

@@ -1,12 +1,12 @@
 """The retrieval service: ``api`` (``RAGPipeline``, RAGstream as another program's retrieval
 back end), ``contract`` (the request and result models) and ``http`` (the FastAPI app behind
 ``python -m ragstream serve``). Nothing heavy is imported here: FastAPI and uvicorn come with
-``ragstream.service.http``, the engine and the vector store with ``RAGPipeline``."""
+``ragstream.interfaces.service.http``, the engine and the vector store with ``RAGPipeline``."""
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstream.service.api import RAGPipeline
+    from ragstream.interfaces.service.api import RAGPipeline
 
 __all__ = ["RAGPipeline"]
 
@@ -14,7 +14,7 @@ __all__ = ["RAGPipeline"]
 def __getattr__(name: str) -> Any:
     """``RAGPipeline`` is imported when first asked for."""
     if name == "RAGPipeline":
-        from ragstream.service.api import RAGPipeline
+        from ragstream.interfaces.service.api import RAGPipeline
 
         return RAGPipeline
     raise AttributeError(f"module 'ragstream.service' has no attribute {name!r}")

@@ -28,6 +28,8 @@ from ragstream.common.errors import (
     StaleResultError,
     UploadNameError,
 )
+from ragstream.interfaces.ui import runs_tab
+from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.formats import CONVERTED_SUFFIXES
 from ragstream.knowledge.ingest.ingestor import decode_text, ingest_path, refused, stored_documents
 from ragstream.stages import controller
@@ -35,8 +37,6 @@ from ragstream.stages.staleness import Stale, kb_fingerprint
 from ragstream.state import edits as edits_of
 from ragstream.state.records import Edit, short_text
 from ragstream.state.super_prompt import Filters, SuperPrompt, View
-from ragstream.ui import runs_tab
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 from ragstream.workbench.replay import Decision, Replayed, ReplayError, call_digest
 
@@ -1018,7 +1018,7 @@ def run_eval(engine: Engine, st_state: S.SessionState, path: str, limit: int | N
     differ) and keep the outcome in ``EVAL_RESULT`` — or ``{"error": (kind, message)}``: a bad
     question file names its problem, and the page goes on."""
     from ragstream.backends.services import build_services
-    from ragstream.ui import eval_tab
+    from ragstream.interfaces.ui import eval_tab
 
     def services_for(cfg: AppConfig):
         services = build_services(cfg)
@@ -1100,7 +1100,7 @@ def chunk_action(engine: Engine, st_state: S.SessionState, chunk_id: str, action
         seen = seen_state(st_state)
         return _edit(engine, st_state, lambda sp: engine.add_chunk(sp, chunk_id, seen=seen),
                      f"Added {chunk_id}, pinned.")
-    from ragstream.ui.editing import ChunkChange
+    from ragstream.interfaces.ui.editing import ChunkChange
 
     return change_chunks(engine, st_state, [ChunkChange(chunk_id, action)])
 
@@ -1183,7 +1183,7 @@ def replay_send(engine: Engine, st_state: S.SessionState, agent: str, index: int
     them, and keep the reply and the decision it would make (``REPLAY``). No endpoint, or a
     call the stage would not make now, sets ``ERROR``; the endpoint's own failure is shown as
     the reply's error."""
-    from ragstream.ui import inspector
+    from ragstream.interfaces.ui import inspector
 
     st_state[S.ERROR] = None
     sp = st_state[S.SP]

@@ -3,7 +3,7 @@ base and server, its models shared with the default's), switching between them, 
 renaming and deleting one, and the line that says which one the results came from.
 
 Every action takes the session state and turns a ``RagstreamError`` into a message under
-``ERROR``, as ``ragstream.ui.actions`` does; the page then goes on.
+``ERROR``, as ``ragstream.interfaces.ui.actions`` does; the page then goes on.
 
 Creating a knowledge base from a folder, "Ingest folder" and an upload run as background jobs
 (``ragstream.knowledge.ingest.jobs.REGISTRY``, one per process, so a reload finds them): the knowledge
@@ -25,12 +25,12 @@ from typing import Any
 
 from ragstream.backends.lock import ingest_busy
 from ragstream.common.errors import IngestError, KnowledgeBaseError, RagstreamError
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.bases import DEFAULT
 from ragstream.knowledge.ingest.ingestor import IngestReport, ingest_path
 from ragstream.knowledge.ingest.jobs import REGISTRY, IngestJob, JobProgress, clock
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui import actions
-from ragstream.ui import state as S
 from ragstream.workbench.engine import Engine
 
 #: the session's background jobs: those it saw running, those whose outcome it has shown, and

@@ -11,7 +11,7 @@ and the new reply with the decision it would make (``replay_view``: the raw repl
 reply or the error, the probabilities, the decision's lines and the "Apply to <stage>" button's
 label and whether it can be pressed). Without an endpoint the tab says so
 (``REPLAY_NEEDS_ENDPOINT``) and offers no send button. The page only draws what these return;
-the session state is handled in ``ragstream.ui.actions`` (``replay_send``, ``replay_apply``).
+the session state is handled in ``ragstream.interfaces.ui.actions`` (``replay_send``, ``replay_apply``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.agents.trace import cut_marker
+from ragstream.interfaces.ui.views import TABLE_WIDTH, plain_names, stage_label
 from ragstream.stages import controller
 from ragstream.state.records import AgentCall, SentMessage
 from ragstream.state.super_prompt import SuperPrompt
-from ragstream.ui.views import TABLE_WIDTH, plain_names, stage_label
 from ragstream.workbench.replay import NEEDS_ENDPOINT, Decision, Replayed, call_digest
 
 #: what the tab says when no agent has called the model, by whether an endpoint is configured

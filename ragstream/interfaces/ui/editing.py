@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.common.config import AppConfig
+from ragstream.interfaces.ui.views import plain_names, stage_label, stale_line
 from ragstream.stages import controller
 from ragstream.stages.staleness import Stale
 from ragstream.state import edits
 from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, Judgment, short_text
 from ragstream.state.super_prompt import SuperPrompt, View
-from ragstream.ui.views import plain_names, stage_label, stale_line
 
 #: the fields table's columns, in order, and the fixed widths of some (the others share what is
 #: left of the chunk tables' width, each cell whole or cut with "…": the choices are listed

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragstream.common.errors import RagstreamError
+from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import state as S
 from ragstream.state.render import strip_citations
 from ragstream.state.super_prompt import ConversationTurn
-from ragstream.ui import actions
-from ragstream.ui import state as S
 from ragstream.workbench.conversations import ConversationInfo, Turn, check_name, new_name
 from ragstream.workbench.engine import Engine
 
