@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ragstream.common.config import load_config
 from ragstream.measure import scale
-from ragstream.measure.bench import SCIFACT_DIR
+from ragstream.measure.harness import SCIFACT_DIR
 from ragstream.stages import retrieval
 from ragstream.workbench.engine import Engine
 

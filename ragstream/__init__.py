@@ -8,7 +8,7 @@ from ragstream.state.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
 from ragstream.workbench.engine import Engine
 
 if TYPE_CHECKING:
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
 
 __all__ = ["AppConfig", "Chunk", "Engine", "Filters", "RAGPipeline", "RagstreamError", "SuperPrompt",
            "ViewRow", "load_config"]
@@ -18,7 +18,7 @@ __version__ = "0.9.0"
 def __getattr__(name: str) -> Any:
     """``RAGPipeline`` is imported when first asked for (the CLI and the page do not need it)."""
     if name == "RAGPipeline":
-        from ragstream.interfaces.service.api import RAGPipeline
+        from ragstream.workbench.api import RAGPipeline
 
         return RAGPipeline
     raise AttributeError(f"module 'ragstream' has no attribute {name!r}")

@@ -141,8 +141,8 @@ def test_the_openai_route_answers_and_reads_a_follow_up_from_the_earlier_message
     follow-up with the earlier messages, read with them and answered with the rewrite rule."""
     import openai
 
-    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.interfaces.service.http import create_app
+    from ragstream.workbench.api import RAGPipeline
     from tests.test_service import serving
 
     with serving(create_app(RAGPipeline(apache), token=None)) as url:

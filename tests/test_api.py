@@ -268,7 +268,7 @@ def test_a_pdf_sent_in_base64_is_converted_and_its_chunks_carry_their_page(tmp_p
 
     from pydantic import ValidationError
 
-    from ragstream.interfaces.service.contract import RuleDocument
+    from ragstream.workbench.contract import RuleDocument
 
     rag = pipeline_over(RULES_KB, tmp_path / "index", embedder)
     pdf = (Path(__file__).parents[1] / "benchmarks" / "formats" / "kb-pdf" / "faq.pdf").read_bytes()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ragstream.common.config import PROJECT_ROOT
-from ragstream.measure import bench, scale
+from ragstream.measure import bench, harness, scale
 
 N = 1_000
 LABEL = "1k"
@@ -36,10 +36,10 @@ def positive(x) -> bool:
 
 @pytest.fixture(scope="module")
 def docs():
-    if not (bench.SCIFACT_DIR / "corpus.jsonl").is_file():
-        pytest.skip(f"the SciFact data set is not at {bench.SCIFACT_DIR} (shared/ beside the "
+    if not (harness.SCIFACT_DIR / "corpus.jsonl").is_file():
+        pytest.skip(f"the SciFact data set is not at {harness.SCIFACT_DIR} (shared/ beside the "
                     f"checkout, or RAGSTREAM_BENCH_SCIFACT)")
-    return [d for d in bench.load_scifact(0).docs if d.text.strip()]
+    return [d for d in harness.load_scifact(0).docs if d.text.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -131,9 +131,9 @@ def test_a_stopped_build_resumes_where_it_stopped(docs, tmp_path, monkeypatch, e
 BUILDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from ragstream.measure import bench, scale
+    from ragstream.measure import bench, harness, scale
     scale.DOCS_PER_WRITE = 2
-    docs = [d for d in bench.load_scifact(0).docs if d.text.strip()]
+    docs = [d for d in harness.load_scifact(0).docs if d.text.strip()]
     def tick(_phase, done, _total):
         print("done", done, flush=True)
         time.sleep(0.05)
@@ -163,7 +163,7 @@ def test_a_signal_stops_the_build_between_two_writes_and_it_resumes(docs, tmp_pa
     assert 4 <= done < 40 and done % 2 == 0
     from ragstream.backends.services import open_store
 
-    store = open_store(bench.bench_config(folder / "index"))
+    store = open_store(harness.bench_config(folder / "index"))
     try:  # readable, and holding exactly the documents written
         assert store.count() == done * scale.CHUNKS_PER_DOC
     finally:
@@ -186,7 +186,7 @@ def test_a_change_by_another_process_is_seen_by_the_serving_process(measured):
 def test_the_cached_store_is_left_as_built(scale_run, cache, built):
     from ragstream.backends.services import open_store
 
-    store = open_store(bench.bench_config(scale.size_folder(cache, N) / "index"))
+    store = open_store(harness.bench_config(scale.size_folder(cache, N) / "index"))
     try:
         docs = list(store.keyword_engine.documents())
         assert sum(d.startswith(scale.ROOT + "/") for d in docs) == N // scale.CHUNKS_PER_DOC
@@ -232,7 +232,7 @@ def test_scale_targets_json_and_report(scale_run):
     assert "opt-in" in nm["note"] and positive(nm["estimated_build_s"])
     report = scale.format_scale_report(result)
     e = result["sizes"][LABEL]
-    assert bench.fmt(e["retrieval"]["p95_ms"]) in report and "SYNTHETIC" in report
+    assert harness.fmt(e["retrieval"]["p95_ms"]) in report and "SYNTHETIC" in report
     assert nm["note"] in report
     assert report.count("[   met]") + report.count("[MISSED]") + report.count("[   n/a]") \
         == len(result["targets"])
@@ -326,12 +326,12 @@ def test_targets_cover_every_goal(result):
 def test_report_mentions_every_figure(result, report):
     for key in ("ingest_words_per_s", "encode_words_per_s", "pipeline_p50_ms",
                 "pipeline_p95_ms", "api_retrieve_p50_ms", "api_retrieve_p95_ms", "peak_rss_mb"):
-        assert bench.fmt(result[key]) in report, key
-    assert bench.fmt(result["cold_run_s"], 2) in report
-    assert bench.fmt(result["ingest_vs_encode"], 3) in report
+        assert harness.fmt(result[key]) in report, key
+    assert harness.fmt(result["cold_run_s"], 2) in report
+    assert harness.fmt(result["ingest_vs_encode"], 3) in report
     for key in MAPS:
         for label, value in result[key].items():
-            assert bench.fmt(value) in report, (key, label)
+            assert harness.fmt(value) in report, (key, label)
             assert label in report
     for label, e in result["retrieval"].items():
         assert f"{label}: " in report and e["data"] in report

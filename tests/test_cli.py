@@ -119,7 +119,7 @@ def rules_index(tmp_path_factory, embedder) -> Path:
 
 
 def test_retrieve_prints_the_rag_context_as_json_or_a_table(rules_index):
-    from ragstream.interfaces.service.contract import RAGContext
+    from ragstream.workbench.contract import RAGContext
 
     out = cli("retrieve", "What can I do during movement?", "--json", "--no-sync", "--max-chunks", "4",
               "--min-relevance", "0", "--context-key", "chan:user", index_dir=rules_index)

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from ragstream.common.errors import ConversationKnowledgeBaseError
 from ragstream.interfaces import cli
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
 from ragstream.state import edits
 from ragstream.state.super_prompt import View
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.conversations import Conversations, chunk_id
 from ragstream.workbench.engine import Engine
 from ragstream.workbench.qa_log import MIGRATIONS, migrate

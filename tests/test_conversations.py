@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from ragstream.common.errors import ConversationError, ConversationNotFoundError
 from ragstream.interfaces import cli
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
 from ragstream.state.super_prompt import View
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.conversations import Conversations, chunk_id, is_conversation_chunk
 from ragstream.workbench.engine import Engine
 from ragstream.workbench.qa_log import MIGRATIONS

@@ -23,8 +23,8 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.engine import Engine
 from tests.conftest import docs_engine
 from tests.test_service import answer_events, serving

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from ragstream.common.errors import KnowledgeBaseError, KnowledgeBaseNotFoundError
 from ragstream.interfaces import cli
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
 from ragstream.knowledge.bases import DEFAULT, KnowledgeBases
 from ragstream.state.super_prompt import View
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.engine import Engine
 from tests.conftest import three_article_engine
 from tests.test_service import serving

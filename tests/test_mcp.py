@@ -178,8 +178,8 @@ def test_over_http_behind_the_token_with_ingest_when_asked_for(http_server):
 
 def test_the_engine_down_is_a_tool_error_naming_what_to_start(tmp_path, embedder):
     """Not an empty result that would read as "nothing found"."""
-    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.interfaces.service.mcp_server import build_server
+    from ragstream.workbench.api import RAGPipeline
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     engine = Engine(make_config(tmp_path / "index", RAGSTREAM_CHROMA_URL=url))

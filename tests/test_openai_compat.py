@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
 from ragstream.interfaces.service.openai_compat import SOURCES_HEADER
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.engine import Engine
 from tests.conftest import make_config, rules_and_notes_engine
 from tests.fake_openai import FakeOpenAI, Reply

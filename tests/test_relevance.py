@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ragstream.answering.relevance import relevance_terms
 from ragstream.backends.keyword_index import KeywordIndex
-from ragstream.interfaces.service.api import RAGPipeline
+from ragstream.workbench.api import RAGPipeline
 
 BOATS = ("# Harbour notes\n\nAt spring tide the harbour master sends every boat to the outer "
          "basin: boats moor at pier nine until the water falls again.\n")

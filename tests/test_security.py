@@ -26,9 +26,9 @@ from streamlit.testing.v1 import AppTest
 
 from ragstream.backends.llm import build_llm
 from ragstream.interfaces import cli
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.ui import state as S
 from ragstream.state.super_prompt import SuperPrompt
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.engine import Engine
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI, Reply

@@ -22,9 +22,7 @@ import pytest
 import uvicorn
 
 import ragstream
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.auth import Failures
-from ragstream.interfaces.service.contract import IngestionResult, RAGContext
 from ragstream.interfaces.service.http import (
     MAX_BODY_BYTES,
     AnswerRequest,
@@ -34,6 +32,8 @@ from ragstream.interfaces.service.http import (
     create_app,
 )
 from ragstream.state.super_prompt import ConversationTurn
+from ragstream.workbench.api import RAGPipeline
+from ragstream.workbench.contract import IngestionResult, RAGContext
 from ragstream.workbench.engine import Engine
 from tests.conftest import make_config
 from tests.fake_openai import FakeOpenAI, Reply

@@ -24,9 +24,9 @@ import httpx
 import openai
 import pytest
 
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.auth import Failures, Tokens, TokensFileError, is_loopback
 from ragstream.interfaces.service.http import create_app
+from ragstream.workbench.api import RAGPipeline
 from ragstream.workbench.engine import Engine
 from tests.conftest import KB, ROOT, make_config, rules_and_notes_engine
 from tests.servers import free_port

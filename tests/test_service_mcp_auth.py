@@ -25,9 +25,9 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.auth import Failures, Tokens
 from ragstream.interfaces.service.mcp_server import HTTP_PATH, http_app
+from ragstream.workbench.api import RAGPipeline
 from tests.conftest import KB, rules_and_notes_engine
 
 ADMIN = "mcp-admin-token-51c0e9a7d2b8"

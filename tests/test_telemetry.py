@@ -112,8 +112,8 @@ def test_an_answer_over_http_joins_its_pass_trace_though_it_runs_in_another_thre
     import httpx
     import openai
 
-    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.interfaces.service.http import create_app
+    from ragstream.workbench.api import RAGPipeline
     from tests.test_service import serving
 
     exporter = InMemorySpanExporter()

@@ -606,7 +606,7 @@ def _print_answer_footer(ans, kb: str = "default") -> None:
 def retrieve(query: str, context_key: str, max_chunks: int | None, min_relevance: float | None,
              filters: Filters, as_json: bool, no_sync: bool, kb: str | None) -> None:
     """Retrieve for ``query`` with ``RAGPipeline`` and print a table or the JSON."""
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
 
     try:
         engine = _engine(kb)
@@ -660,10 +660,10 @@ def serve(host: str, port: int, token_env: str, tokens_file: str | None, workers
     loopback only with a token; an empty knowledge base is named with the command that fills it."""
     import os
 
-    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.interfaces.service.auth import TOKENS_FILE_ENV, require_token_off_loopback
     from ragstream.interfaces.service.http import serve as run_service
     from ragstream.interfaces.service.http import serve_workers
+    from ragstream.workbench.api import RAGPipeline
 
     tokens = _tokens(token_env, tokens_file)
     try:
@@ -735,8 +735,8 @@ def mcp(over_http: bool, host: str, port: int, token_env: str, tokens_file: str 
     interrupted (--http; off loopback only with a token). On stdio, stdout is the protocol's:
     everything else goes to stderr."""
     from ragstream.interfaces.service import mcp_server
-    from ragstream.interfaces.service.api import RAGPipeline
     from ragstream.interfaces.service.auth import Tokens, require_token_off_loopback
+    from ragstream.workbench.api import RAGPipeline
 
     tokens = _tokens(token_env, tokens_file) if over_http else Tokens()
     if over_http:
@@ -871,7 +871,7 @@ def load(clients: int, seconds: float, workers: str, chunks: tuple[int, ...], ch
     """Run the load test and print the report or JSON (optionally also to a file)."""
     from pathlib import Path
 
-    from ragstream.measure.bench import SCIFACT_DIR
+    from ragstream.measure.harness import SCIFACT_DIR
     from ragstream.measure.load import format_report, run_load
 
     try:

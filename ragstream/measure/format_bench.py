@@ -41,7 +41,7 @@ def _convert_all(files: list[tuple[str, bytes]]) -> tuple[float, int]:
 def _ingest_markdown_s() -> tuple[float, int]:
     """Seconds to ingest the bundled Markdown knowledge base into a fresh temp index, encoder
     loaded first; and the words of its chunks."""
-    from ragstream.measure.bench import bench_config
+    from ragstream.measure.harness import bench_config
     from ragstream.workbench.engine import Engine
 
     with tempfile.TemporaryDirectory(prefix="ragstream-formats-") as tmp:

@@ -318,10 +318,10 @@ def synthetic_store(n_chunks: int, data: Path, progress: Progress | None = None,
     SciFact abstracts, synthetic vectors, written through ``open_store`` →
     ``LocalEngine.replace_documents``), built once and reused from ``cache`` (default
     ``scale.cache_root()``): its index folder and its manifest."""
-    from ragstream.measure import bench, scale
+    from ragstream.measure import harness, scale
 
     folder = scale.size_folder(Path(cache) if cache else scale.cache_root(), n_chunks)
-    docs = bench.load_scifact(0, Path(data)).docs
+    docs = harness.load_scifact(0, Path(data)).docs
     manifest = scale.build_store(n_chunks, folder, docs, SYNTHETIC_DIM, progress, size_label(n_chunks))
     return folder / "index", manifest
 
@@ -513,9 +513,9 @@ def run_load(chunks: Sequence[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIE
     ``workers``; ``data``: the SciFact folder (its claims are the queries; its abstracts the
     synthetic texts); ``chroma_url``: a Chroma server to keep the vectors in instead of the
     embedded store. A JSON-ready dict."""
-    from ragstream.measure import bench
+    from ragstream.measure import harness
 
-    data = Path(data) if data is not None else bench.SCIFACT_DIR
+    data = Path(data) if data is not None else harness.SCIFACT_DIR
     chunks = tuple(chunks)
     workers = tuple(workers)
     if clients < 1 or seconds <= 0 or not workers or min(workers) < 1 or (chunks and min(chunks) < 1):
@@ -527,11 +527,11 @@ def run_load(chunks: Sequence[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIE
                          "without chroma_url")
     queries = read_queries(data)  # first: a missing data set fails before any work
     started = time.perf_counter()
-    meter = bench._CpuMeter()
+    meter = harness._CpuMeter()
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
-        "machine": {**bench.machine_info(), "load_avg_start": bench.load_average()},
+        "machine": {**harness.machine_info(), "load_avg_start": harness.load_average()},
         "clients": clients, "seconds": seconds, "workers": list(workers),
         "store_mode": "http" if chroma_url else "persistent", "chroma_url": chroma_url,
         "queries_available": len(queries),
@@ -579,7 +579,7 @@ def run_load(chunks: Sequence[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIE
             _drop_collections(chroma_url, ["ragstream_load_kb"])
         shutil.rmtree(work, ignore_errors=True)
     busy = meter.others_cores()
-    result["machine"].update(load_avg_end=bench.load_average(), other_processes_cpu_cores=busy)
+    result["machine"].update(load_avg_end=harness.load_average(), other_processes_cpu_cores=busy)
     result["pass"] = all(e["pass"] for e in result["knowledge_bases"].values())
     result["wall_s"] = round(time.perf_counter() - started, 1)
     return result

@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from ragstream.common.config import PROJECT_ROOT
-from ragstream.measure.bench import (
+from ragstream.measure.harness import (
     SCIFACT_DIR,
     Abstract,
     _CpuMeter,

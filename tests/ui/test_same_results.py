@@ -16,11 +16,11 @@ import openai
 import pytest
 from mcp import Client
 
-from ragstream.interfaces.service.api import RAGPipeline
 from ragstream.interfaces.service.http import create_app
 from ragstream.interfaces.service.mcp_server import build_server
 from ragstream.interfaces.service.openai_compat import SOURCES_HEADER
 from ragstream.interfaces.ui import state as S
+from ragstream.workbench.api import RAGPipeline
 from tests.conftest import ROOT
 from tests.test_service import serving
 from tests.ui.tabs import fresh, sp

@@ -6,7 +6,7 @@ back end), ``contract`` (the request and result models) and ``http`` (the FastAP
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
 
 __all__ = ["RAGPipeline"]
 
@@ -14,7 +14,7 @@ __all__ = ["RAGPipeline"]
 def __getattr__(name: str) -> Any:
     """``RAGPipeline`` is imported when first asked for."""
     if name == "RAGPipeline":
-        from ragstream.interfaces.service.api import RAGPipeline
+        from ragstream.workbench.api import RAGPipeline
 
         return RAGPipeline
     raise AttributeError(f"module 'ragstream.service' has no attribute {name!r}")

@@ -92,7 +92,6 @@ from ragstream.common.errors import (
     VectorDBUnavailableError,
 )
 from ragstream.interfaces.service.auth import (
-    OPEN,
     Failures,
     ForbiddenError,
     Grant,
@@ -100,11 +99,12 @@ from ragstream.interfaces.service.auth import (
     client_address,
     require_token_off_loopback,
 )
-from ragstream.interfaces.service.contract import IngestionResult, RAGContext, RuleDocument
-from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, Filters, SuperPrompt
+from ragstream.interfaces.service.streaming import GRANT_KEY, answer_stream, grant_of, read_as
+from ragstream.state.super_prompt import Citation, ConversationTurn, Filters, SuperPrompt
+from ragstream.workbench.contract import IngestionResult, RAGContext, RuleDocument
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -135,8 +135,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 #: (method, path or path prefix ending in '/') of the routes that need the write scope
 WRITE: tuple[tuple[str, str], ...] = (("POST", "/ingest"), ("POST", "/kb"), ("PATCH", "/kb/"),
                                       ("DELETE", "/kb/"), ("PUT", "/kb/"), ("POST", "/kb/"))
-#: where the guard keeps a request's grant in the ASGI scope's state
-GRANT_KEY = "ragstream_grant"
+
 #: the response header naming the worker process (its pid) that answered
 WORKER_HEADER = "X-RAGstream-Worker"
 #: set by ``serve_workers`` for its workers: the name of the variable holding the bearer token
@@ -315,16 +314,9 @@ class DoneEvent(BaseModel):
         "the conversation's remembered turns the answer cites, in words ('' when it cites none)"))
 
 
-def read_as(sp: SuperPrompt) -> str:
-    """The follow-up's standalone reading A0 made with the conversation (``extras.reading``),
-    the question retrieval and the answer used; "" when the prompt stands on its own."""
-    reading = sp.extras.reading
-    return reading.text if reading is not None else ""
-
-
 def empty_message(kb: str) -> str:
     """What ``/health`` and ``serve`` say of an empty knowledge base."""
-    from ragstream.interfaces.service.api import fill_hint
+    from ragstream.workbench.api import fill_hint
 
     return (f"The knowledge base {kb!r} is empty (0 chunks): every question will find nothing. "
             f"{fill_hint(kb)[0].upper()}{fill_hint(kb)[1:]}; the service answers from it at once.")
@@ -349,13 +341,6 @@ def needed_scope(method: str, path: str) -> str:
         if method == m and (path == p or (p.endswith("/") and path.startswith(p))):
             return "write"
     return "read"
-
-
-def grant_of(request: Request) -> Grant:
-    """The grant the guard found for ``request`` (``auth.OPEN`` when the service has no token)."""
-    state = request.scope.get("state") or {}
-    grant = state.get(GRANT_KEY) if isinstance(state, dict) else None
-    return grant if isinstance(grant, Grant) else OPEN
 
 
 def _refusal(status: int, kind: str, message: str, openai_shape: bool,
@@ -478,10 +463,6 @@ class _WorkerHeader:
 # --------------------------------------------------------------------------- the answer stream
 
 
-class _Abandoned(Exception):
-    """Raised in ``on_token`` once the client has gone: it stops the answer."""
-
-
 def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data, ensure_ascii=False)
     return f"event: {event}\ndata: {payload}\n\n"
@@ -492,71 +473,6 @@ def _citation(c: Citation, sp: SuperPrompt) -> CitationEvent:
     return CitationEvent(n=c.n, chunk_id=c.chunk_id, chunk_ref=c.chunk_id,
                          source=(chunk.source_name if chunk else "") or c.source, path=c.source,
                          section=c.section, title=c.title, label=c.label, page=c.page)
-
-
-def _log_incomplete(engine: Engine, sp: SuperPrompt, text: str, pieces: int, started: float) -> None:
-    """Record an answer the client walked away from: the text it was sent, marked incomplete."""
-    mode: Literal["llm", "extractive"] = "llm" if engine.services.llm is not None else "extractive"
-    partial = Answer(text=text, mode=mode,
-                     mode_reason=f"stopped after {pieces} streamed pieces: the client disconnected",
-                     error="the client disconnected before the answer ended",
-                     latency_ms=round((time.perf_counter() - started) * 1000.0, 1))
-    try:
-        row = engine.qa_log().record(sp, partial, incomplete=True)
-        log.info("answer stopped: the client disconnected after %d pieces (Q&A log row %d)", pieces, row)
-    except Exception as err:  # the log is a record, not a reason to fail
-        log.warning("answer stopped: the client disconnected; the Q&A log could not be written: %s", err)
-
-
-async def answer_stream(engine: Engine, sp: SuperPrompt, started: float,
-                        after: Callable[[SuperPrompt, Answer], None] | None = None
-                        ) -> AsyncIterator[tuple[str, Any]]:
-    """One answer as it is made: ``("token", piece)`` for each piece, then ``("done", (sp,
-    answer))`` or ``("error", exception)``. ``Engine.answer`` runs in a worker thread whose
-    pieces reach this coroutine through an asyncio queue; leaving early makes its next piece
-    raise (the answer stops, and is logged incomplete). ``after(sp, answer)`` runs in that
-    thread once the answer is made (keeping the run)."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    gone = threading.Event()
-    sent: list[str] = []
-
-    def put(item: tuple[str, Any]) -> None:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-        except RuntimeError:  # the event loop is closed: the server stopped
-            gone.set()
-
-    def on_token(piece: str) -> None:
-        if gone.is_set():
-            raise _Abandoned
-        sent.append(piece)
-        put(("token", piece))
-
-    def work() -> None:
-        try:
-            out_sp, ans = engine.answer(sp, on_token=on_token)
-            if after is not None:
-                after(out_sp, ans)
-            put(("done", (out_sp, ans)))
-        except _Abandoned:  # the answer closed the model's stream on its way out
-            _log_incomplete(engine, sp, "".join(sent), len(sent), started)
-        except BaseException as exc:  # handed to the stream
-            put(("error", exc))
-
-    worker = threading.Thread(target=work, name="ragstream-answer", daemon=True)
-    finished = False
-    try:
-        worker.start()
-        while True:
-            kind, value = await queue.get()
-            finished = kind != "token"
-            yield kind, value
-            if finished:
-                return
-    finally:
-        if not finished:
-            gone.set()  # the client left (or the server stops): the worker stops at its next piece
 
 
 async def _answer_events(engine: Engine, sp: SuperPrompt, context_key: str,
@@ -845,7 +761,7 @@ def app_factory() -> FastAPI:
     (``warm_pipeline``). A store that cannot be
     reached now is a warning: /health says so and the worker answers once it is back. The
     tokens come from ``worker_tokens``."""
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
     engine = Engine()

@@ -63,7 +63,7 @@ from ragstream.interfaces.service.auth import (
 from ragstream.state.super_prompt import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False,
     """The MCP server over ``pipeline``'s knowledge bases; ``tokens``: what its tools allow the
     token of each HTTP request (none: everything, as over stdio)."""
     from ragstream import __version__
-    from ragstream.interfaces.service.api import example_topic
+    from ragstream.workbench.api import example_topic
 
     engine = pipeline.engine
     mcp = MCPServer("ragstream", title="RAGstream", instructions=INSTRUCTIONS, version=__version__)
@@ -227,8 +227,8 @@ def build_server(pipeline: RAGPipeline, allow_ingest: bool = False,
         redirect all http traffic to https in .htaccess instead?"; "" when the question stands
         on its own), and that reading is searched and answered. Slower than search: it runs
         the whole pipeline."""
-        from ragstream.interfaces.service.http import read_as
         from ragstream.interfaces.service.openai_compat import keep_run
+        from ragstream.interfaces.service.streaming import read_as
         from ragstream.state.super_prompt import ConversationTurn
 
         allowed(ctx, "read", kb, "answer")

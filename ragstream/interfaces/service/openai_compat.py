@@ -69,7 +69,7 @@ from ragstream.common.errors import InvalidQueryError, RagstreamError
 from ragstream.state.super_prompt import Answer, Citation, ConversationTurn, SuperPrompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragstream.interfaces.service.api import RAGPipeline
+    from ragstream.workbench.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
 #: a model id is this and the knowledge base's name
@@ -180,7 +180,7 @@ def citations(ans: Answer) -> list[dict[str, Any]]:
 def details(engine: Engine, sp: SuperPrompt, ans: Answer, run_id: int | None) -> dict[str, Any]:
     """The ``ragstream`` field: the knowledge base, the answer's mode and confidence, the run."""
     qa = sp.extras.qa_log
-    from ragstream.interfaces.service.http import read_as
+    from ragstream.interfaces.service.streaming import read_as
 
     return {"kb": engine.kb, "mode": ans.mode, "confidence": ans.confidence,
             "confidence_reason": ans.confidence_reason,
@@ -215,7 +215,7 @@ def error_response(status: int, message: str, kind: str, code: str | None = None
 
 def add_routes(app: FastAPI, pipeline: RAGPipeline, secured: list) -> None:
     """``GET /v1/models`` and ``POST /v1/chat/completions`` on ``app``."""
-    from ragstream.interfaces.service.http import answer_stream, grant_of
+    from ragstream.interfaces.service.streaming import answer_stream, grant_of
 
     engine = pipeline.engine
 

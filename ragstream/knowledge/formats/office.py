@@ -56,7 +56,7 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.knowledge.formats import Converted, Limits
+from ragstream.knowledge.formats.converted import Converted, Limits
 from ragstream.knowledge.formats.markdown_out import (
     code_span,
     escape_line,

@@ -140,7 +140,7 @@ from ragstream.common.errors import (
     UnsafeFileError,
     UnsupportedFormatError,
 )
-from ragstream.knowledge.formats import PAGE_MARKER, Converted, Limits
+from ragstream.knowledge.formats.converted import PAGE_MARKER, Converted, Limits
 from ragstream.knowledge.formats.markdown_out import useful_title
 
 #: a page whose content streams decode to more bytes than this is left out (with a warning)

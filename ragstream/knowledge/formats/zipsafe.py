@@ -10,7 +10,7 @@ import zipfile
 import zlib
 
 from ragstream.common.errors import DamagedFileError, UnsafeFileError
-from ragstream.knowledge.formats import Limits
+from ragstream.knowledge.formats.converted import Limits
 
 
 def open_zip(name: str, data: bytes, limits: Limits) -> zipfile.ZipFile:

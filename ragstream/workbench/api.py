@@ -43,15 +43,15 @@ from cachetools import TTLCache
 from ragstream.answering.relevance import relevance, relevance_signals
 from ragstream.common.config import AppConfig
 from ragstream.common.errors import InvalidQueryError, RetrievalTimeoutError
-from ragstream.interfaces.service.contract import (
+from ragstream.state.render import rerank_query
+from ragstream.state.super_prompt import Chunk, Filters, View
+from ragstream.workbench.contract import (
     DocumentChunk,
     IngestionResult,
     RAGContext,
     RuleDocument,
     stable_uuid,
 )
-from ragstream.state.render import rerank_query
-from ragstream.state.super_prompt import Chunk, Filters, View
 from ragstream.workbench.engine import Engine
 
 #: results kept at most in the cache
