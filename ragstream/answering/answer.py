@@ -72,6 +72,12 @@ sentences cite a source), else Medium (``rate``). The reason names the evidence 
 
 ``qa_log.answer_and_log`` (the workbench's) is what the engine and the GUI call: answer, store
 it on a copy of the ``SuperPrompt`` and record the interaction in the QA log.
+
+It stays whole: its parts (the citation checks, the confidence, the extractive composition
+around the passage, the LLM answer and its fallback) read one answer's sentences with one
+scanner (``answer_sentences``) and one set of ``answer`` settings, and they run in one order
+for one ``Answer``; the passage itself (``passage``) and the answerability model
+(``answerability``) are apart because they read nothing of it.
 """
 
 from __future__ import annotations

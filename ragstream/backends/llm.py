@@ -41,6 +41,11 @@ does not have (``RAGSTREAM_LLM_MODEL``). Within one pass (``one_pass``: the cont
 run and its answer) the first such failure is remembered and every later call of the pass
 raises ``EndpointDownError`` at once, without a request; the next pass tries again. The
 client keeps the endpoint's last known state for the page (``status``, ``check``).
+
+It stays whole: it is the one room where RAGstream meets a model's endpoint (the rule:
+external systems behind small interfaces in one room), and its parts share one ``openai``
+client, one error vocabulary and one pass state, so a failing endpoint is said once per pass
+whoever calls it.
 """
 
 from __future__ import annotations

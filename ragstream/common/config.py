@@ -11,6 +11,10 @@ Files (all under ``config/``, or ``$RAGSTREAM_CONFIG_DIR``):
 An unknown key or a bad value raises ``ConfigError`` naming the file, the key and what is
 allowed. Environment variables override paths, the vector store URL, models and the LLM
 endpoint (``ENV_OVERRIDES`` lists them).
+
+It stays whole: it is one tree of pydantic models loaded and validated together (a setting's
+default, bounds and description next to the settings around it), read by every room; split,
+``load_config`` and the environment overrides would have to import every part back.
 """
 
 from __future__ import annotations

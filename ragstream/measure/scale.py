@@ -53,6 +53,11 @@ the store stays readable) resumes where it stopped on the next run (``progress.j
 Targets (issue 33): Retrieval p95 ≤ 50 ms at 100k; flat at every size: write to first seeing
 query ≤ 1 s; one-file ingest ≤ 1.5× a nothing-new ingest; first query after a change ≤ 2× warm;
 no process's peak memory grows by more than 10 % with a change.
+
+It stays whole: it is one benchmark, and the serving and writing processes it starts run its
+own functions (``_child_main``) on the store it built, so the parent's and the children's
+halves of each measurement sit side by side; what it shares with the other commands is in
+``harness``.
 """
 
 from __future__ import annotations

@@ -60,6 +60,10 @@ knowledge base, as the ingestion's lock ensures on one machine.
 **Processes.** A server is shared by any number of processes. Milvus Lite holds its ``.db``
 folder with an exclusive lock: a second process cannot open it (``VectorStoreError``), so
 several processes need a server.
+
+It stays whole: it is one engine (``MilvusEngine``, the ``SearchEngine`` interface on Milvus)
+and its filter language; split, the translation of a filter would live apart from the only
+collection it is written for.
 """
 
 from __future__ import annotations

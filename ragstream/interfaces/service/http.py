@@ -55,6 +55,10 @@ configuration's ``RAGSTREAM_*`` variables, and ``WORKER_TOKEN_ENV``, the *name* 
 variable that holds the bearer token (never the token itself). SIGINT/SIGTERM to the parent
 stop every worker gracefully (requests under way finish); a worker that dies is replaced.
 Every response names the process that made it in ``X-RAGstream-Worker`` (its pid).
+
+It stays whole: it is one FastAPI app (its routes, their request and event models, the token
+guard and the worker processes that serve it); what the OpenAI-compatible route and the MCP
+server share with it is in ``streaming``.
 """
 
 from __future__ import annotations

@@ -34,6 +34,10 @@ PPTX
     resolved through the shape, layout and master list styles), tables as pipe tables, speaker
     notes as a paragraph starting "Notes:" at the end of the slide's section (so the notes stay
     in the slide's chunk). ``Converted.pages`` holds each slide section's offset and number.
+
+It stays whole: DOCX and PPTX are both Office Open XML, and their converters share the
+package's safe reading (zip bounds, relationships, numbering and styles, tables, hyperlinks)
+that is most of this file.
 """
 
 from __future__ import annotations

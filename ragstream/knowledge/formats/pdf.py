@@ -116,6 +116,11 @@ Bounds (a hostile file is refused or finishes in bounded time and memory)
     own limits are tightened for the call (``apply_configuration``, per thread): page tree
     entries and depth, outline entries and depth, stream sizes, parsing work, form
     invocations.
+
+It stays whole: it is one converter whose steps (text runs with their fonts and positions,
+lines, columns, headings from font sizes, tables, lists, code, page furniture) each read what
+the step before left, in one pass over a page; what it shares with the other converters is in
+``markdown_out``.
 """
 
 from __future__ import annotations

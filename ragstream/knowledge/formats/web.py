@@ -118,6 +118,10 @@ Bounds
     page (without ``<main>``) only up to ``MAIN_TEXT_MAX_ELEMENTS`` elements and
     ``MAX_WALK_DEPTH`` levels: its classification is linear in the page, but it keeps every
     paragraph with its path as Python objects, and lxml's SAX producer recurses.
+
+It stays whole: an EPUB is XHTML in a zip, so both converters walk the same HTML tree to
+Markdown (headings, lists, tables, code, page furniture left out); the zip's bounds are
+``zipsafe``'s.
 """
 
 from __future__ import annotations
