@@ -238,7 +238,7 @@ def test_export_without_torch_names_the_fix(tmp_path):
         "except ModelLoadError as err:\n"
         "    print('ModelLoadError:', err)\n")
     assert proc.returncode == 0, proc.stderr
-    assert "ModelLoadError:" in proc.stdout and "ragstream.doctor" in proc.stdout
+    assert "ModelLoadError:" in proc.stdout and "ragstream.interfaces.doctor" in proc.stdout
 
 
 def test_stamp_notices_changed_weights(onnx, cache_dir):

@@ -1,7 +1,9 @@
-"""The retrieval service: ``api`` (``RAGPipeline``, RAGstream as another program's retrieval
-back end), ``contract`` (the request and result models) and ``http`` (the FastAPI app behind
-``python -m ragstream serve``). Nothing heavy is imported here: FastAPI and uvicorn come with
-``ragstream.interfaces.service.http``, the engine and the vector store with ``RAGPipeline``."""
+"""The service: the FastAPI app behind ``ragstream serve`` (``http``), the OpenAI-compatible
+route (``openai_compat``), the MCP server (``mcp_server``), the token guard (``auth``) and what
+they share (``streaming``). ``RAGPipeline``, the retrieval API they serve, and its contract
+are the workbench's (``ragstream.workbench.api``, ``contract``); it is importable from here
+too. Nothing heavy is imported here: FastAPI and uvicorn come with ``http``, the engine and
+the vector store with ``RAGPipeline``."""
 
 from typing import TYPE_CHECKING, Any
 
@@ -17,4 +19,4 @@ def __getattr__(name: str) -> Any:
         from ragstream.workbench.api import RAGPipeline
 
         return RAGPipeline
-    raise AttributeError(f"module 'ragstream.service' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
