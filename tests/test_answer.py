@@ -31,7 +31,7 @@ from ragstream.answering.passage import title_of
 from ragstream.backends.tokens import count_tokens
 from ragstream.common.config import AnswerSettings
 from ragstream.common.errors import StageOrderError
-from ragstream.interfaces.cli import _print_answer_footer
+from ragstream.interfaces.cli.passes import _print_answer_footer
 from ragstream.state.records import QALogRecord
 from ragstream.state.super_prompt import Answer, ConversationTurn, SuperPrompt
 from ragstream.workbench.qa_log import QALog, answer_and_log

@@ -14,7 +14,7 @@ import pytest
 
 from ragstream.answering.answer import SET_ASIDE_NOTICE, UNSUPPORTED, answer, citation_checks
 from ragstream.common.text import sentences
-from ragstream.interfaces.cli import _print_answer_footer
+from ragstream.interfaces.cli.passes import _print_answer_footer
 from ragstream.state.super_prompt import SuperPrompt
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.llm_support import answer_only, llm_config, with_llm

@@ -62,3 +62,72 @@ def test_ingest_without_kb_says_the_documents_join_the_bundled_examples(tmp_path
                             "default"], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0 and "went into knowledge base" not in again.stderr
+
+
+# --------------------------------------------------------------------------- what a command imports
+
+#: modules a command that does not search, embed, serve or draw must not import
+HEAVY = {"numpy", "chromadb", "torch", "streamlit", "fastapi", "uvicorn", "onnxruntime",
+         "sentence_transformers", "tokenizers", "pydantic", "tqdm", "mcp", "markdown_it"}
+
+
+def imported(*args: str) -> set[str]:
+    """The modules a fresh ``ragstream ARGS`` process holds when it exits (``sys.modules``; not
+    ``-X importtime``, which does not see modules imported with ``importlib.import_module``)."""
+    said = subprocess.run([sys.executable, "-c", "import atexit, json, sys\n"
+                           "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), "
+                           "file=sys.stderr))\n"
+                           "from ragstream.interfaces.cli import main\n"
+                           "main(sys.argv[1:], prog_name='ragstream')", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert said.stdout.startswith("Usage: ragstream")
+    return set(json.loads(said.stderr.splitlines()[-1]))
+
+
+def test_listing_the_commands_imports_the_command_modules_and_nothing_heavy():
+    modules = imported("--help")
+    assert "ragstream.interfaces.cli.common" in modules  # the measure sees the package's modules
+    assert "click" in modules and "ragstream.interfaces.cli.passes" in modules  # the short help
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+    ours = {m for m in modules if m.split(".")[0] == "ragstream"}
+    light = {"ragstream", "ragstream.interfaces", "ragstream.common", "ragstream.common.errors"}
+    assert {m for m in ours - light if not m.startswith("ragstream.interfaces.cli")} == set()
+
+
+def test_a_command_imports_its_own_module_not_the_other_commands():
+    modules = imported("runs", "--help")
+    assert "ragstream.interfaces.cli.runs" in modules
+    assert not {"ragstream.interfaces.cli.passes", "ragstream.interfaces.cli.serving",
+                "ragstream.interfaces.cli.measuring"} & modules
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+def test_every_command_is_found_under_its_name():
+    import click
+
+    from ragstream.interfaces.cli import COMMANDS, main
+
+    ctx = click.Context(main)
+    assert main.list_commands(ctx) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = main.get_command(ctx, name)
+        assert command is not None and command.name == name
+
+
+def test_import_ragstream_is_light_and_its_public_names_still_import():
+    said = subprocess.run([sys.executable, "-c", "import sys, ragstream\n"
+                           "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                           f"{sorted(HEAVY)!r} or m.startswith('ragstream.')))\n"
+                           "from ragstream import *\n"
+                           "from ragstream import Engine, RAGPipeline\n"
+                           "print(all(name in dir(ragstream) for name in ragstream.__all__))"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.split("\n")[:2] == ["[]", "True"]
+    import ragstream
+
+    assert ragstream.Engine.__name__ == "Engine" and ragstream.RAGPipeline.__name__ == "RAGPipeline"
+    assert [getattr(ragstream, name).__name__ for name in ragstream.__all__] == ragstream.__all__
+    with pytest.raises(AttributeError):
+        ragstream.Nothing  # noqa: B018

@@ -104,6 +104,7 @@ def test_the_cli_says_the_stages_by_their_names(tmp_path, kb_engine):
     from click.testing import CliRunner
 
     from ragstream.interfaces import cli
+    from ragstream.interfaces.cli import runs as runs_commands
     from ragstream.workbench.runs import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite3")
@@ -111,7 +112,7 @@ def test_the_cli_says_the_stages_by_their_names(tmp_path, kb_engine):
     runner = CliRunner()
     env = {"RAGSTREAM_INDEX_DIR": str(kb_engine.cfg.index_dir)}
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(cli, "_open_runs", lambda: store)
+    monkey.setattr(runs_commands, "_open_runs", lambda: store)
     try:
         shown = runner.invoke(cli.main, ["runs", "show", str(run_id)], env=env)
         listed = runner.invoke(cli.main, ["runs", "list"], env=env)
