@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragstream.common.config import AppConfig, load_config
     from ragstream.common.errors import RagstreamError
+    from ragstream.state.edits import statement_key
     from ragstream.state.super_prompt import Chunk, Filters, SuperPrompt, ViewRow
     from ragstream.workbench.api import RAGPipeline
     from ragstream.workbench.engine import Engine
 
 __all__ = ["AppConfig", "Chunk", "Engine", "Filters", "RAGPipeline", "RagstreamError", "SuperPrompt",
-           "ViewRow", "load_config"]
+           "ViewRow", "load_config", "statement_key"]
 __version__ = "0.9.0"
 
 #: where each public name lives
@@ -29,6 +30,7 @@ _HOMES = {
     "Filters": "ragstream.state.super_prompt",
     "SuperPrompt": "ragstream.state.super_prompt",
     "ViewRow": "ragstream.state.super_prompt",
+    "statement_key": "ragstream.state.edits",
     "RAGPipeline": "ragstream.workbench.api",
     "Engine": "ragstream.workbench.engine",
 }
