@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, evidence, views
+from ragstream.interfaces.ui import actions, charts, chunk_moves, editing, evidence, grids, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import open_in_document_button
 from ragstream.interfaces.ui.page import Page
@@ -53,16 +53,16 @@ def chunk_table(page: Page, src, view: str, title: str, note: str | None, opened
         if weighed := views.decision_note(src, view):
             st.caption(weighed)
         key = f"view_{view}_{state[S.EDIT_NONCE]}" + (f"_{query.strip()}" if query.strip() else "")
-        drawn = views.chunk_grid(shown, columns)
+        drawn = grids.chunk_grid(shown, columns)
         st.data_editor(pd.DataFrame(drawn.rows, columns=list(columns)), hide_index=True,
                        width="stretch", key=key, height=drawn.height,
-                       row_height=drawn.row_height, placeholder=views.EMPTY,
+                       row_height=drawn.row_height, placeholder=grids.EMPTY,
                        column_config=columns,
-                       disabled=[c for c in columns if c not in views.CHECK_COLUMNS])
+                       disabled=[c for c in columns if c not in grids.CHECK_COLUMNS])
         if changes := editing.table_changes(shown, edited_rows(key)):
             actions.change_chunks(engine, state, changes)
             st.rerun()
-        whole_on_hover(drawn, views.CUT_NOTE + " Pick its chunk under **Open a chunk** below "
+        whole_on_hover(drawn, grids.CUT_NOTE + " Pick its chunk under **Open a chunk** below "
                                                "to read its row in every table whole.")
 
 
@@ -143,12 +143,12 @@ def draw_journey(page: Page) -> None:
     """One chunk followed through the stages."""
     state, sp = page.state, page.sp
     if views.chunk_choices(sp):
-        state[S.JOURNEY_CHUNK] = views.journey_default(sp, state[S.JOURNEY_CHUNK])
+        state[S.JOURNEY_CHUNK] = chunk_moves.journey_default(sp, state[S.JOURNEY_CHUNK])
         picked = chunk_picker(page, sp, "Chunk", S.JOURNEY_CHUNK, S.JOURNEY_SEARCH,
                               "Opens on the top chunk of the latest stage. Type words from the "
                               "chunk's text, id or section to find it.")
         if picked is not None:
-            table(views.journey_rows(sp, picked), key="journey", columns=views.journey_columns())
+            table(chunk_moves.journey_rows(sp, picked), key="journey", columns=chunk_moves.journey_columns())
             chunk_buttons(page, picked, "journey")
     else:
         st.caption("Run Retrieval to follow a chunk through the stages.")
@@ -157,7 +157,7 @@ def draw_journey(page: Page) -> None:
 def draw_stage_diff(page: Page) -> None:
     """Two chunk stages of this run compared, and the rank-movement chart."""
     state, sp = page.state, page.sp
-    pair = views.diff_default(sp, state[S.DIFF_A], state[S.DIFF_B])
+    pair = chunk_moves.diff_default(sp, state[S.DIFF_A], state[S.DIFF_B])
     if pair:
         state[S.DIFF_A], state[S.DIFF_B] = pair
         ran = views.diff_stages(sp)
@@ -166,17 +166,17 @@ def draw_stage_diff(page: Page) -> None:
                                help="Compare from this stage…")
         stage_b = c2.selectbox("Stage B", ran, key=S.DIFF_B, format_func=views.stage_title,
                                help="…to this one. Move = rank in A − rank in B.")
-        order = c3.selectbox("Order", views.DIFF_SORTS, key=S.DIFF_SORT,
+        order = c3.selectbox("Order", chunk_moves.DIFF_SORTS, key=S.DIFF_SORT,
                              help="Or click a column header to sort by it.")
-        diff = views.diff_rows(sp, stage_a, stage_b, order)
-        st.caption(views.diff_summary(diff, stage_a, stage_b) + ". ↑3: three places higher in "
+        diff = chunk_moves.diff_rows(sp, stage_a, stage_b, order)
+        st.caption(chunk_moves.diff_summary(diff, stage_a, stage_b) + ". ↑3: three places higher in "
                    "B; new: not in A; dropped: B dropped it or does not have it (the reason "
                    "says where it left).")
-        table(diff, key="stage_diff", height=views.TABLE_MAX_HEIGHT,
-              columns=views.diff_columns(stage_a, stage_b, rows=diff))
+        table(diff, key="stage_diff", height=grids.TABLE_MAX_HEIGHT,
+              columns=chunk_moves.diff_columns(stage_a, stage_b, rows=diff))
     else:
         st.caption("Run Retrieval and the ReRanker to compare two stages.")
-    bump = views.bump_chart(sp)
+    bump = charts.bump_chart(sp)
     if bump is not None and len(views.diff_stages(sp)) > 1:
         st.altair_chart(bump, width="stretch", key="bump_chart")
 
@@ -184,11 +184,11 @@ def draw_stage_diff(page: Page) -> None:
 def draw_scores(page: Page) -> None:
     """Score histograms per stage."""
     sp = page.sp
-    charts = views.score_charts(sp)
-    if charts:
+    drawn = charts.score_charts(sp)
+    if drawn:
         st.caption("Chunks per score, per stage. Stages that share a score (ReRanker and A3: "
                    "the rerank score) share its scale.")
-        for title, chart in charts:
+        for title, chart in drawn:
             st.altair_chart(chart, width="stretch", key=f"chart_{title}")
     else:
         st.caption("The chart appears after Retrieval.")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from ragstream.common.errors import RagstreamError
-from ragstream.interfaces.ui import actions, eval_tab, runs_tab, views
+from ragstream.interfaces.ui import actions, eval_tab, grids, runs_tab, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.page import Page
 from ragstream.interfaces.ui.widgets import table, whole_on_hover
@@ -38,8 +38,8 @@ def draw_runs(page: Page) -> None:
         st.caption("No run holds that text in its prompt." if query.strip() else
                    "No runs yet: run a stage and it is kept here.")
     else:
-        drawn = views.grid(runs_tab.run_rows(listed, state[S.RUN_ID]), runs_tab.run_columns(),
-                           total=runs_tab.RUNS_TABLE_WIDTH, lines=views.TABLE_LINES,
+        drawn = grids.grid(runs_tab.run_rows(listed, state[S.RUN_ID]), runs_tab.run_columns(),
+                           total=runs_tab.RUNS_TABLE_WIDTH, lines=grids.TABLE_LINES,
                            most_height=runs_tab.RUNS_TABLE_MAX_HEIGHT)
         shown = st.dataframe(pd.DataFrame(drawn.rows),
                              key=f"runs_table_{query}_{mine}", on_select="rerun",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, views
+from ragstream.interfaces.ui import actions, editing, grids, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import draw_reading
 from ragstream.interfaces.ui.page import Page
@@ -30,7 +30,7 @@ def draw_fields(page: Page) -> None:
         resume_button(page, "resume_fields")
     field_key = f"fields_{state[S.EDIT_NONCE]}"
     field_rows = editing.field_rows(fields_src, cfg_now)
-    drawn = views.grid(field_rows, editing.field_columns(), most_height=900, editable=["value"],
+    drawn = grids.grid(field_rows, editing.field_columns(), most_height=900, editable=["value"],
                        caps=editing.FIELD_CAPS)
     st.data_editor(pd.DataFrame(drawn.rows), hide_index=True, width="stretch", key=field_key,
                    height=drawn.height, row_height=drawn.row_height,

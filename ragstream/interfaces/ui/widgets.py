@@ -8,37 +8,37 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, views
+from ragstream.interfaces.ui import actions, editing, grids, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.page import Page
 
 
 def table(rows: list[dict], key: str, height: int | None = None,
-          columns: dict | None = None, lines: int | None = None) -> views.Grid | None:
+          columns: dict | None = None, lines: int | None = None) -> grids.Grid | None:
     """Show ``rows`` as a table (an empty cell reads "—"), or a caption saying there is nothing
-    to show yet. Its cells are fitted to their columns (``views.grid``): rows as tall as the
+    to show yet. Its cells are fitted to their columns (``grids.grid``): rows as tall as the
     longest cell's lines (``lines`` exactly, if given), a longer cell cut with "…", no word
     broken, no sideways scrolling at 1280 px; ``height`` is the most it grows to."""
     if not rows:
         st.caption("Nothing to show yet.")
         return None
-    if key in views.SIDEBAR_TABLES:  # the sidebar's narrow tables: as Streamlit sizes them
+    if key in grids.SIDEBAR_TABLES:  # the sidebar's narrow tables: as Streamlit sizes them
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=key,
-                     height=height or "auto", column_config=columns, placeholder=views.EMPTY)
+                     height=height or "auto", column_config=columns, placeholder=grids.EMPTY)
         return None
-    shown = views.grid(rows, columns, lines=lines, most_height=height or views.GRID_MAX_HEIGHT)
+    shown = grids.grid(rows, columns, lines=lines, most_height=height or grids.GRID_MAX_HEIGHT)
     st.dataframe(pd.DataFrame(shown.rows), hide_index=True, width="stretch", key=key,
                  height=shown.height, column_config=shown.columns, row_height=shown.row_height,
-                 placeholder=views.EMPTY)
+                 placeholder=grids.EMPTY)
     whole_on_hover(shown)
     return shown
 
 
-def whole_on_hover(drawn: views.Grid, note: str = views.CUT_NOTE) -> None:
+def whole_on_hover(drawn: grids.Grid, note: str = grids.CUT_NOTE) -> None:
     """Under a grid with cells cut short: ``note``, and its cut cells' whole texts for the
     page's hover script (they must follow the grid directly)."""
     if drawn.whole:
-        st.caption(note + views.hover_data(drawn), unsafe_allow_html=True)
+        st.caption(note + grids.hover_data(drawn), unsafe_allow_html=True)
 
 
 def edited_rows(key: str) -> dict:
