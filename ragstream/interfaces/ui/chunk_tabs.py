@@ -7,7 +7,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, charts, chunk_moves, editing, evidence, grids, views
+from ragstream.interfaces.ui import (
+    actions,
+    charts,
+    chunk_moves,
+    edit_actions,
+    editing,
+    evidence,
+    grids,
+    views,
+)
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import open_in_document_button
 from ragstream.interfaces.ui.page import Page
@@ -60,7 +69,7 @@ def chunk_table(page: Page, src, view: str, title: str, note: str | None, opened
                        column_config=columns,
                        disabled=[c for c in columns if c not in grids.CHECK_COLUMNS])
         if changes := editing.table_changes(shown, edited_rows(key)):
-            actions.change_chunks(engine, state, changes)
+            edit_actions.change_chunks(engine, state, changes)
             st.rerun()
         whole_on_hover(drawn, grids.CUT_NOTE + " Pick its chunk under **Open a chunk** below "
                                                "to read its row in every table whole.")
@@ -121,7 +130,7 @@ def draw_chunk_views(page: Page) -> None:
     with search:
         query = st.text_input("Words or a phrase from inside a chunk", key=S.CHUNK_SEARCH,
                               placeholder="e.g. fall between sentences")
-        found = actions.find_chunks(engine, query)
+        found = edit_actions.find_chunks(engine, query)
         if query.strip() and not found:
             st.caption("No chunk holds that text or its words.")
         retrieved = {c.id for c in view_src.base_context_chunks}
@@ -136,7 +145,7 @@ def draw_chunk_views(page: Page) -> None:
                       icon=None if decision else ":material/add:", key=f"add_{i}",
                       disabled=decision is not None, width="stretch",
                       help="Bring this chunk into the views, pinned (reason 'added by you').",
-                      on_click=page.do, args=(actions.chunk_action, chunk.id, "add"))
+                      on_click=page.do, args=(edit_actions.chunk_action, chunk.id, "add"))
 
 
 def draw_journey(page: Page) -> None:

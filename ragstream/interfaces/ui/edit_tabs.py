@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, grids, views
+from ragstream.interfaces.ui import actions, edit_actions, editing, grids, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import draw_reading
 from ragstream.interfaces.ui.page import Page
@@ -42,7 +42,7 @@ def draw_fields(page: Page) -> None:
                     + "  \n".join(notes))
     st.caption(editing.choices_line(cfg_now))
     if typed := editing.field_changes_shown(field_rows, drawn.rows, edited_rows(field_key)):
-        actions.set_fields(engine, state, typed)  # a refused value is named at the top
+        edit_actions.set_fields(engine, state, typed)  # a refused value is named at the top
         st.rerun()
 
 
@@ -70,7 +70,7 @@ def draw_context(page: Page) -> None:
                                  help="Your words, not a source's: listed under “Your notes” "
                                       "without a citation, and never cited by the answer.")
         c2.button("Add note", key="add_note", width="stretch", disabled=not new_note.strip(),
-                  on_click=page.do, args=(actions.item_action, "statement", "add", "", new_note))
+                  on_click=page.do, args=(edit_actions.item_action, "statement", "add", "", new_note))
     a5_index = controller.STAGE_NAMES.index("A5_Format_Enforcer")
     a5_src, a5_discarded = editing.source_for(sp, before, a5_index)
     rules = editing.rule_items(a5_src)
@@ -87,4 +87,4 @@ def draw_context(page: Page) -> None:
         new_rule = c1.text_input("Add a rule of your own", key=f"new_rule_{state[S.EDIT_NONCE]}",
                                  placeholder="e.g. Name the stage you mean.")
         c2.button("Add rule", key="add_rule", width="stretch", disabled=not new_rule.strip(),
-                  on_click=page.do, args=(actions.item_action, "rule", "add", "", new_rule))
+                  on_click=page.do, args=(edit_actions.item_action, "rule", "add", "", new_rule))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, knowledge, views
+from ragstream.interfaces.ui import actions, edit_actions, editing, knowledge, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import draw_reading, stream_answer
 from ragstream.interfaces.ui.page import Page
@@ -106,10 +106,10 @@ def your_edits(page: Page) -> None:
                                 format_func=lambda i: next(f"{e.id}. {e.describe()}" for e in sp.edits
                                                            if e.id == i))
             c2.button("Undo this edit", key="undo_edit", width="stretch",
-                      on_click=page.do, args=(actions.undo_edit, undo))
+                      on_click=page.do, args=(edit_actions.undo_edit, undo))
             c3.button("Clear edits", key="clear_edits", width="stretch",
                       help="Forget every edit: the stages decide by themselves again.",
-                      on_click=page.do, args=(actions.undo_edit, None))
+                      on_click=page.do, args=(edit_actions.undo_edit, None))
 
 
 def draw_edits_offer(page: Page) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, conversation, knowledge
+from ragstream.interfaces.ui import actions, conversation, ingesting, knowledge
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.page import Page
 from ragstream.interfaces.ui.widgets import table
@@ -37,12 +37,12 @@ def knowledge_base(page: Page) -> None:
         table(info["document_list"], key="kb_docs")
     # chosen files are ingested at once (no button), each once; the limit shown is
     # ingestion.max_file_mb
-    uploads = st.file_uploader("Add documents", type=actions.upload_types(engine),
+    uploads = st.file_uploader("Add documents", type=ingesting.upload_types(engine),
                                accept_multiple_files=True,
                                key=f"uploader_{state[S.KB]}_{state[S.UPLOAD_NONCE]}",
-                               max_upload_size=actions.upload_limit_mb(
+                               max_upload_size=ingesting.upload_limit_mb(
                                    engine, st.get_option("server.maxUploadSize")),
-                               help=actions.upload_help(engine))
+                               help=ingesting.upload_help(engine))
     picked = knowledge.pending_uploads(engine, state, uploads)
     if picked:
         knowledge.start_upload(engine, state, [(f.name, f.getvalue()) for f in picked],
@@ -64,7 +64,7 @@ def draw_ingest_report(page: Page, kind: str) -> None:
     ``folder``: under the folder's button): red, yellow or green, each refused or skipped
     file named with why."""
     state = page.state
-    summary = actions.ingest_summary(state[S.INGEST_REPORT])
+    summary = ingesting.ingest_summary(state[S.INGEST_REPORT])
     if summary is None or summary.kind != kind:
         return
     show, icon = {"error": (st.error, ":material/error:"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, evidence, inspector, views
+from ragstream.interfaces.ui import edit_actions, editing, evidence, inspector, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.answer_area import open_in_document_button
 from ragstream.interfaces.ui.page import Page
@@ -123,8 +123,8 @@ def draw_replay(page: Page, agent: str) -> None:
     for field in inspector.replay_fields(sp, agent, index):
         st.text_area(field.label, value=field.text, key=field.key, height=field.height)
     st.button("Send again", key="replay_send", icon=":material/replay:", help=inspector.SEND_HELP,
-              on_click=page.do, args=(actions.replay_send, agent, index))
-    shown = actions.shown_replay(state, agent, index)
+              on_click=page.do, args=(edit_actions.replay_send, agent, index))
+    shown = edit_actions.shown_replay(state, agent, index)
     if shown is None:
         return
     view = inspector.replay_view(shown.replayed, shown.decision)
@@ -137,7 +137,7 @@ def draw_replay(page: Page, agent: str) -> None:
     if view.lines:
         st.markdown("\n".join(f"- {line}" for line in view.lines))
     st.button(view.apply_label, key="replay_apply", type="primary", disabled=not view.can_apply,
-              help=view.apply_help, on_click=page.do, args=(actions.replay_apply,))
+              help=view.apply_help, on_click=page.do, args=(edit_actions.replay_apply,))
 
 
 def draw_agents(page: Page) -> None:

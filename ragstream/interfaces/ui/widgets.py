@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ragstream.interfaces.ui import actions, editing, grids, views
+from ragstream.interfaces.ui import actions, edit_actions, editing, grids, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.page import Page
 
@@ -78,15 +78,15 @@ def chunk_buttons(page: Page, chunk_id: str, where: str) -> None:
     c1.button("Pin", icon=":material/push_pin:", key=f"{where}_pin", width="stretch",
               disabled=decision is not None and decision.kind in ("pin", "add"),
               help="Keep this chunk through A3 and A4, in the final selection (pinned ones first).",
-              on_click=page.do, args=(actions.chunk_action, chunk_id, "pin"))
+              on_click=page.do, args=(edit_actions.chunk_action, chunk_id, "pin"))
     c2.button("Exclude", icon=":material/block:", key=f"{where}_exclude", width="stretch",
               disabled=decision is not None and decision.kind == "exclude",
               help="Drop this chunk from Retrieval on.",
-              on_click=page.do, args=(actions.chunk_action, chunk_id, "exclude"))
+              on_click=page.do, args=(edit_actions.chunk_action, chunk_id, "exclude"))
     c3.button("Undo my decision", icon=":material/undo:", key=f"{where}_undo", width="stretch",
               disabled=decision is None,
               help="Let the stages decide about this chunk by themselves again.",
-              on_click=page.do, args=(actions.chunk_action, chunk_id, "unpin"))
+              on_click=page.do, args=(edit_actions.chunk_action, chunk_id, "unpin"))
 
 
 def item_list(page: Page, items: list[editing.Item], what: str, prefix: str) -> None:
@@ -101,13 +101,13 @@ def item_list(page: Page, items: list[editing.Item], what: str, prefix: str) -> 
         label = f"{prefix[0].upper()}{i}" + (f" · {item.label}" if item.label else "")
         text_col.text_area(label, value=item.text, key=key, height=68,
                            on_change=lambda k=key, it=item: page.do(
-                               actions.item_action, what, "text", it.key, st.session_state[k]))
+                               edit_actions.item_action, what, "text", it.key, st.session_state[k]))
         up.button("↑", key=f"{key}_up", disabled=i == 1, help=f"Move this {what} up",
-                  on_click=page.do, args=(actions.item_action, what, "move", item.key, i - 1))
+                  on_click=page.do, args=(edit_actions.item_action, what, "move", item.key, i - 1))
         down.button("↓", key=f"{key}_down", disabled=i == len(items), help=f"Move this {what} down",
-                    on_click=page.do, args=(actions.item_action, what, "move", item.key, i + 1))
+                    on_click=page.do, args=(edit_actions.item_action, what, "move", item.key, i + 1))
         drop.button("✕", key=f"{key}_remove", help=f"Remove this {what}",
-                    on_click=page.do, args=(actions.item_action, what, "remove", item.key))
+                    on_click=page.do, args=(edit_actions.item_action, what, "remove", item.key))
 
 
 def waiting_note(slot):
