@@ -14,7 +14,7 @@ import pytest
 
 from ragstream.agents.trace import clip, cut_marker
 from ragstream.interfaces.ui import inspector
-from ragstream.interfaces.ui.views import TABLE_WIDTH
+from ragstream.interfaces.ui.grids import TABLE_WIDTH
 from ragstream.stages import controller
 from ragstream.state.super_prompt import SuperPrompt
 from tests.conftest import ROOT

@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest
 from ragstream.common.config import DEFAULT_CONFIG_DIR, load_config
 from ragstream.common.errors import ConfigError, KeywordIndexUnreadableError, StoreUnreadableError
 from ragstream.interfaces import cli, doctor
-from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import ingesting
 from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.ingest.ingestor import TextDocument, ingest_documents
 from ragstream.state.super_prompt import View
@@ -282,7 +282,7 @@ def test_upload_names_are_reduced_to_a_file_name_inside_the_uploads_folder(fresh
     (uploads / "link.md").symlink_to(outside)  # a planted link: replaced, never written through
     st_state = fresh_session()
     body = b"# Up\n\nUploaded owls hunt at night.\n"
-    ok = actions.ingest_uploads(fresh_engine, st_state, [
+    ok = ingesting.ingest_uploads(fresh_engine, st_state, [
         ("../../escape.md", body), ("/etc/absolute.md", body), ("..\\..\\windows.md", body),
         (".hidden.md", body), ("nul\x00byte.md", body), ("link.md", body), ("..", body),
         ("a/dup.md", body), ("b/dup.md", body)])
@@ -309,7 +309,7 @@ def test_upload_names_are_reduced_to_a_file_name_inside_the_uploads_folder(fresh
 def test_bad_uploads_are_not_saved_and_the_others_are_ingested(fresh_engine):
     st_state = fresh_session()
     limit = fresh_engine.cfg.settings.ingestion.max_file_bytes
-    ok = actions.ingest_uploads(fresh_engine, st_state, [
+    ok = ingesting.ingest_uploads(fresh_engine, st_state, [
         ("photo.md", PNG), ("latin.md", "Caf\xe9".encode("latin-1")),
         ("huge.md", b"x" * (limit + 1)), ("fine.md", GOOD.encode())])
     assert ok, st_state[S.ERROR]
@@ -321,7 +321,7 @@ def test_bad_uploads_are_not_saved_and_the_others_are_ingested(fresh_engine):
         ["huge.md", "FileTooLargeError"]]
     # every upload refused: the page says why and nothing is ingested
     st_state = fresh_session()
-    assert not actions.ingest_uploads(fresh_engine, st_state, [("photo.md", PNG)])
+    assert not ingesting.ingest_uploads(fresh_engine, st_state, [("photo.md", PNG)])
     kind, message = st_state[S.ERROR]
     assert kind == "ingestion" and message.startswith("photo.md: BinaryFileError: binary file")
 

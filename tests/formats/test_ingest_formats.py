@@ -69,14 +69,14 @@ def test_refused_files_are_in_the_report_with_their_reason_and_the_rest_is_inges
 
 @pytest.mark.parametrize("fmt", ["pdf", "docx", "pptx", "html", "epub"])
 def test_the_uploader_takes_each_format(fresh_engine, fmt):
-    from ragstream.interfaces.ui import actions
+    from ragstream.interfaces.ui import ingesting
     from ragstream.interfaces.ui import state as S
 
     st_state: dict = {}
     S.init_state(st_state)
-    assert fmt in actions.upload_types(fresh_engine)
+    assert fmt in ingesting.upload_types(fresh_engine)
     data = (FORMATS / f"kb-{fmt}" / f"faq.{fmt}").read_bytes()
-    assert actions.ingest_uploads(fresh_engine, st_state, [(f"faq.{fmt}", data)]), st_state[S.ERROR]
+    assert ingesting.ingest_uploads(fresh_engine, st_state, [(f"faq.{fmt}", data)]), st_state[S.ERROR]
     report = st_state[S.INGEST_REPORT]
     assert report["processed"] == 1 and report["failed"] == 0, report["errors"]
     assert f"uploads/faq.{fmt}" in fresh_engine.services.store.documents()

@@ -9,7 +9,7 @@ import pytest
 
 from ragstream.answering.answer import FALLBACK_NOTICE
 from ragstream.common.errors import StageOrderError
-from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import actions, ingesting
 from ragstream.interfaces.ui import state as S
 from ragstream.state.super_prompt import Answer, SuperPrompt
 from ragstream.workbench.engine import Engine
@@ -20,7 +20,7 @@ from tests.llm_support import answer_only, llm_config, with_llm
 def test_ingest_uploads_saves_and_ingests(fresh_engine, tmp_path):
     st_state = {}
     S.init_state(st_state)
-    ok = actions.ingest_uploads(fresh_engine, st_state,
+    ok = ingesting.ingest_uploads(fresh_engine, st_state,
                                 [("notes.md", b"# Notes\n\nOwls hunt at night. They fly silently.\n")])
     assert ok, st_state[S.ERROR]
     assert (fresh_engine.cfg.uploads_dir / "notes.md").is_file()
@@ -31,7 +31,7 @@ def test_ingest_uploads_saves_and_ingests(fresh_engine, tmp_path):
 def test_ingest_uploads_rejects_other_types(fresh_engine):
     st_state = {}
     S.init_state(st_state)
-    assert not actions.ingest_uploads(fresh_engine, st_state, [("x.xlsx", b"PK\x03\x04")])
+    assert not ingesting.ingest_uploads(fresh_engine, st_state, [("x.xlsx", b"PK\x03\x04")])
     kind, message = st_state[S.ERROR]
     assert kind == "ingestion" and "x.xlsx" in message
 
@@ -41,8 +41,8 @@ def test_a_pdf_upload_is_ingested_or_refused_with_its_reason(fresh_engine):
     beside the Markdown file uploaded with it, which is ingested."""
     st_state = {}
     S.init_state(st_state)
-    assert "pdf" in actions.upload_types(fresh_engine) and "docx" in actions.upload_types(fresh_engine)
-    ok = actions.ingest_uploads(fresh_engine, st_state, [("broken.pdf", b"%PDF-1.7\n1 0 obj <<"),
+    assert "pdf" in ingesting.upload_types(fresh_engine) and "docx" in ingesting.upload_types(fresh_engine)
+    ok = ingesting.ingest_uploads(fresh_engine, st_state, [("broken.pdf", b"%PDF-1.7\n1 0 obj <<"),
                                                          ("notes.md", b"# Notes\n\nSome text to keep.\n")])
     assert ok, st_state[S.ERROR]
     report = st_state[S.INGEST_REPORT]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ragstream.interfaces.ui import grids, views
 from ragstream.interfaces.ui import state as S
-from ragstream.interfaces.ui import views
 from ragstream.state.super_prompt import Chunk, Citation
 from ragstream.workbench.conversations import chunk_id
 from tests.ui.tabs import fresh, open_box, open_tab, sp
@@ -70,7 +70,7 @@ def test_an_answered_turn_is_searched_by_the_next_prompt_until_it_is_forgotten()
     assert any(c.value == said for c in at.caption), [c.value for c in at.caption]
     # the tables and the journey show it as a turn of the conversation
     row = next(r for r in views.view_rows(sp(at), "retrieval") if r["chunk id"] == turn_1)
-    assert row[views.SECTION].startswith("conversation · Turn 1 · ")
+    assert row[grids.SECTION].startswith("conversation · Turn 1 · ")
     at.session_state[S.JOURNEY_CHUNK] = turn_1
     open_tab(at, "Chunk journey")
     assert any(turn_1 in (s.value or "") for s in at.selectbox if s.key == S.JOURNEY_CHUNK)

@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ragstream.common.config import load_config
-from ragstream.interfaces.ui import actions, knowledge
+from ragstream.interfaces.ui import ingesting, knowledge
 from ragstream.interfaces.ui import state as S
 from tests.ingest.jobs_support import settled
 from tests.ui.tabs import fresh
@@ -74,8 +74,8 @@ def sidebar_errors(at: AppTest) -> list[str]:
 
 def test_chosen_files_are_ingested_at_once_and_refused_ones_named_and_not_kept(own_kb, monkeypatch):
     calls = []
-    real = actions.ingest_uploads
-    monkeypatch.setattr(actions, "ingest_uploads",
+    real = ingesting.ingest_uploads
+    monkeypatch.setattr(ingesting, "ingest_uploads",
                         lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
     at = page_on(own_kb)
     assert documents(at) == "0"
@@ -121,7 +121,7 @@ def test_the_report_is_green_only_when_all_went_in_and_yellow_when_one_was_skipp
     warnings = [w.value for w in at.sidebar.warning]
     assert len(warnings) == 1 and not at.sidebar.success and not at.sidebar.error, warnings
     assert warnings[0].startswith("2 files chosen: 1 ingested (1 chunk), 1 skipped (unchanged).")
-    assert f"`capybara.md` — {actions.UNCHANGED_REASON}" in warnings[0]
+    assert f"`capybara.md` — {ingesting.UNCHANGED_REASON}" in warnings[0]
     assert documents(at) == "2"
 
 
@@ -163,20 +163,20 @@ def test_the_uploaders_limit_rounds_a_fraction_up_and_never_passes_the_servers()
     def engine(mb: float):
         return SimpleNamespace(cfg=SimpleNamespace(settings=SimpleNamespace(
             ingestion=SimpleNamespace(max_file_mb=mb))))
-    assert actions.upload_limit_mb(engine(10.0), 200) == 10
-    assert actions.upload_limit_mb(engine(0.5), 200) == 1
-    assert actions.upload_limit_mb(engine(2.5), 200) == 3
-    assert actions.upload_limit_mb(engine(500.0), 200) == 200
+    assert ingesting.upload_limit_mb(engine(10.0), 200) == 10
+    assert ingesting.upload_limit_mb(engine(0.5), 200) == 1
+    assert ingesting.upload_limit_mb(engine(2.5), 200) == 3
+    assert ingesting.upload_limit_mb(engine(500.0), 200) == 200
 
 
 def test_a_file_over_the_limit_is_refused_with_the_limit_named(fresh_engine):
     st_state: dict = {}
     S.init_state(st_state)
     limits = fresh_engine.cfg.settings.ingestion
-    ok = actions.ingest_uploads(fresh_engine, st_state, [("big.md", b"x" * (limits.max_file_bytes + 1)),
+    ok = ingesting.ingest_uploads(fresh_engine, st_state, [("big.md", b"x" * (limits.max_file_bytes + 1)),
                                                          ("fine.md", GOOD_MD)])
     assert ok, st_state[S.ERROR]
-    summary = actions.ingest_summary(st_state[S.INGEST_REPORT])
+    summary = ingesting.ingest_summary(st_state[S.INGEST_REPORT])
     assert summary is not None and summary.level == "error"
     assert summary.lines == [f"`big.md` — file too large: {limits.max_file_mb:.1f} MB, the limit "
                              f"is {limits.max_file_mb:g} MB (ingestion.max_file_mb in "
@@ -235,18 +235,18 @@ def test_only_files_added_since_the_last_upload_report_are_new(fresh_engine):
     st_state: dict = {}
     S.init_state(st_state)
     first = [uploaded("a", "capybara.md", GOOD_MD), uploaded("b", "blank.txt", b"")]
-    assert actions.new_uploads(st_state, first) == first
-    actions.ingest_uploads(fresh_engine, st_state, [(f.name, f.getvalue()) for f in first],
+    assert ingesting.new_uploads(st_state, first) == first
+    ingesting.ingest_uploads(fresh_engine, st_state, [(f.name, f.getvalue()) for f in first],
                            ids=[f.file_id for f in first])
-    assert actions.new_uploads(st_state, first) == []  # refused or not, each is handled once
+    assert ingesting.new_uploads(st_state, first) == []  # refused or not, each is handled once
     more = first + [uploaded("c", "tapir.txt", GOOD_TXT)]
-    assert actions.new_uploads(st_state, more) == more[2:]
-    actions.ingest_uploads(fresh_engine, st_state, [("tapir.txt", GOOD_TXT)], ids=["c"])
-    assert actions.new_uploads(st_state, more) == []
+    assert ingesting.new_uploads(st_state, more) == more[2:]
+    ingesting.ingest_uploads(fresh_engine, st_state, [("tapir.txt", GOOD_TXT)], ids=["c"])
+    assert ingesting.new_uploads(st_state, more) == []
     assert [r["name"] for r in st_state[S.INGEST_REPORT]["files"]] == ["tapir.txt"]
     # a folder ingest replaces the report: the uploader is emptied (a new key), not read again
     nonce = st_state[S.UPLOAD_NONCE]
-    assert actions.ingest_folder(fresh_engine, st_state, str(fresh_engine.cfg.uploads_dir))
+    assert ingesting.ingest_folder(fresh_engine, st_state, str(fresh_engine.cfg.uploads_dir))
     assert st_state[S.UPLOAD_NONCE] == nonce + 1
 
 
@@ -262,7 +262,7 @@ def test_an_ingest_that_cannot_run_leaves_the_folder_as_it_was_and_names_each_fi
     st_state: dict = {}
     S.init_state(st_state)
     with IngestLock(engine.cfg.index_dir, 5):  # another ingestion holds the index
-        ok = actions.ingest_uploads(engine, st_state, [("capybara.md", b"# New\n\nOther text.\n"),
+        ok = ingesting.ingest_uploads(engine, st_state, [("capybara.md", b"# New\n\nOther text.\n"),
                                                        ("tapir.txt", GOOD_TXT)], ids=["a", "b"])
     assert not ok
     assert st_state[S.ERROR][0] == "ingestion locked"
@@ -270,7 +270,7 @@ def test_an_ingest_that_cannot_run_leaves_the_folder_as_it_was_and_names_each_fi
     assert (folder / "capybara.md").read_bytes() == GOOD_MD
     report = st_state[S.INGEST_REPORT]
     assert report["upload_ids"] == ["a", "b"] and report["failed"] == 2
-    summary = actions.ingest_summary(report)
+    summary = ingesting.ingest_summary(report)
     assert summary is not None and summary.level == "error"
     assert [line.split(" — ")[0] for line in summary.lines] == ["`capybara.md`", "`tapir.txt`"]
     assert all("not ingested: Another ingestion into" in line for line in summary.lines)

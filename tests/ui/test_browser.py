@@ -375,7 +375,7 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
     row = next(r for r in a3 if r.status == "dropped")
     # the tables' filter finds it by words of its text; where it is among the rows left
     words = " ".join(full.chunk_map()[row.chunk_id].text.split()[:6])
-    from ragstream.interfaces.ui import views
+    from ragstream.interfaces.ui import grids, views
 
     left = [r["chunk id"] for r in views.filter_rows(views.view_rows(full, "a3"), full, words)]
     place = left.index(row.chunk_id)
@@ -403,8 +403,8 @@ def test_pin_a_chunk_from_a_table_and_rerun(app_url, kb_engine):
         page.wait_for_timeout(500)
         box = grid.bounding_box()
         # the pin column is the first; the header is 35 px high, each row TABLE_ROW_HEIGHT
-        page.mouse.click(box["x"] + 28, box["y"] + views.ROW_HEIGHT
-                         + views.TABLE_ROW_HEIGHT * place + views.TABLE_ROW_HEIGHT / 2)
+        page.mouse.click(box["x"] + 28, box["y"] + grids.ROW_HEIGHT
+                         + grids.TABLE_ROW_HEIGHT * place + grids.TABLE_ROW_HEIGHT / 2)
         expect(page.get_by_text("Your edits discarded the results from Retrieval on")).to_be_visible(
             timeout=60_000)
         expect(page.get_by_text(f"pin {row.chunk_id}").first).to_be_visible()
@@ -531,8 +531,8 @@ def wait_idle(page) -> None:
 
 def pick_row(page, grid, row: int) -> None:
     """Tick row ``row`` (1: the first under the header) of the Runs table: its picker box."""
-    from ragstream.interfaces.ui.views import ROW_HEIGHT as HEADER
-    from ragstream.interfaces.ui.views import TABLE_ROW_HEIGHT as ROW
+    from ragstream.interfaces.ui.grids import ROW_HEIGHT as HEADER
+    from ragstream.interfaces.ui.grids import TABLE_ROW_HEIGHT as ROW
 
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()

@@ -99,7 +99,7 @@ GRID_JS = r"""(grid) => {
     }
     return [lines.map((l, i) => i === 0 ? l.trimEnd() : l.trim()), broke];
   };
-  // the cut cells' whole texts the page gave the hover script (``views.hover_data``)
+  // the cut cells' whole texts the page gave the hover script (``grids.hover_data``)
   const span = grid.closest('.stElementContainer')?.nextElementSibling
     ?.querySelector('[data-ragstream-whole]');
   const whole = span ? JSON.parse(span.dataset.ragstreamWhole).whole : {};

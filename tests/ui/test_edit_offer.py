@@ -4,7 +4,7 @@ offered after it either; "Apply them here" before it runs applies them when it r
 
 from __future__ import annotations
 
-from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import actions, edit_actions
 from ragstream.interfaces.ui import state as S
 
 PROMPT = "Where can I see how many milliseconds each stage took?"
@@ -17,7 +17,7 @@ def pinned_session(engine) -> dict:
     S.init_state(st_state)
     st_state[S.PROMPT] = PROMPT
     actions.run_remaining(engine, st_state, until="A2_PromptShaper")
-    assert actions.chunk_action(engine, st_state, PINNED, "pin")
+    assert edit_actions.chunk_action(engine, st_state, PINNED, "pin")
     assert [e.target for e in st_state[S.SP].edits] == [PINNED]
     return st_state
 

@@ -3,7 +3,7 @@ how, the edit list, the chunk tables' checkbox changes, and which state a view i
 
 from __future__ import annotations
 
-from ragstream.interfaces.ui import editing, views
+from ragstream.interfaces.ui import editing, grids, views
 from ragstream.stages import controller
 
 PROMPT = ("Aufgabe: Explain how the reranker picks its backend\nAudiance: beginner\n"
@@ -60,9 +60,9 @@ def test_the_chunk_tables_carry_the_persons_marks(kb_engine):
     marks = {r["chunk id"]: (r["pin"], r["exclude"]) for r in rows}
     assert marks[top] == (True, False) and marks[other] == (False, True)
     assert list(rows[0])[:3] == ["pin", "exclude", "rank"]
-    widths = views.table_columns(rows)
+    widths = grids.table_columns(rows)
     assert widths["pin"]["type_config"] == {"type": "checkbox"}
-    assert sum(c["width"] for c in widths.values()) <= views.TABLE_WIDTH + 60
+    assert sum(c["width"] for c in widths.values()) <= grids.TABLE_WIDTH + 60
 
 
 def test_a_view_is_drawn_from_the_state_before_the_edit_until_it_runs_again(kb_engine):

@@ -13,7 +13,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ragstream.interfaces.ui import editing, runs_tab, views
+from ragstream.interfaces.ui import chunk_moves, editing, grids, runs_tab, views
 from ragstream.interfaces.ui import state as S
 from ragstream.interfaces.ui.compare import Side, compare
 from ragstream.stages import STAGES, controller, staleness
@@ -76,9 +76,9 @@ def test_the_page_functions_name_each_stage_once(sp):
     said += [views.stage_line(sp, None), views.stage_line(controller.new_prompt("x"), "A0_PreProcessing")]
     said += [r["stage"] for r in views.history_rows(sp)] + [r["component"] for r in views.mode_rows(sp)]
     some = sp.view(View.RETRIEVAL)[-1].chunk_id
-    said += [f"{r['stage']} {r['reason']}" for r in views.journey_rows(sp, some)]
+    said += [f"{r['stage']} {r['reason']}" for r in chunk_moves.journey_rows(sp, some)]
     for a, b in itertools.pairwise(views.diff_stages(sp)):
-        said.append(views.diff_summary(views.diff_rows(sp, a, b), a, b))
+        said.append(chunk_moves.diff_summary(chunk_moves.diff_rows(sp, a, b), a, b))
     said += [views.value_label(st.value, True) for st in STAGES]
     for text in said:
         assert not any(name in text for name in IDENTIFIERS), text
@@ -133,7 +133,7 @@ def test_the_cli_says_the_stages_by_their_names(tmp_path, kb_engine):
 def test_each_score_column_says_which_score_it_is(sp):
     labels = {}
     for stage, _ in views.VIEW_STAGES:
-        columns = views.table_columns(editing.with_marks(views.view_rows(sp, stage), sp))
+        columns = grids.table_columns(editing.with_marks(views.view_rows(sp, stage), sp))
         labels[stage] = {c["label"]: c["help"] for c in columns.values()
                          if c.get("type_config", {}).get("type") == "number"}
     retrieval = labels[View.RETRIEVAL]
@@ -145,10 +145,10 @@ def test_each_score_column_says_which_score_it_is(sp):
     for stage, helps in labels.items():
         assert all(helps.values()), stage  # each says what it is on hover
     # the journey names each stage's score beside the number
-    journey = views.journey_rows(sp, sp.view(View.A4)[0].chunk_id)
-    kinds = [row["score"].rsplit(" ", 1)[0] for row in journey if row["score"] != views.EMPTY]
+    journey = chunk_moves.journey_rows(sp, sp.view(View.A4)[0].chunk_id)
+    kinds = [row["score"].rsplit(" ", 1)[0] for row in journey if row["score"] != grids.EMPTY]
     assert kinds == ["fused", "rerank", "rerank", "best sentence"]
-    assert views.journey_columns()["score"]["help"].startswith("The score the stage ranks by")
+    assert chunk_moves.journey_columns()["score"]["help"].startswith("The score the stage ranks by")
 
 
 # --------------------------------------------------------------------------- stage diff
@@ -156,24 +156,24 @@ def test_each_score_column_says_which_score_it_is(sp):
 
 def test_the_stage_diff_opens_on_the_first_pair_that_differs(sp):
     ran = views.diff_stages(sp)
-    pair = views.diff_default(sp)
+    pair = chunk_moves.diff_default(sp)
     assert pair is not None and ran.index(pair[1]) == ran.index(pair[0]) + 1
-    assert views.stages_differ(sp, *pair)
+    assert chunk_moves.stages_differ(sp, *pair)
     for a, b in itertools.pairwise(ran[: ran.index(pair[0]) + 1]):
-        assert not views.stages_differ(sp, a, b)
-    moved = [r for r in views.diff_rows(sp, *pair) if r["move"] != "="]
+        assert not chunk_moves.stages_differ(sp, a, b)
+    moved = [r for r in chunk_moves.diff_rows(sp, *pair) if r["move"] != "="]
     assert moved  # it shows something that moved, came or went
     # a pair the person picked stays
-    assert views.diff_default(sp, View.RERANKED, View.A4) == (View.RERANKED, View.A4)
+    assert chunk_moves.diff_default(sp, View.RERANKED, View.A4) == (View.RERANKED, View.A4)
 
 
 def test_the_diff_skips_pairs_that_are_the_same(sp):
     """With Retrieval and the ReRanker made to agree, the diff opens on a later pair."""
     same = sp.model_copy(deep=True)
     same.views_by_stage[View.RETRIEVAL] = [r.model_copy() for r in sp.view(View.RERANKED)]
-    pair = views.diff_default(same)
+    pair = chunk_moves.diff_default(same)
     assert pair is not None and pair[0] != View.RETRIEVAL
-    assert views.stages_differ(same, *pair)
+    assert chunk_moves.stages_differ(same, *pair)
 
 
 # --------------------------------------------------------------------------- compare causes

@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from ragstream.interfaces.ui import editing, views
+from ragstream.interfaces.ui import charts, chunk_moves, editing, grids, views
 from ragstream.state.super_prompt import View
 
 PROMPT = "Task: What does A3 do with near-duplicate chunks?"
 #: the chunk tables' text columns: never None, never blank
-TEXT = ("chunk id", views.SECTION, "status", "reason", "rule", "by")
+TEXT = ("chunk id", grids.SECTION, "status", "reason", "rule", "by")
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +40,11 @@ def tables(state):
     """Every stage's chunk table as the page builds it: (stage, rows, column configs)."""
     for stage, _ in views.VIEW_STAGES:
         rows = editing.with_marks(views.view_rows(state, stage), state)
-        yield stage, rows, views.table_columns(rows)
+        yield stage, rows, grids.table_columns(rows)
 
 
 def fits(label, width, editable=False):
-    return views.label_width(label, editable) <= width
+    return grids.label_width(label, editable) <= width
 
 
 def test_rows_beyond_n2_read_not_reranked_with_their_own_rank(sp_n2):
@@ -53,7 +53,7 @@ def test_rows_beyond_n2_read_not_reranked_with_their_own_rank(sp_n2):
     rows = views.view_rows(sp_n2, View.RETRIEVAL)
     for row in rows:
         if row["chunk id"] in reranked:
-            assert (row["status"], row["reason"]) == ("kept", views.EMPTY)
+            assert (row["status"], row["reason"]) == ("kept", grids.EMPTY)
         else:
             assert row["status"] == views.NOT_RERANKED
             assert row["reason"] == f"not reranked: beyond N2 (rank {row['rank']})"
@@ -68,39 +68,39 @@ def test_before_the_reranker_runs_every_candidate_stays_kept(kb_engine):
     sp = kb_engine.run(PROMPT, until="Retrieval")
     rows = views.view_rows(sp, View.RETRIEVAL)
     assert rows and {r["status"] for r in rows} == {"kept"} and not views.not_reranked(sp)
-    assert {r["stage"]: r["status"] for r in views.score_points(sp)} == {"Retrieval": "kept"}
+    assert {r["stage"]: r["status"] for r in charts.score_points(sp)} == {"Retrieval": "kept"}
     assert views.table_summary(rows) == f"{len(rows)} rows, {len(rows)} kept"
 
 
 def test_the_journey_and_the_diff_say_the_same_words(sp_n2):
     beyond = views.view_rows(sp_n2, View.RETRIEVAL)[-1]
     said = views.beyond_n2_reason(beyond["rank"])
-    journey = {r["stage"]: r for r in views.journey_rows(sp_n2, beyond["chunk id"])}
+    journey = {r["stage"]: r for r in chunk_moves.journey_rows(sp_n2, beyond["chunk id"])}
     assert journey["Retrieval"]["status"] == journey["ReRanker"]["status"] == views.NOT_RERANKED
     assert said in journey["Retrieval"]["reason"]
     assert journey["ReRanker"]["reason"] == f"{said}, only the top 10 are reranked"
     assert journey["Final selection"]["status"] == "not selected"
-    diff = {r["chunk id"]: r for r in views.diff_rows(sp_n2, View.RETRIEVAL, View.RERANKED)}
+    diff = {r["chunk id"]: r for r in chunk_moves.diff_rows(sp_n2, View.RETRIEVAL, View.RERANKED)}
     assert diff[beyond["chunk id"]]["status in B"] == views.NOT_RERANKED
     assert diff[beyond["chunk id"]]["reason"].startswith(said)
     # Retrieval as B: the candidate is there, not reranked
-    back = {r["chunk id"]: r for r in views.diff_rows(sp_n2, View.RERANKED, View.RETRIEVAL)}
+    back = {r["chunk id"]: r for r in chunk_moves.diff_rows(sp_n2, View.RERANKED, View.RETRIEVAL)}
     assert back[beyond["chunk id"]]["status in B"] == views.NOT_RERANKED
 
 
 def test_the_histogram_counts_and_colours_the_candidates_not_reranked(sp_n2):
-    points = [p for p in views.score_points(sp_n2) if p["stage"] == "Retrieval"]
+    points = [p for p in charts.score_points(sp_n2) if p["stage"] == "Retrieval"]
     assert sum(p["status"] == views.NOT_RERANKED for p in points) == len(points) - 10
     assert sum(p["status"] == "kept" for p in points) == 10
-    charts = dict(views.score_charts(sp_n2))
-    spec = charts["Retrieval"].to_dict()
+    by_stage = dict(charts.score_charts(sp_n2))
+    spec = by_stage["Retrieval"].to_dict()
     assert spec["title"]["subtitle"] == f"10 kept, 0 dropped, {len(points) - 10} not reranked"
     colour = spec["encoding"]["color"]
     assert colour["scale"]["domain"] == ["kept", "dropped", views.NOT_RERANKED]
     assert "not reranked (grey)" in colour["legend"]["labelExpr"]
-    assert spec["encoding"]["fillOpacity"]["scale"]["range"] == list(views.STATUS_FILL_OPACITY.values())
+    assert spec["encoding"]["fillOpacity"]["scale"]["range"] == list(charts.STATUS_FILL_OPACITY.values())
     # a stage without such candidates keeps its two statuses
-    assert views.NOT_RERANKED not in charts["ReRanker"].to_dict()["encoding"]["color"]["scale"]["domain"]
+    assert views.NOT_RERANKED not in by_stage["ReRanker"].to_dict()["encoding"]["color"]["scale"]["domain"]
 
 
 @pytest.mark.parametrize("state", ["sp", "sp_n2", "sp_pinned"])
@@ -112,10 +112,10 @@ def test_no_text_cell_is_none_or_blank(state, request):
                 if name in row:
                     assert isinstance(row[name], str) and row[name].strip(), (stage, name, row)
     some = sp.view(View.RETRIEVAL)[-1].chunk_id
-    for row in views.journey_rows(sp, some):
+    for row in chunk_moves.journey_rows(sp, some):
         assert all(isinstance(row[k], str) and row[k] for k in ("stage", "status", "reason"))
     for a, b in itertools.permutations(views.diff_stages(sp), 2):
-        for row in views.diff_rows(sp, a, b):
+        for row in chunk_moves.diff_rows(sp, a, b):
             assert all(isinstance(row[k], str) and row[k]
                        for k in ("move", "chunk id", "status in B", "reason"))
 
@@ -131,83 +131,83 @@ def test_a_score_a_row_lacks_stays_a_number_column(sp):
 def test_every_label_fits_its_width_and_the_widths_fill_the_table(state, request):
     sp = request.getfixturevalue(state)
     for stage, rows, columns in tables(sp):
-        assert list(columns) == list(views.chunk_table_rows(rows)[0])
-        assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH, stage
+        assert list(columns) == list(grids.chunk_table_rows(rows)[0])
+        assert sum(c["width"] for c in columns.values()) == grids.TABLE_WIDTH, stage
         for name, config in columns.items():
             label = config.get("label", name)
-            assert fits(label, config["width"], name in views.CHECK_COLUMNS), (stage, label, config)
+            assert fits(label, config["width"], name in grids.CHECK_COLUMNS), (stage, label, config)
             if config.get("type_config", {}).get("type") == "number":
                 assert config["help"]  # the whole name on hover
     for a, b in itertools.permutations(views.diff_stages(sp), 2):
-        columns = views.diff_columns(a, b)
-        assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH
+        columns = chunk_moves.diff_columns(a, b)
+        assert sum(c["width"] for c in columns.values()) == grids.TABLE_WIDTH
         assert all(fits(c.get("label", n), c["width"]) for n, c in columns.items()), columns
-    journey = views.journey_columns()
-    assert sum(c["width"] for c in journey.values()) == views.TABLE_WIDTH
+    journey = chunk_moves.journey_columns()
+    assert sum(c["width"] for c in journey.values()) == grids.TABLE_WIDTH
     assert all(fits(c.get("label", n), c["width"]) for n, c in journey.items())
 
 
 def test_the_score_columns_have_short_labels_and_their_whole_names_in_help(sp):
-    columns = views.table_columns(views.view_rows(sp, View.RETRIEVAL))
+    columns = grids.table_columns(views.view_rows(sp, View.RETRIEVAL))
     assert (columns["keyword"]["label"], columns["dense"]["label"]) == ("keyword", "dense")
     assert columns["keyword"]["help"].startswith("keyword:")
     assert columns["score (fused)"]["label"] == "fused"  # the score that orders it, by its kind
-    columns = views.table_columns(views.view_rows(sp, View.RERANKED))
+    columns = grids.table_columns(views.view_rows(sp, View.RERANKED))
     assert columns["rank_change"]["label"] == "Δrank"
     assert columns["rank_change"]["type_config"]["format"] == "%+d"
 
 
 def test_rows_are_tall_enough_to_wrap_their_lines(sp):
-    assert views.TABLE_ROW_HEIGHT > 64  # the grid wraps text only in rows taller than 4rem
+    assert grids.TABLE_ROW_HEIGHT > 64  # the grid wraps text only in rows taller than 4rem
     # a row of n lines holds the glyphs, n - 1 line heights and the top padding
     for n in range(2, 7):
-        need = views.GLYPH_PX + (n - 1) * views.LINE_HEIGHT * views.GLYPH_PX + views.ROW_PAD
-        assert need <= views.row_height(n) and views.row_height(n) > 64
-    assert views.row_height(1) == views.ROW_HEIGHT
-    assert views.table_height(2) == views.ROW_HEIGHT + 2 * views.TABLE_ROW_HEIGHT + 3
-    assert views.table_height(200) == views.TABLE_MAX_HEIGHT
-    assert views.table_height(3, row_height=views.ROW_HEIGHT) == 4 * views.ROW_HEIGHT + 3
+        need = grids.GLYPH_PX + (n - 1) * grids.LINE_HEIGHT * grids.GLYPH_PX + grids.ROW_PAD
+        assert need <= grids.row_height(n) and grids.row_height(n) > 64
+    assert grids.row_height(1) == grids.ROW_HEIGHT
+    assert grids.table_height(2) == grids.ROW_HEIGHT + 2 * grids.TABLE_ROW_HEIGHT + 3
+    assert grids.table_height(200) == grids.TABLE_MAX_HEIGHT
+    assert grids.table_height(3, row_height=grids.ROW_HEIGHT) == 4 * grids.ROW_HEIGHT + 3
 
 
 def test_text_lines_wraps_as_the_grid_does():
     # a cell whose line holds "scored by the" in the grid's font
-    width = views.text_px("scored by the") + views.CELL_PADDING + views.CELL_SLACK
-    assert views.text_lines("", width) == 1
+    width = grids.text_px("scored by the") + grids.CELL_PADDING + grids.CELL_SLACK
+    assert grids.text_lines("", width) == 1
     # a line breaks at its last space that fits; the next is measured with that space
-    assert views.wrap("scored by the offline backend", width) == ["scored by the", "offline", "backend"]
-    assert views.text_lines("scored by the offline backend", width + views.text_px(" offline")) == 2
-    assert views.breaks_a_word("kb/writing-a-good-knowledge-base.md#12", width)
-    assert not views.breaks_a_word("scored by the offline backend", width)
+    assert grids.wrap("scored by the offline backend", width) == ["scored by the", "offline", "backend"]
+    assert grids.text_lines("scored by the offline backend", width + grids.text_px(" offline")) == 2
+    assert grids.breaks_a_word("kb/writing-a-good-knowledge-base.md#12", width)
+    assert not grids.breaks_a_word("scored by the offline backend", width)
     # the narrowest width for whole words in two lines
-    fit = views.fit_width(["dropped", "not reranked"], lines=2, whole_words=True)
-    assert views.fits("not reranked", fit, 2) and not views.fits("not reranked", fit - 1, 2)
+    fit = grids.fit_width(["dropped", "not reranked"], lines=2, whole_words=True)
+    assert grids.fits("not reranked", fit, 2) and not grids.fits("not reranked", fit - 1, 2)
     # a text too long for its lines is cut after a whole word, with "…", and then fits
-    cut = views.fit_text("scored by the offline backend", width, 2)
-    assert cut == "scored by the offline…" and views.fits(cut, width, 2)
-    assert views.fit_text("kb/writing-a-good-knowledge-base.md#12", width, 2).endswith("…")
+    cut = grids.fit_text("scored by the offline backend", width, 2)
+    assert cut == "scored by the offline…" and grids.fits(cut, width, 2)
+    assert grids.fit_text("kb/writing-a-good-knowledge-base.md#12", width, 2).endswith("…")
 
 
 @pytest.mark.parametrize("state", ["sp", "sp_n2"])
 def test_the_chunk_and_reason_columns_show_every_cell_whole(state, request):
     sp = request.getfixturevalue(state)
     for stage, rows, columns in tables(sp):
-        drawn = views.chunk_grid(rows, columns)
-        assert drawn.row_height == views.TABLE_ROW_HEIGHT
+        drawn = grids.chunk_grid(rows, columns)
+        assert drawn.row_height == grids.TABLE_ROW_HEIGHT
         assert drawn.cut == [], (stage, drawn.cut)
         for shown in drawn.rows:  # no word broken, no line lost
-            for name in (views.CHUNK, "reason"):
-                assert views.fits(shown[name], columns[name]["width"], views.TABLE_LINES), shown
+            for name in (grids.CHUNK, "reason"):
+                assert grids.fits(shown[name], columns[name]["width"], grids.TABLE_LINES), shown
         # the chunk id first, then its section
-        assert all(s[views.CHUNK].startswith(r["chunk id"]) for s, r in zip(drawn.rows, rows))
+        assert all(s[grids.CHUNK].startswith(r["chunk id"]) for s, r in zip(drawn.rows, rows))
 
 
 def test_a_reason_too_long_for_its_lines_is_cut_and_whole_in_the_row_detail(sp_pinned):
     cut = 0
     for stage, rows, columns in tables(sp_pinned):
-        drawn = views.chunk_grid(rows, columns)
+        drawn = grids.chunk_grid(rows, columns)
         for row, shown in zip(rows, drawn.rows):
-            assert views.fits(shown["reason"], columns["reason"]["width"], views.TABLE_LINES)
-            if shown["reason"] != views.plain_limits(row["reason"]):
+            assert grids.fits(shown["reason"], columns["reason"]["width"], grids.TABLE_LINES)
+            if shown["reason"] != grids.plain_limits(row["reason"]):
                 cut += 1
                 assert shown["reason"].endswith("…") and "reason" in drawn.cut
                 assert row["reason"] in views.row_detail(sp_pinned, stage, row["chunk id"])
@@ -230,11 +230,11 @@ def test_the_section_column_shows_the_heading_path_and_the_file_once(sp):
     for _, rows, _ in tables(sp):
         for row in rows:
             chunk = sp.chunk_map()[row["chunk id"]]
-            assert chunk.source not in row[views.SECTION]
+            assert chunk.source not in row[grids.SECTION]
             said = " ".join(str(v) for k, v in row.items() if k != "reason")
             assert said.count(chunk.source) == 1, row  # in the chunk id alone
             path = chunk.heading_path
-            assert row[views.SECTION] == " > ".join(path[1:] if len(path) > 1 else path)
+            assert row[grids.SECTION] == " > ".join(path[1:] if len(path) > 1 else path)
     assert "source § section" not in views.view_rows(sp, View.A3)[0]
 
 
@@ -292,14 +292,14 @@ def test_filter_rows_finds_a_chunk_by_a_phrase_inside_its_text(sp):
     assert views.filter_rows(rows, sp, "zzqx-nowhere") == []
     # by the section's words and the reason's too, and in the stage diff's rows
     assert views.filter_rows(views.view_rows(sp, View.A3), sp, "off-topic")
-    diff = views.diff_rows(sp, View.RETRIEVAL, View.RERANKED)
+    diff = chunk_moves.diff_rows(sp, View.RETRIEVAL, View.RERANKED)
     assert target in [r["chunk id"] for r in views.filter_rows(diff, sp, phrase)]
 
 
 def test_chunk_labels_hold_the_id_the_section_and_words_of_the_text(sp):
     labels = views.chunk_labels(sp)
     assert list(labels) == views.chunk_choices(sp)
-    row_sections = {r["chunk id"]: r[views.SECTION] for r in views.view_rows(sp, View.RETRIEVAL)}
+    row_sections = {r["chunk id"]: r[grids.SECTION] for r in views.view_rows(sp, View.RETRIEVAL)}
     for chunk in sp.base_context_chunks:
         label = labels[chunk.id]
         assert label == views.chunk_choice_label(sp, chunk.id)
@@ -317,9 +317,9 @@ def test_chunk_labels_hold_the_id_the_section_and_words_of_the_text(sp):
 
 
 def test_tables_with_no_rows_have_no_columns():
-    assert views.table_columns([]) == {}
-    assert views.text_widths([], 300) == {}
-    widths = views.text_widths([{"chunk id": "a", views.SECTION: "b", "reason": "c"}], 200)
+    assert grids.table_columns([]) == {}
+    assert grids.text_widths([], 300) == {}
+    widths = grids.text_widths([{"chunk id": "a", grids.SECTION: "b", "reason": "c"}], 200)
     assert sum(widths.values()) == 200  # too narrow: shared in proportion, adding up
 
 
@@ -335,14 +335,14 @@ def test_a_weighed_table_in_llm_mode_fits_too(sp):
                for i, r in enumerate(sp.view(View.A3))]
     state = sp.model_copy(update={"views_by_stage": {**sp.views_by_stage, View.A3: weighed}})
     rows = editing.with_marks(views.view_rows(state, View.A3), state)
-    columns = views.table_columns(rows)
+    columns = grids.table_columns(rows)
     assert {"rule", "by", "p_relevant"} <= set(columns)
-    assert sum(c["width"] for c in columns.values()) == views.TABLE_WIDTH
-    assert all(fits(c.get("label", n), c["width"], n in views.CHECK_COLUMNS)
+    assert sum(c["width"] for c in columns.values()) == grids.TABLE_WIDTH
+    assert all(fits(c.get("label", n), c["width"], n in grids.CHECK_COLUMNS)
                for n, c in columns.items()), columns
     assert columns["p_relevant"]["label"] == "P rel"
-    assert "reason" in views.cut_columns(rows, columns)
-    assert "reason" in views.chunk_grid(rows, columns).cut
+    assert "reason" in grids.cut_columns(rows, columns)
+    assert "reason" in grids.chunk_grid(rows, columns).cut
     line = views.row_detail(state, View.A3, rows[4]["chunk id"])
     assert line.endswith(f"reason: {long}") and "decided by llm (the rules: dropped)" in line
 
@@ -358,9 +358,9 @@ def test_a_grid_never_grows_past_its_width_when_a_word_is_longer_than_its_column
              "stage": "A5 Format enforcer", "answer": f"a {long}",
              "differs": "setting agents.A3_NLI_Gate.min_relevance 0.1 → 0.2; pin kb/troubleshooting.md#8",
              "from": "11", "by": "import"}]
-    shown = views.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH)
+    shown = grids.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH)
     assert sum(c["width"] for c in shown.columns.values()) <= runs_tab.RUNS_TABLE_WIDTH
-    assert all(c["width"] >= views.label_width(n) for n, c in shown.columns.items())
+    assert all(c["width"] >= grids.label_width(n) for n, c in shown.columns.items())
 
 
 def test_a_long_cell_does_not_squeeze_the_short_ones_and_is_whole_for_the_hover():
@@ -377,21 +377,21 @@ def test_a_long_cell_does_not_squeeze_the_short_ones_and_is_whole_for_the_hover(
     rows = [{"run": "3", "time (UTC)": "11-26 02:04", "prompt": "How are documents chunked?",
              "stage": "A5 Format enforcer", "answer": answer, "differs": "—", "from": "—",
              "by": "page"}]
-    shown = views.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH,
-                       lines=views.TABLE_LINES)
+    shown = grids.grid(rows, runs_tab.run_columns(), total=runs_tab.RUNS_TABLE_WIDTH,
+                       lines=grids.TABLE_LINES)
     assert shown.rows[0]["prompt"] == "How are documents chunked?"
     assert shown.rows[0]["stage"] == "A5 Format enforcer"
-    assert shown.cut == ["answer"] and shown.rows[0]["answer"].endswith(views.CUT_MARK)
-    span = views.hover_data(shown)
+    assert shown.cut == ["answer"] and shown.rows[0]["answer"].endswith(grids.CUT_MARK)
+    span = grids.hover_data(shown)
     data = json.loads(html.unescape(re.search(r'data-ragstream-whole="([^"]*)"', span)[1]))
     assert data["whole"] == {shown.rows[0]["answer"]: answer}
-    assert data["row"] == shown.row_height and data["header"] == views.ROW_HEIGHT
-    assert views.hover_data(views.grid([{"a": "short"}])) == ""
+    assert data["row"] == shown.row_height and data["header"] == grids.ROW_HEIGHT
+    assert grids.hover_data(grids.grid([{"a": "short"}])) == ""
 
 
 def test_two_cells_cut_to_the_same_text_show_both_whole_texts():
     rows = [{"note": "alpha beta gamma " * 20 + "one"}, {"note": "alpha beta gamma " * 20 + "two"}]
-    shown = views.grid(rows, {"note": {"width": 200}}, lines=2)
+    shown = grids.grid(rows, {"note": {"width": 200}}, lines=2)
     assert shown.rows[0]["note"] == shown.rows[1]["note"]
-    assert shown.whole[shown.rows[0]["note"]].split(views.WHOLE_SEPARATOR) == [
+    assert shown.whole[shown.rows[0]["note"]].split(grids.WHOLE_SEPARATOR) == [
         r["note"].strip() for r in rows]

@@ -12,7 +12,7 @@ against run A:
   and the ReRanker's backend.
 * **Chunks** (``chunk_rows``, ``moves``): for each chunk stage (``views.VIEW_STAGES``:
   Retrieval, ReRanker, A3, A4) each chunk's rank and status in A and in B, and the move of B
-  relative to A as the page's stage diff writes it (``views.move_label``): ``↑3`` (three
+  relative to A as the page's stage diff writes it (``chunk_moves.move_label``): ``↑3`` (three
   places higher in B), ``↓7``, ``=``, ``new`` (only B has it), ``dropped`` (B dropped it though
   A had it kept, or B does not have it). A chunk both runs dropped moves by its rank. A stage
   only one run reached is ``not run in A`` / ``not run in B``: it is no chunk's move.
@@ -54,20 +54,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragstream.common.config import AppConfig
-from ragstream.interfaces.ui.views import (
+from ragstream.interfaces.ui.charts import (
     BUMP_PLOT_HEIGHT,
     BUMP_TOP,
     CHART_PADDING,
-    EMPTY,
     STATUS_SHAPES,
-    VIEW_STAGES,
     bump_axes,
-    move_label,
-    reached_label,
-    stage_label,
-    stage_title,
     status_shape,
 )
+from ragstream.interfaces.ui.chunk_moves import move_label
+from ragstream.interfaces.ui.grids import EMPTY
+from ragstream.interfaces.ui.views import VIEW_STAGES, reached_label, stage_label, stage_title
 from ragstream.stages import STAGES, Stage, controller, staleness
 from ragstream.state.records import CHUNK_KINDS, GATE_KINDS, Edit, StageInputs, short_text
 from ragstream.state.super_prompt import Chunk, SuperPrompt, ViewRow
@@ -421,7 +418,7 @@ class Comparison:
         """A row per chunk in either run's view of each chunk stage either run has (only
         ``stage``'s when given: its ``views_by_stage`` key or its title): stage, chunk id,
         rank and status in A and in B (None where a run does not have it), the move of B
-        relative to A (``views.move_label``), Δ rank (rank in A − rank in B; None when not
+        relative to A (``chunk_moves.move_label``), Δ rank (rank in A − rank in B; None when not
         comparable) and the chunk's cause where its row differs (None where it does not).
         By stage, then rank in B; the chunks B does not have after, by rank in A."""
         return [dict(row) for key, row in self._rows
@@ -572,7 +569,7 @@ class Comparison:
 
     def bump_chart(self, top: int = BUMP_TOP) -> Any | None:
         """The two runs' rank-movement (bump) charts side by side, in the look of the page's
-        (``views.bump_chart``): a column per run, x the chunk stages, y the rank (1 at the top,
+        (``charts.bump_chart``): a column per run, x the chunk stages, y the rank (1 at the top,
         the same scale in both), a line per chunk in the same colour in both runs, a cross
         where a stage dropped it; tooltips with the reason and the cause. None when neither run
         has a chunk stage."""

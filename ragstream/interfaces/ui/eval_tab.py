@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.common.config import PROJECT_ROOT, AppConfig
-from ragstream.interfaces.ui.views import TABLE_WIDTH
+from ragstream.interfaces.ui.grids import TABLE_WIDTH
 from ragstream.measure.answer_eval import evaluate_answers, load_questions
 
 #: the question sets that ship with RAGstream

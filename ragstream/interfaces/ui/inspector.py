@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstream.agents.trace import cut_marker
-from ragstream.interfaces.ui.views import TABLE_WIDTH, plain_names, stage_label
+from ragstream.interfaces.ui.grids import TABLE_WIDTH
+from ragstream.interfaces.ui.views import plain_names, stage_label
 from ragstream.stages import controller
 from ragstream.state.records import AgentCall, SentMessage
 from ragstream.state.super_prompt import SuperPrompt

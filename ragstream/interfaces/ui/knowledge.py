@@ -25,7 +25,7 @@ from typing import Any
 
 from ragstream.backends.lock import ingest_busy
 from ragstream.common.errors import IngestError, KnowledgeBaseError, RagstreamError
-from ragstream.interfaces.ui import actions
+from ragstream.interfaces.ui import ingesting
 from ragstream.interfaces.ui import state as S
 from ragstream.knowledge.bases import DEFAULT
 from ragstream.knowledge.ingest.ingestor import IngestReport, ingest_path
@@ -376,7 +376,7 @@ def _start(st_state: S.SessionState, engine: Engine, kind: str, source: str,
 def start_folder(engine: Engine, st_state: S.SessionState, folder: str) -> IngestJob | None:
     """"Ingest folder": ingest ``folder`` into the selected knowledge base in the background;
     its report replaces the last one when it ends. The uploader starts afresh (as
-    ``actions.ingest_folder``). A missing folder is said at once."""
+    ``ingesting.ingest_folder``). A missing folder is said at once."""
     st_state[S.ERROR] = None
     st_state[S.UPLOAD_NONCE] = (st_state.get(S.UPLOAD_NONCE) or 0) + 1
     folder = folder.strip()
@@ -397,13 +397,13 @@ def start_folder(engine: Engine, st_state: S.SessionState, folder: str) -> Inges
 
 def start_upload(engine: Engine, st_state: S.SessionState, files: list[tuple[str, bytes]],
                  ids: tuple[str, ...]) -> IngestJob | None:
-    """Ingest the uploaded (name, bytes) pairs in the background (``actions.ingest_uploads``:
+    """Ingest the uploaded (name, bytes) pairs in the background (``ingesting.ingest_uploads``:
     each saved, ingested or refused with its reason, and a refused one not kept)."""
     st_state[S.ERROR] = None
     sub: dict[str, Any] = {S.INGEST_REPORT: st_state.get(S.INGEST_REPORT), S.ERROR: None}
 
     def work() -> dict[str, Any]:
-        actions.ingest_uploads(engine, sub, files, ids=ids)
+        ingesting.ingest_uploads(engine, sub, files, ids=ids)
         return {"report": sub[S.INGEST_REPORT], "error": sub[S.ERROR]}
 
     what = files[0][0] if len(files) == 1 else f"{len(files)} uploaded files"
@@ -411,11 +411,11 @@ def start_upload(engine: Engine, st_state: S.SessionState, files: list[tuple[str
 
 
 def pending_uploads(engine: Engine, st_state: S.SessionState, uploads: list[Any] | None) -> list[Any]:
-    """The uploader's files not ingested yet and not in a running job (``actions.new_uploads``):
+    """The uploader's files not ingested yet and not in a running job (``ingesting.new_uploads``):
     those chosen while a job runs on this knowledge base wait for it to end."""
     if REGISTRY.running(collection_of(engine)):
         return []
-    return actions.new_uploads(st_state, uploads)
+    return ingesting.new_uploads(st_state, uploads)
 
 
 def adopt(engine: Engine, st_state: S.SessionState) -> None:

@@ -23,8 +23,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from ragstream.common.errors import RagstreamError
+from ragstream.interfaces.ui import grids, views
 from ragstream.interfaces.ui import state as S
-from ragstream.interfaces.ui import views
 from ragstream.interfaces.ui.compare import Comparison, Side, compare
 from ragstream.stages import controller
 from ragstream.state.records import short_text
@@ -271,7 +271,7 @@ LISTED = 200
 CELL_TEXT_MOST = 1500
 #: the Runs table's fixed column widths in pixels; prompt, stage, answer and what differed
 #: share the rest of ``RUNS_TABLE_WIDTH`` (with the row picker's 32 the grid's 818 at
-#: 1280x900, less its border), wrapped in ``views.TABLE_LINES`` lines (a picked run shows them
+#: 1280x900, less its border), wrapped in ``grids.TABLE_LINES`` lines (a picked run shows them
 #: whole)
 RUN_COLUMN_WIDTHS = {"run": 50, "time (UTC)": 96, "from": 50, "by": 54}
 RUNS_TABLE_WIDTH = 780
@@ -282,8 +282,8 @@ RUNS_TABLE_MAX_HEIGHT = 420
 
 
 def runs_table_height(rows: int) -> int:
-    """A runs or compare table's height: ``views.table_height`` up to ``RUNS_TABLE_MAX_HEIGHT``."""
-    return views.table_height(rows, most=RUNS_TABLE_MAX_HEIGHT)
+    """A runs or compare table's height: ``grids.table_height`` up to ``RUNS_TABLE_MAX_HEIGHT``."""
+    return grids.table_height(rows, most=RUNS_TABLE_MAX_HEIGHT)
 
 
 def run_columns() -> dict[str, Any]:
@@ -434,9 +434,9 @@ def chunk_columns(rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     for name, width in COMPARE_WIDTHS.items():
         out[name]["width"] = width
     if rows:
-        longest = max(views.text_px(str(r.get("chunk id", ""))) for r in rows)
-        out["chunk id"]["width"] = min(views.CHUNK_MOST, math.ceil(longest) + views.CELL_PADDING
-                                       + views.CELL_SLACK + 1)
+        longest = max(grids.text_px(str(r.get("chunk id", ""))) for r in rows)
+        out["chunk id"]["width"] = min(grids.CHUNK_MOST, math.ceil(longest) + grids.CELL_PADDING
+                                       + grids.CELL_SLACK + 1)
     out["move"]["help"] = "↑3: three places higher in B; new: only B has it; dropped: B dropped it"
     out["cause"]["help"] = ("Why the chunk's row differs: the first input that differs where it "
                             "moved (a cause cut short is whole under the table)")

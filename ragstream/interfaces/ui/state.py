@@ -29,7 +29,7 @@ CONVERSATION_SHOWN = "conversation_shown"  # the person opened it: it stays open
 FILTERS = "filters"               # the Filters the next Retrieval applies
 DIFF_A = "diff_a"                 # the stage diff's stage A (a views_by_stage key), or None
 DIFF_B = "diff_b"                 # the stage diff's stage B, or None
-DIFF_SORT = "diff_sort"           # the stage diff's order (one of views.DIFF_SORTS)
+DIFF_SORT = "diff_sort"           # the stage diff's order (one of chunk_moves.DIFF_SORTS)
 INSPECT_AGENT = "inspect_agent"   # the agent stage the Agents tab shows, or None
 EVAL_SET = "eval_set"             # the Eval tab's bundled question set (a label of bundled_sets)
 EVAL_PATH = "eval_path"           # the path of the user's own question set, or ""
@@ -51,7 +51,7 @@ JOURNEY_SEARCH = "journey_search"  # words the chunk journey's picker's chunks m
 OPEN_TABLES = "open_tables"       # stage view -> open: the chunk tables the person opened or closed
 DETAIL_TEXT = "detail_text"       # the opened chunk's text and metadata are shown (an expander)
 SEARCH_OPEN = "search_open"       # the knowledge-base chunk search is open (an expander)
-REPLAY = "agent_replay"           # the Agents tab's last replayed call (actions.ShownReplay), or None
+REPLAY = "agent_replay"           # the Agents tab's last replayed call (edit_actions.ShownReplay), or None
 SESSION = "session"               # the session's name (the URL's ?session=…): its runs are restored
 RUN_ID = "run_id"                 # the kept run (ragstream.workbench.runs) the page shows, or None
 RUN_SAVED = "run_saved"           # the SuperPrompt last saved as RUN_ID (a stage run that goes on
