@@ -20,7 +20,6 @@ which sees this process's writes.
 from __future__ import annotations
 
 import os
-import resource
 import threading
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,8 @@ class ChromaReader:
         if any(key in os.environ or key.lower() in os.environ for key in _CHROMA_ENV):
             return None
         try:
+            import resource  # POSIX (chromadb asks Windows' C runtime instead: the client is used)
+
             import chromadb_rust_bindings as rb
 
             config = rb.SqliteDBConfig(hash_type=rb.MigrationHash.MD5,
