@@ -9,6 +9,7 @@ title and heading path, so words in headings count.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +65,44 @@ def _stemmer(name: str):
     return Stemmer.Stemmer(name)
 
 
+#: bm25s's token pattern (scikit-learn's CountVectorizer's): words of two characters or more
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+#: the stop-word list names bm25s knows (``bm25s.tokenization._infer_stopwords``) and its lists'
+#: names in ``bm25s/stopwords.py``
+_STOPWORD_LISTS = {
+    "english": "EN", "en": "EN", "english_plus": "EN_PLUS", "en_plus": "EN_PLUS",
+    "german": "GERMAN", "de": "GERMAN", "dutch": "DUTCH", "nl": "DUTCH", "french": "FRENCH",
+    "fr": "FRENCH", "spanish": "SPANISH", "es": "SPANISH", "portuguese": "PORTUGUESE",
+    "pt": "PORTUGUESE", "italian": "ITALIAN", "it": "ITALIAN", "russian": "RUSSIAN",
+    "ru": "RUSSIAN", "swedish": "SWEDISH", "sv": "SWEDISH", "norwegian": "NORWEGIAN",
+    "no": "NORWEGIAN", "chinese": "CHINESE", "zh": "CHINESE", "turkish": "TURKISH",
+    "tr": "TURKISH", "korean": "KOREAN", "ko": "KOREAN", "danish": "DANISH", "da": "DANISH",
+}
+
+
+@functools.lru_cache(maxsize=8)
+def _stopwords(name: str) -> frozenset[str]:
+    """bm25s's stop-word list ``name``, read from ``bm25s/stopwords.py`` without importing the
+    ``bm25s`` package (it imports scipy: ~0.1 s of a query's start); a name bm25s does not
+    know is bm25s's own error."""
+    import importlib.util
+
+    key = _STOPWORD_LISTS.get(name)
+    spec = importlib.util.find_spec("bm25s")  # finds the package, does not run it
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    if key is None or not folders:
+        from bm25s.tokenization import _infer_stopwords
+
+        return frozenset(_infer_stopwords(name))
+    # the module alone (constants only), under a name of its own: bm25s is not imported
+    found = importlib.util.spec_from_file_location("_ragstream_bm25s_stopwords",
+                                                   Path(folders[0], "stopwords.py"))
+    assert found is not None and found.loader is not None
+    lists = importlib.util.module_from_spec(found)
+    found.loader.exec_module(lists)
+    return frozenset(getattr(lists, f"STOPWORDS_{key}"))
+
+
 class KeywordIndex:
     """BM25 index over chunks in a fixed id order, with stemmed terms and per-chunk term coverage."""
 
@@ -76,11 +115,14 @@ class KeywordIndex:
     # -- tokens -------------------------------------------------------------------------
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        import bm25s
-
-        return bm25s.tokenize(list(texts), stopwords=self.stopwords,
-                              stemmer=_stemmer(self.stemmer_name), return_ids=False,
-                              show_progress=False)
+        """What ``bm25s.tokenize(texts, stopwords=…, stemmer=…, return_ids=False)`` gives
+        (lower-cased words of two characters or more, stop words left out, each stemmed),
+        without importing bm25s (a test holds the two equal)."""
+        stop = _stopwords(self.stopwords)
+        words = [[w for w in _TOKEN.findall(text.lower()) if w not in stop] for text in texts]
+        unique = list(dict.fromkeys(w for ws in words for w in ws))
+        stems = dict(zip(unique, _stemmer(self.stemmer_name).stemWords(unique)))
+        return [[stems[w] for w in ws] for ws in words]
 
     def query_terms(self, query: str) -> list[str]:
         """The stemmed, stop-word-free terms of ``query`` (as the index sees them)."""

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
+from ragstream.backends import chroma_reader
 from ragstream.backends.doc_index import WindowRecord, pack_vectors, unpack_vectors
 from ragstream.common.config import VectorStoreSettings
 from ragstream.common.errors import StoreUnreadableError, VectorDBUnavailableError, VectorStoreError
@@ -200,6 +201,7 @@ class ChromaStore:
         #: brings its keyword index in step then, from a view of every process's records)
         self.on_open: Callable[[], None] | None = None
         self._collection: Collection | None = None
+        self._reading = False  # reading through the folder's ChromaReader (client not opened)
         # http mode (see the module docstring)
         self.connect_timeout_s = settings.connect_timeout_s
         self.request_timeout_s = settings.request_timeout_s
@@ -248,6 +250,8 @@ class ChromaStore:
             raise StoreUnreadableError(self.location, f"{type(err).__name__}: {err}") from err
 
     def _open_client(self) -> None:
+        if self.settings.mode == "persistent":
+            chroma_reader.client_opening(self.location)
         import chromadb
         from chromadb.config import Settings
 
@@ -329,7 +333,9 @@ class ChromaStore:
         """Forget the client (a persistent folder can then be deleted and reopened). Chroma
         shares one system per folder across the clients of a process, so its cache is
         cleared even when this object never opened one (but chromadb is not imported for it)."""
-        self._client, self._collection = None, None
+        self._client, self._collection, self._reading = None, None, False
+        if self.settings.mode == "persistent":
+            chroma_reader.forget(self.location)
         if self.settings.mode == "persistent" and "chromadb" in sys.modules:
             from chromadb.api.shared_system_client import SharedSystemClient
 
@@ -364,8 +370,31 @@ class ChromaStore:
         """The HNSW's ``n`` nearest windows of each vector: ids, cosine distances and (with
         ``metadata``) metadata, None for a window removed since this process loaded the index."""
         include = ["metadatas", "distances"] if metadata else ["distances"]
+        found = self._reader()
+        if found is not None:
+            reader, collection_id = found
+            return reader.query(collection_id, vectors, n, include)
         return self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
                                      n_results=n, include=include)
+
+    def _reader(self) -> tuple[chroma_reader.ChromaReader, str] | None:
+        """Persistent mode before the client is opened: the folder's ``ChromaReader`` and the
+        collection's id (the open hook runs on this store's first read through it, as when
+        its client opens); None when reads go through the client."""
+        if self._client is not None or self.settings.mode != "persistent":
+            return None
+        with _OPENING:
+            reader = chroma_reader.reader_for(self.location)
+            collection_id = reader.collection_id(self.settings.collection) if reader else None
+            if reader is None or collection_id is None:
+                return None
+            if not self._reading:
+                self._reading = True
+                if self.on_open is not None:
+                    self._run_on_open()  # a repair may open the client: then read through it
+        if self._client is not None or chroma_reader.reader_for(self.location) is not reader:
+            return None
+        return reader, collection_id
 
     def _get_all(self, include: list[str], where: dict | None = None) -> dict[str, Any]:
         page, offset = 5000, 0

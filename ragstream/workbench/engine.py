@@ -37,17 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragstream.backends import telemetry
-from ragstream.backends.llm import PassState, one_pass
 from ragstream.backends.services import Services, build_services
 from ragstream.common.config import AppConfig, load_config
 from ragstream.knowledge.bases import DEFAULT, KnowledgeBase, KnowledgeBases
-from ragstream.knowledge.ingest.ingestor import IngestReport, Progress, ingest_path
 from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.super_prompt import Chunk, SuperPrompt
-from ragstream.workbench import replay as replays
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ragstream.knowledge.ingest.ingestor import IngestReport, Progress
+    from ragstream.workbench import replay as replays
     from ragstream.workbench.conversations import Conversations
     from ragstream.workbench.runs import RunStore
 
@@ -154,6 +153,8 @@ class Engine:
     def ingest(self, path: str | Path | None = None, prune: bool | None = None,
                progress: Progress | None = None) -> IngestReport:
         """Ingest ``path`` (default: the configured KB folder) into the store and return the report."""
+        from ragstream.knowledge.ingest.ingestor import ingest_path
+
         return ingest_path(path or self.cfg.kb_dir, self.cfg, self.services, prune, progress)
 
     def ensure_knowledge_base(self, progress: Progress | None = None) -> IngestReport:
@@ -267,6 +268,7 @@ class Engine:
                cfg: AppConfig | None = None):
         """Answer a finished super-prompt (LLM, extractive, or the no-results answer), log the
         interaction, and return ``(sp with .answer, answer)``."""
+        from ragstream.backends.llm import PassState, one_pass
         from ragstream.workbench.qa_log import answer_and_log
 
         with telemetry.span("ragstream.answer", {"ragstream.kb": self.kb},
@@ -443,6 +445,8 @@ class Engine:
         endpoint again as the agent would, its messages' texts replaced by ``messages`` (one
         per message; None: unchanged). The endpoint's error is in the result, not raised;
         ``ReplayError`` without an endpoint or such a call (``ragstream.workbench.replay``)."""
+        from ragstream.workbench import replay as replays
+
         return replays.replay(sp, agent, call_index, messages, cfg or self.cfg, self.services_for(sp))
 
     def replay_decision(self, sp: SuperPrompt, replayed: replays.Replayed,
@@ -455,6 +459,8 @@ class Engine:
         """Record the decision ``replayed`` would make as the person's edits of its stage
         (that stage and the later ones go out of date; ``resume`` runs them again).
         ``ReplayError`` when there is nothing to apply."""
+        from ragstream.workbench import replay as replays
+
         decision = self.replay_decision(sp, replayed, cfg)
         return replays.apply(self, sp, decision, cfg)
 

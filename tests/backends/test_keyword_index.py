@@ -33,3 +33,27 @@ def test_unseen_share_is_the_weight_of_words_no_chunk_holds(index):
     assert index.unseen_share(terms) == pytest.approx(idf(4, 0) / (idf(4, 0) + idf(4, 4)))
     assert index.unseen_share(index.query_terms("pasta pizza")) == 1.0
     assert index.unseen_share([]) == 0.0 and KeywordIndex().unseen_share(["x"]) == 0.0
+
+
+def test_the_tokenizer_gives_what_bm25s_gives_without_importing_it():
+    """The tokenizer every engine indexes with is bm25s's (``bm25s.tokenize``, its stop-word
+    lists, PyStemmer), made without importing bm25s: for every list name bm25s knows, with
+    two stemmers, on the bundled knowledge base and some awkward text, the terms are the same."""
+    from pathlib import Path
+
+    import bm25s
+    import Stemmer
+
+    from ragstream.backends.keyword_index import _STOPWORD_LISTS
+
+    kb = Path(__file__).resolve().parents[2] / "data" / "kb"
+    texts = [p.read_text(encoding="utf-8") for p in sorted(kb.glob("*.md"))] + [
+        "", "a", "How are documents chunked?", "Ünïcode ÉCOLE straße 東京 2024 x_y a1 don't",
+        "Wie werden Dokumente zerlegt? Comment les documents sont-ils découpés ?"]
+    for name in [*_STOPWORD_LISTS, "en"]:
+        for stemmer in ("english", "german"):
+            expected = bm25s.tokenize(texts, stopwords=name, stemmer=Stemmer.Stemmer(stemmer),
+                                      return_ids=False, show_progress=False)
+            assert KeywordIndex(stemmer, name).tokens(texts) == expected, (name, stemmer)
+    with pytest.raises(ValueError, match="not recognized"):  # bm25s's own error, as before
+        KeywordIndex("english", "klingon").tokens(["a text"])
