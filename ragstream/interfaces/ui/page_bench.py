@@ -183,7 +183,7 @@ def run_page_bench(rounds: int = 10, app: str | Path | None = None, tab: str | N
             "rounds": rounds, "buttons": buttons,
             "all": {"median_ms": round(statistics.median(every), 1),
                     "p95_ms": round(_percentile(every, 0.95), 1), "clicks": len(every)},
-            "target_median_ms": 250}
+            "target_median_ms": 200}
 
 
 def format_page_report(result: dict[str, Any]) -> str:
