@@ -56,7 +56,7 @@ import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -83,8 +83,37 @@ from ragstream.state import edits
 from ragstream.state.records import A2_FIELDS, AgentCall, EditKind, SentMessage, short_text
 from ragstream.state.super_prompt import SuperPrompt, View
 
-if TYPE_CHECKING:
-    from ragstream.workbench.engine import Engine
+
+class Editor(Protocol):
+    """What ``apply`` needs of the ``Engine``: its edit methods (``Engine`` is one). Said here,
+    so that this module and the engine, which calls it, do not import each other."""
+
+    def set_field(self, sp: SuperPrompt, name: str, value: str,
+                  cfg: AppConfig | None = None) -> SuperPrompt:
+        """As ``Engine.set_field``."""
+
+    def pin(self, sp: SuperPrompt, chunk_id: str,
+            seen: SuperPrompt | None = None) -> SuperPrompt:
+        """As ``Engine.pin``."""
+
+    def drop(self, sp: SuperPrompt, chunk_id: str,
+             seen: SuperPrompt | None = None) -> SuperPrompt:
+        """As ``Engine.drop``."""
+
+    def remove_statement(self, sp: SuperPrompt, key: str,
+                         seen: SuperPrompt | None = None) -> SuperPrompt:
+        """As ``Engine.remove_statement``."""
+
+    def move_statement(self, sp: SuperPrompt, key: str, place: int,
+                       seen: SuperPrompt | None = None) -> SuperPrompt:
+        """As ``Engine.move_statement``."""
+
+    def remove_rule(self, sp: SuperPrompt, rule: str,
+                    seen: SuperPrompt | None = None) -> SuperPrompt:
+        """As ``Engine.remove_rule``."""
+
+    def add_rule(self, sp: SuperPrompt, text: str) -> SuperPrompt:
+        """As ``Engine.add_rule``."""
 
 A0, A2, A3, A4, A5 = (a0.AGENT_NAME, a2.AGENT_NAME, a3.NAME, a4.NAME, a5.AGENT_NAME)
 #: the agents whose calls can be replayed, in pipeline order
@@ -577,7 +606,7 @@ _DIFFS = {A0: _a0_diff, A2: _a2_diff, A3: _a3_diff, A4: _a4_diff, A5: _a5_diff}
 # --------------------------------------------------------------------------- applying it
 
 
-def apply(engine: Engine, sp: SuperPrompt, decision: Decision,
+def apply(engine: Editor, sp: SuperPrompt, decision: Decision,
           cfg: AppConfig | None = None) -> SuperPrompt:
     """Record ``decision``'s proposals as the person's edits, through the engine's edit calls
     (each checked as a hand-made edit is); the stage they act on and the later ones are then
