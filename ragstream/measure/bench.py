@@ -57,7 +57,7 @@ from typing import Any
 
 from ragstream.common.config import PROJECT_ROOT
 from ragstream.measure.harness import (
-    _CpuMeter,
+    CpuMeter,
     bench_config,
     bench_env,
     copy_kb,
@@ -491,7 +491,7 @@ def run_bench(quick: bool = False, progress: Progress | None = None,
 
     size = QUICK if quick else FULL
     started = time.perf_counter()
-    meter = _CpuMeter()
+    meter = CpuMeter()
     load_start = load_average()
     loads = [load_start[0]]
     result: dict[str, Any] = {

@@ -76,7 +76,7 @@ def current_rss_mb() -> float:
         return math.nan
 
 
-class _CpuMeter:
+class CpuMeter:
     """Busy CPU time of the whole machine (/proc/stat) minus this process's and its
     children's: how many cores other processes kept busy while the bench ran."""
 
@@ -95,6 +95,7 @@ class _CpuMeter:
         return time.perf_counter(), busy, own
 
     def others_cores(self) -> float:
+        """Cores other processes kept busy on average since the meter started."""
         t1, busy1, own1 = self._sample()
         t0, busy0, own0 = self.start
         wall = t1 - t0

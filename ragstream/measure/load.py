@@ -527,7 +527,7 @@ def run_load(chunks: Sequence[int] = DEFAULT_CHUNKS, clients: int = DEFAULT_CLIE
                          "without chroma_url")
     queries = read_queries(data)  # first: a missing data set fails before any work
     started = time.perf_counter()
-    meter = harness._CpuMeter()
+    meter = harness.CpuMeter()
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "started_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),

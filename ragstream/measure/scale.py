@@ -87,7 +87,7 @@ from ragstream.common.config import PROJECT_ROOT
 from ragstream.measure.harness import (
     SCIFACT_DIR,
     Abstract,
-    _CpuMeter,
+    CpuMeter,
     bench_config,
     bench_env,
     current_rss_mb,
@@ -980,7 +980,7 @@ def run_scale(sizes: dict[str, int], quick: bool = False, cache: Path | None = N
     (see the module docstring); return a JSON-ready dict. ``quick``: fewer prompts, rounds and
     chunks encoded. ``dim``: the vector length (default: the configured embedder's)."""
     started = time.perf_counter()
-    meter = _CpuMeter()
+    meter = CpuMeter()
     cache = Path(cache) if cache is not None else cache_root()
     scifact = load_scifact(0)
     docs = [d for d in scifact.docs if d.text.strip()]
