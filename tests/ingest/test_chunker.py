@@ -348,6 +348,35 @@ def test_no_chunk_ends_mid_sentence_in_prose():
     assert chunk_sentences == source_sentences
 
 
+def test_a_sentence_ending_in_a_colon_moves_on_with_the_block_it_introduces():
+    # the Apache manual's htaccess page: "…use the `AllowOverrideList` directive. This lets you
+    # name … alone:" then its configuration block, where the budget ran out between the two
+    block = "```config\nAllowOverride None\nAllowOverrideList Redirect RewriteRule\n```"
+    intro = ("If you need to limit it, use the AllowOverrideList directive. "
+             "This lets you name the directives that are allowed:")
+    text = f"# Overrides\n\n{prose(5)}\n\n{intro}\n\n{block}\n\n{prose(2, 'errors')}\n"
+    doc = parse(text)
+    holder = next(c for c in doc.chunks if "AllowOverride None" in c.text)
+    assert intro in holder.text and holder.text.index(intro) < holder.text.index(block)
+    assert not any(c.text.rstrip().endswith(":") for c in doc.chunks)
+    # the same text without the colon is cut where the budget runs out: the rule is the colon's
+    plain = parse(text.replace("allowed:", "allowed."))
+    assert any(c.text.rstrip().endswith("allowed.") for c in plain.chunks)
+    for c in doc.chunks + plain.chunks:
+        assert c.token_count <= SMALL.max_tokens
+
+
+def test_a_colon_sentence_stays_when_its_paragraph_cannot_move():
+    # one long paragraph ending in ':' that cannot join its block in one chunk stays where it
+    # is: the chunk is never left empty and nothing is lost
+    intro = prose(6) + " Run this:"
+    text = f"# Long intro\n\n{intro}\n\n```sh\nmake all\n```\n"
+    doc = parse(text)
+    joined = "".join(c.text for c in doc.chunks)
+    assert "Run this:" in joined and "make all" in joined
+    assert all(c.text.strip() for c in doc.chunks)
+
+
 def test_list_items_are_units_and_never_cut():
     items = "\n".join(f"- item {i} names option {i} and what it changes" for i in range(12))
     doc = parse(f"# Options\n\n{items}\n")

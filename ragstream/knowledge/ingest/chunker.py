@@ -53,9 +53,13 @@ Units
 
 Chunks
     Units are packed greedily, in order, while the chunk's text counts at most
-    ``settings.max_tokens`` tiktoken tokens. A code block, table or math block longer than
-    that becomes a chunk of its own (a warning says so); an over-long sentence is cut at word
-    boundaries (between characters for a single giant word), also with a warning. When the
+    ``settings.max_tokens`` tiktoken tokens. A sentence ending in ':' introduces what follows
+    it (a command, a configuration block, a list) and is never the last of a chunk when that
+    follows in the next one: its paragraph (else the sentence alone) moves on to the next
+    chunk when it fits there with what it introduces. A code block, table or math block
+    longer than that becomes a chunk of its own (a warning says so); an over-long sentence is
+    cut at word boundaries (between characters for a single giant word), also with a warning.
+    When the
     last chunk of a section is smaller than ``settings.min_tokens`` it merges into the previous
     chunk of the same section if the result fits ``max_tokens``; since greedy packing rarely
     leaves such room, trailing units of the previous chunk otherwise move into the tail until
@@ -530,6 +534,37 @@ def _fit_units(
     return fitted
 
 
+def _paragraph_start(body: _Body, group: list[_Unit], i: int) -> int:
+    """The index in ``group`` of the first unit of the paragraph that holds ``group[i]``: no
+    blank line (nor a block's edge) stands between it and ``group[i]``."""
+    while i > 0 and group[i - 1].kind == _PROSE and group[i].kind == _PROSE \
+            and body.text.count("\n", group[i - 1].end, group[i].start) < 2:
+        i -= 1
+    return i
+
+
+def _kept_before(body: _Body, current: list[_Unit], unit: _Unit, limit: int,
+                 encoding: str) -> int:
+    """How many of ``current``'s units stay in the chunk when ``unit`` does not fit: all of
+    them, unless the last one ends in ':' (it introduces what follows: a command, a
+    configuration block, a list). Then its paragraph moves on with what it introduces, or at
+    least that sentence does, as long as the chunk keeps a unit and the moved ones fit with
+    ``unit``."""
+    last = current[-1]
+    if last.kind != _PROSE or not body.text[last.start:last.end].rstrip().endswith(":"):
+        return len(current)
+
+    def fits(i: int) -> bool:
+        return count_tokens(body.text[current[i].start:unit.end], encoding) <= limit
+
+    i = _paragraph_start(body, current, len(current) - 1)
+    if i > 0 and fits(i):
+        return i
+    if len(current) > 1 and fits(len(current) - 1):
+        return len(current) - 1
+    return len(current)
+
+
 def _pack(body: _Body, units: list[_Unit], settings: ChunkingSettings) -> list[list[_Unit]]:
     """Greedy packing within ``max_tokens``, then the small-tail rule for the section."""
     limit, encoding = settings.max_tokens, settings.encoding
@@ -541,8 +576,9 @@ def _pack(body: _Body, units: list[_Unit], settings: ChunkingSettings) -> list[l
     current: list[_Unit] = []
     for unit in units:
         if current and tokens([current[0], unit]) > limit:
-            groups.append(current)
-            current = []
+            keep = _kept_before(body, current, unit, limit, encoding)
+            groups.append(current[:keep])
+            current = current[keep:]
         current.append(unit)
     if current:
         groups.append(current)

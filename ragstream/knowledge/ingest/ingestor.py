@@ -87,9 +87,10 @@ from ragstream.knowledge.formats.markdown_out import signature_of
 from ragstream.knowledge.ingest.chunker import NO_BODY_WARNING, content_hash, parse_document
 from ragstream.state.super_prompt import Chunk
 
-#: what is derived from a document's text at ingestion (evidence sentences and their spans):
+#: what is derived from a document's text at ingestion (its chunks, evidence sentences and
+#: their spans):
 #: part of the stored document hash, so a change here re-ingests every document once
-ENCODING = "evidence-spans-2\0"
+ENCODING = "evidence-spans-3\0"
 
 Progress = Callable[[int, int, str], None]
 
