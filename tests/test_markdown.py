@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragstream.common import markdown
 from ragstream.common.markdown import Block, FrontMatter, parse, spans_outside
 from ragstream.common.text import clean_sentence, evidence_units
 
@@ -249,3 +250,14 @@ def test_a_paragraph_holds_its_text_without_list_markers_or_quote_marks():
     doc = parse("- first item\n  goes on\n\n> quoted\n> text\n\n1. numbered\n")
     paragraphs = [b.text for b in doc.walk() if b.kind == "paragraph"]
     assert paragraphs == ["first item\ngoes on", "quoted\ntext", "numbered"]
+
+
+def test_fence_spans_give_each_code_block_without_its_fence_lines():
+    text = ("Intro:\n\n```bash\nnpm i\nls\n```\n\nAfter.\n\n- item\n\n  ~~~~\n  nested\n  ~~~~\n\n"
+            "```x\nopen")
+    found = markdown.fence_spans(text)
+    assert [text[f.code_start:f.code_end] for f in found] == ["npm i\nls\n", "  nested\n", "open"]
+    assert [text[f.start:f.code_start].strip() for f in found] == ["```bash", "~~~~", "```x"]
+    assert [text[f.code_end:f.end].strip() for f in found] == ["```", "~~~~", ""]  # the last is open
+    assert [f.info for f in found] == ["bash", "", "x"]
+    assert markdown.fence_spans("No code here.\n") == []

@@ -172,6 +172,39 @@ def spans_outside(text: str, kinds: Collection[BlockKind]) -> list[tuple[int, in
     return [(a, b) for a, b in spans if b > a]
 
 
+@dataclass(frozen=True)
+class FenceSpan:
+    """Where a fenced code block lies in a text, in characters: its opening line
+    ``[start, code_start)``, its code ``[code_start, code_end)`` and its closing line
+    ``[code_end, end)`` (empty for a fence the text ends inside); ``info`` is its language."""
+
+    start: int
+    code_start: int
+    code_end: int
+    end: int
+    info: str = ""
+
+
+def fence_spans(text: str) -> list[FenceSpan]:
+    """The fenced code blocks of ``text`` (at any depth, front matter not read), in text
+    order: what a renderer shows as code, without the fence lines."""
+    starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+    starts.append(len(text))
+    out = []
+    for block in parse(text, front_matter=False).walk():
+        if block.kind != "fence" or block.end <= block.start:
+            continue
+        first, last = block.start, min(block.end, len(starts) - 1)
+        opener = text[starts[first]:starts[first + 1]].strip()
+        fence = opener[:len(opener) - len(opener.lstrip(opener[:1]))] if opener else "```"
+        closing = text[starts[last - 1]:starts[last]].strip() if last - 1 > first else ""
+        closed = closing.startswith(fence) and not closing.strip(fence[:1])
+        code_end_line = last - 1 if closed else last
+        out.append(FenceSpan(starts[first], starts[first + 1], starts[code_end_line],
+                             starts[last], block.text))
+    return sorted(out, key=lambda f: f.start)
+
+
 @cache
 def _parser(front_matter: bool, blocks: bool) -> MarkdownIt:
     """A markdown-it parser for block structure only (no inline parsing), built once."""

@@ -129,6 +129,15 @@ def test_the_answer_and_its_sources_in_a_real_browser(app_url):  # noqa: F811
         page.get_by_role("dialog").get_by_role("button", name="Close").click()
         expect(page.get_by_role("dialog")).to_be_hidden(timeout=30_000)
 
+        # the cited chunk under "Sources" shows its command as code, without the fence lines
+        box = block.locator(".rs-evidence").first
+        box.scroll_into_view_if_needed()
+        expect(box.locator(".rs-code").first).to_be_visible()
+        assert "```" not in box.inner_text(), box.inner_text()
+        assert box.locator(".rs-code").first.evaluate(
+            "e => getComputedStyle(e).fontFamily").lower().count("mono") >= 1
+        shoot_around(page, box, SHOTS / "cited-chunk-1280.png")
+
         # a follow-up: what it was read as, above its answer
         ask(page, FOLLOW_UP, 2)
         expect(block.get_by_text("Read as:")).to_be_visible()
@@ -136,6 +145,6 @@ def test_the_answer_and_its_sources_in_a_real_browser(app_url):  # noqa: F811
         expect(block.locator(".st-key-cited_sources button").first).to_be_visible()
         shoot_around(page, block, SHOTS / "answer-1280.png")
         browser.close()
-    names = ["answer-1280.png", "citation-1280.png"]
+    names = ["answer-1280.png", "citation-1280.png", "cited-chunk-1280.png"]
     assert all((SHOTS / n).stat().st_size > 10_000 for n in names)
     publish(*names)

@@ -64,6 +64,23 @@ def flat(text):
     return " ".join(text.split())
 
 
+def fence_lines(text):
+    """The character ranges of ``text`` the box leaves out: a code block's fence lines and
+    the blank lines before it (the block shows as code instead)."""
+    return [(a, b) for s, c, e, end in ev.code_blocks(text) for a, b in ((s, c), (e, end)) if b > a]
+
+
+def as_shown(text, at=None):
+    """``text`` as the box shows it (soft breaks, no fence lines), or where offset ``at`` of
+    ``text`` stands in it."""
+    gone = fence_lines(text)
+    if at is not None:
+        return at - sum(min(b, at) - a for a, b in gone if a < at)
+    flowing = ev.soft_breaks(text)
+    keep = [i for i in range(len(text)) if not any(a <= i < b for a, b in gone)]
+    return "".join(flowing[i] for i in keep)
+
+
 def test_condensed_statements_link_to_their_chunk_and_span(answered):
     links = ev.condensed_links(answered)
     record = answered.extras.a4
@@ -123,12 +140,18 @@ def test_the_used_sentences_are_marked_at_their_spans(answered, max_range):
         assert found.number == answered.final_selection_ids.index(chunk_id) + 1
         # the HTML holds the whole text (line breaks inside paragraphs made spaces), and each
         # <mark> holds exactly its passage
+        # (a code block's fence lines left out: it shows as code)
         shown = parse(found.html)
-        assert shown.text == ev.soft_breaks(text)
-        assert [(a, b) for _, a, b in shown.marks] == sorted(expected)
-        for keys, a, b in shown.marks:
-            assert set(keys.split()) == expected[(a, b)]
-            assert flat(shown.text[a:b]) == flat(text[a:b])
+        assert shown.text == as_shown(text)
+        pieces: dict[tuple[int, int], str] = {}
+        for keys, a, b in shown.marks:  # a passage running into a code block is cut there
+            span = next(s for s in sorted(expected) if as_shown(text, s[0]) <= a
+                        and b <= as_shown(text, s[1]))
+            assert set(keys.split()) == expected[span]
+            pieces[span] = pieces.get(span, "") + shown.text[a:b]
+        assert sorted(pieces) == sorted(expected)
+        for (a, b), piece in pieces.items():
+            assert flat(piece) == flat(as_shown(text[a:b]))
         assert shown.tags == [" ".join(m.keys) for m in found.marks]
         marked |= {(chunk_id, m.start, m.end) for m in found.marks}
     # every sentence of the condensed context is marked in its chunk (the answer's passage may
@@ -212,7 +235,7 @@ def test_chunk_text_is_escaped_before_it_is_marked(fresh_engine, tmp_path):
     assert "&lt;script&gt;alert(&#x27;boom&#x27;)&lt;/script&gt; tags &amp; angle" in found.html
     marked = [shown.text[a:b] for _, a, b in shown.marks]
     assert any("<script>alert('boom')</script>" in m for m in marked), marked
-    assert shown.text == ev.soft_breaks(sp.chunk_map()[chunk_id].text)
+    assert shown.text == as_shown(sp.chunk_map()[chunk_id].text)
 
 
 def test_render_html_splits_overlapping_passages():
@@ -225,6 +248,32 @@ def test_render_html_splits_overlapping_passages():
         ("C1", "One "), ("C1 A1", "two three."), ("A1", " Four five six.")]
     assert shown.tags == ["C1", "A1"]
     assert shown.outlined == [False, True, True]
+
+
+def test_a_code_block_shows_as_code_without_its_fences():
+    text = ("Start the page with:\n\n```bash\nstreamlit run ui_streamlit.py\n--server.port 8501\n```\n\n"
+            "Then open it.\n")
+    intro = text.index("Start")
+    block = (text.index("```bash"), text.index("```\n\nThen") + 3)
+    shown = parse(ev.render_html(text, [ev.Mark(intro, block[1], ("A1",))]))
+    # the fence lines are gone, the command is there line by line, inside a code box
+    assert "```" not in shown.text
+    assert "streamlit run ui_streamlit.py\n--server.port 8501" in shown.text
+    assert shown.text.endswith("Then open it.\n")
+    html_text = ev.render_html(text, [ev.Mark(intro, block[1], ("A1",))])
+    code = re.search(r'<div class="rs-code"[^>]*>(.*?)</div>', html_text, re.S)
+    assert code and "monospace" in html_text and "streamlit run" in code.group(1)
+    assert "```" not in code.group(1) and "Start the page" not in code.group(1)
+    # the passage that runs from the introduction into the block is marked on both sides
+    # of the cut, tagged once
+    assert shown.tags == ["A1"]
+    assert "".join(shown.text[a:b] for _, a, b in shown.marks).startswith("Start the page with:")
+    assert any("streamlit run" in shown.text[a:b] for _, a, b in shown.marks)
+    # a fence the chunk ends inside (the rest is in the next chunk) still shows as code
+    cut = "Run:\n\n```\nnpm ci\n"
+    cut_html = ev.render_html(cut, [])
+    assert 'class="rs-code"' in cut_html and "```" not in parse(cut_html).text
+    assert "npm ci" in parse(cut_html).text
 
 
 def test_soft_breaks_keep_lists_code_and_paragraphs():

@@ -47,6 +47,10 @@ BOX_STYLE = ("white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal;max-
              "box-sizing:border-box;line-height:1.6;font-size:0.92rem;"
              "border:1px solid rgba(49,51,63,0.2);border-radius:0.5rem;padding:0.75rem 1rem;"
              "background:rgba(250,250,250,0.6)")
+#: a code block inside it: monospace on a grey ground, its lines as written
+CODE_STYLE = ("font-family:'Source Code Pro',ui-monospace,monospace;font-size:0.85rem;"
+              "white-space:pre;overflow-x:auto;background:rgba(49,51,63,0.06);"
+              "border-radius:0.25rem;padding:0.4rem 0.6rem;margin:0.25rem 0")
 
 
 @dataclass(frozen=True)
@@ -245,23 +249,50 @@ def soft_breaks(text: str) -> str:
     return "".join(chars)
 
 
+def code_blocks(text: str) -> list[tuple[int, int, int, int]]:
+    """Each fenced code block of ``text`` as the evidence box draws it: ``(start, code_start,
+    code_end, end)``; ``[start, code_start)`` (the blank lines before the block and its
+    opening fence) and ``[code_end, end)`` (its last line break and closing fence) are left
+    out, ``[code_start, code_end)`` is shown as code."""
+    out = []
+    for f in markdown.fence_spans(text):
+        start = len(text[:f.start].rstrip("\n")) if text[:f.start].strip() else f.start
+        code_end = f.code_end - 1 if f.code_end > f.code_start and text[f.code_end - 1] == "\n" \
+            else f.code_end
+        out.append((start, f.code_start, code_end, f.end))
+    return out
+
+
 def render_html(text: str, marks: list[Mark], current: str | None = None) -> str:
     """``text`` as one HTML block: escaped, line breaks kept (those inside a paragraph made
     spaces, see ``soft_breaks``), each marked passage in ``<mark>`` after a small tag naming
     the sentences that use it (``A1 C3``). Overlapping passages are cut where they meet, so
-    each piece of text is marked once, with every sentence that covers it."""
+    each piece of text is marked once, with every sentence that covers it. A fenced code
+    block is shown as code (monospace, on its own ground), without its fence lines."""
     flowing = soft_breaks(text)
-    cuts = sorted({0, len(text), *(m.start for m in marks), *(m.end for m in marks)})
+    fences = code_blocks(text)
+    cuts = sorted({0, len(text), *(m.start for m in marks), *(m.end for m in marks),
+                   *(x for f in fences for x in f)})
     parts = [f'<div class="rs-evidence" style="{BOX_STYLE}">']
     tagged: set[tuple[int, int]] = set()
+    open_code: tuple[int, int, int, int] | None = None
     for a, b in zip(cuts, cuts[1:]):
+        fence = next((f for f in fences if f[0] <= a < f[3]), None)
+        if open_code is not None and fence is not open_code:
+            parts.append("</div>")
+            open_code = None
+        if fence is not None and not fence[1] <= a < fence[2]:
+            continue  # a fence line: the block shows as code instead
+        if fence is not None and open_code is None:
+            parts.append(f'<div class="rs-code" style="{CODE_STYLE}">')
+            open_code = fence
         piece = html.escape(flowing[a:b], quote=True)
         covering = [m for m in marks if m.start <= a and b <= m.end]
         if not covering:
             parts.append(piece)
             continue
         keys = list(dict.fromkeys(k for m in covering for k in m.keys))
-        starting = [m for m in covering if (m.start, m.end) not in tagged and m.start == a]
+        starting = [m for m in covering if (m.start, m.end) not in tagged]
         if starting:
             tagged.update((m.start, m.end) for m in starting)
             tag = " ".join(dict.fromkeys(k for m in starting for k in m.keys))
@@ -270,6 +301,8 @@ def render_html(text: str, marks: list[Mark], current: str | None = None) -> str
         title = html.escape("used by " + ", ".join(keys), quote=True)
         data = html.escape(" ".join(keys), quote=True)
         parts.append(f'<mark data-keys="{data}" title="{title}" style="{style}">{piece}</mark>')
+    if open_code is not None:
+        parts.append("</div>")
     parts.append("</div>")
     return "".join(parts)
 
