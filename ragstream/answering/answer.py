@@ -486,6 +486,8 @@ def rate(evidence: Evidence, cited: int, total: int, invalid: list[int],
     elif share < acfg.medium_min_cited_share:
         level, why = "Low", [f"cited share {share:.0%} below {acfg.medium_min_cited_share:.0%} "
                              f"(answer.medium_min_cited_share)"]
+    elif evidence.near:
+        level, why = "Medium", [f"not High: {_near_words(evidence.near)}"]
     elif evidence.p_leads < thresholds.high_min_leads:
         level, why = "Medium", [f"not High: P(leads with the answer) {evidence.p_leads:.2f} below "
                                 f"{thresholds.high_min_leads:g} (answer.answerability.high_min_leads)"]
@@ -505,6 +507,12 @@ def rate(evidence: Evidence, cited: int, total: int, invalid: list[int],
                      f"match{'es' if len(invalid) == 1 else ''} no source, so confidence is "
                      f"lowered to {level}")
     return level, "; ".join(parts)
+
+
+def _near_words(near: dict[str, str]) -> str:
+    """"the sources say Unix where the question says Linux" (and so on for each name)."""
+    return "; ".join(f"the sources say {close} where the question says {name}"
+                     for name, close in near.items())
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -537,6 +545,8 @@ def confidence_words(level: str, evidence: Evidence, cited: int, total: int,
     share = cited / total if total else 0.0
     if level == "Low" and share < acfg.medium_min_cited_share:
         why = "most of the answer's sentences cite no source"
+    elif level == "Medium" and evidence.near and not invalid:
+        why = _near_words(evidence.near) + ": check that it applies"
     elif level == "High" or (level == "Medium" and invalid and
                              evidence.p_leads >= acfg.answerability.high_min_leads):
         why = "the passage that answers the question leads, and the answer cites it throughout"

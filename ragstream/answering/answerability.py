@@ -122,6 +122,41 @@ def proper_names(question: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+#: at most this many of the selection's capitalised names are weighed against an unknown one
+NEAR_CANDIDATES = 400
+#: capitalised words that open sentences and name nothing ("The", "If"): not candidates
+_COMMON_CAPS = frozenset(
+    "a an and as at be but by for from how if in is it its no not of on or so that the then "
+    "there these this those to use when where which while with you your yes we note see "
+    "also each all any some one two other both every here".split())
+
+
+def near_names(unknown: Sequence[str], text: str, embedder, min_cos: float) -> dict[str, str]:
+    """For each name of ``unknown`` (a question's capitalised name no document mentions), the
+    capitalised name or word in capitals of ``text`` (the sources selected) closest to it in
+    meaning, when their cosine (``embedder``'s unit vectors) reaches ``min_cos``: the pages say
+    "Unix" where the question says "Linux". Names without one are left out."""
+    if not unknown or min_cos > 1.0:
+        return {}
+    found = [m.group(0) for m in _ACRONYM.finditer(text)]
+    found += [m.group(0) for m in re.finditer(r"(?<![\w'’-])[A-Z][a-z]+[A-Za-z]*(?![\w'’-])", text)]
+    asked = [u.casefold() for u in unknown]
+    # another form of the same name (MPMs for MPM) is no other name for it: the rules that
+    # read names decide about it
+    cands = [c for c in dict.fromkeys(found) if c.casefold() not in _COMMON_CAPS
+             and not any(a in c.casefold() or c.casefold() in a for a in asked)][:NEAR_CANDIDATES]
+    if not cands:
+        return {}
+    vectors = embedder.embed([*unknown, *cands])
+    sims = vectors[:len(unknown)] @ vectors[len(unknown):].T
+    out: dict[str, str] = {}
+    for i, name in enumerate(unknown):
+        j = int(np.argmax(sims[i]))
+        if float(sims[i, j]) >= min_cos:
+            out[name] = cands[j]
+    return out
+
+
 def name_pattern(name: str) -> re.Pattern[str]:
     """``name`` as a whole term, any case: ``path.join`` in "path.join(" but not in
     "xpath.joined"; a tag's name with or without its brackets."""
@@ -151,6 +186,7 @@ class Evidence:
     p_leads: float = 0.0
     answerable: bool = False
     why_not: str = ""
+    near: dict[str, str] = field(default_factory=dict)  # Linux -> Unix: named by a close name
 
     def describe(self) -> str:
         """The evidence in a reader's words, e.g. "best sentence matches the question 0.71;
@@ -170,6 +206,8 @@ class Evidence:
                 parts.append(f"named: {', '.join(found)} (found)")
             if self.missing:
                 parts.append(f"{', '.join(self.missing)} not in the sentences used")
+        for name, close in self.near.items():
+            parts.append(f"{name} in no document; the sources say {close} (close in meaning)")
         if f:
             parts.append(f"P(answerable) {self.p_answerable:.2f}, P(leads with the answer) "
                          f"{self.p_leads:.2f}")
@@ -239,6 +277,8 @@ def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services
     unknown = [a for a in proper_names(sp.question) if a not in names
                and (stems := sorted(terms(a))) and corpus.unseen_share(stems) >= 1.0] \
         if settings.names_must_appear else []
+    near = near_names(unknown, selected, services.embedder, settings.near_name_min)
+    unknown = [a for a in unknown if a not in near]
     f = features(sp, statements, used_text, query, services, terms)
     p_answerable = probability(f, settings.answerable)
     p_leads = probability(f, settings.leads)
@@ -256,4 +296,4 @@ def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services
         why_not = (f"P(answerable) {p_answerable:.2f} is below answer.answerability."
                    f"min_answerable {settings.min_answerable:g}")
     return Evidence(names=names, missing=missing, features=f, p_answerable=p_answerable,
-                    p_leads=p_leads, answerable=not why_not, why_not=why_not)
+                    p_leads=p_leads, answerable=not why_not, why_not=why_not, near=near)

@@ -307,6 +307,11 @@ class AnswerabilitySettings(_Strict):
         "CamelCase, flags, Hyphened-Header-Names, protocol/versions) must appear in the "
         "sentences used or their headings, and its words in capitals (QUIC) somewhere in the "
         "knowledge base, else the question is not answerable"))
+    near_name_min: float = Field(0.65, ge=0, le=1.01, description=(
+        "a capitalised name of the question that no document mentions (Linux) still counts "
+        "as named when the sources selected use a capitalised name this close to it in "
+        "meaning (Unix: the embedder's cosine); the confidence is then at most Medium and "
+        "says so. Above 1: never"))
     answerable: AnswerabilityModel = Field(default_factory=lambda: AnswerabilityModel(
         lead_match=2.241, best_match=5.462, rerank=5.139, lead_rerank=5.139, rerank_margin=4.084,
         dense=1.665, covered=4.167, unseen=-3.469, lead_heading=0.661, lead_covered=0.774,
