@@ -290,3 +290,36 @@ def test_a_hash_line_inside_a_code_block_stays_code():
     rendered = "\n".join(render(Passage(_chunk(text), 0, len(text), []), {"docs/a.md#0": 1}))
     assert "# htpasswd -c passwords rbowen" in rendered and "**htpasswd" not in rendered
     assert "**Next step**" in rendered  # a heading of the section is still made bold
+
+
+def test_of_two_sentences_that_state_it_about_as_well_the_first_one_leads():
+    """npm's optionalDependencies: the sentence that says what happens comes first in the
+    section and scores a hair below one that elaborates further on; within
+    ``passage_anchor_margin`` of the best, the first in the chunk's order leads."""
+    text = ("If a dependency can be used but npm should go on without it, put it in "
+            "optionalDependencies. The difference is that build failures do not cause "
+            "installation to fail.\n\n"
+            + "Your program must handle the dependency being absent at run time. " * 6
+            + "\n\nEntries in optionalDependencies override entries of the same name in "
+            "dependencies, so it is best to put a package in only one place.\n")
+    chunk = _chunk(text, heading=("package.json", "optionalDependencies"))
+    sp = _sp([chunk], "What happens when a package in optionalDependencies fails to build?")
+    said = _at(text, "The difference is")
+    later = _at(text, "Entries in optionalDependencies")
+    scores = [(a, b, 0.732 if a == said else 0.733 if a == later else 0.4)
+              for _, a, b in _spans(text)]
+    narrow = AnswerSettings(passage_words=40, passage_lead_words=0)
+
+    def lead(acfg):
+        p = lead_passage(sp, None, acfg, [], None, None, sentence_scores=lambda c: scores)
+        assert p is not None
+        return p.text
+
+    assert "do not cause installation to fail" in lead(narrow)[:200]
+    # with no margin the best alone leads, and the sentence that says it is not quoted
+    alone = lead(narrow.model_copy(update={"passage_anchor_margin": 0.0}))
+    assert alone.startswith("Entries in optionalDependencies") and "fail" not in alone
+    # a sentence further below the best than the margin does not lead
+    far = [(a, b, 0.60 if a == said else sc) for a, b, sc in scores]
+    p = lead_passage(sp, None, narrow, [], None, None, sentence_scores=lambda c: far)
+    assert p is not None and p.text.startswith("Entries in optionalDependencies")

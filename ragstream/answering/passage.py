@@ -10,7 +10,9 @@ does it, whole. ``lead_passage`` takes that part out of one chunk of the final s
    ReRanker's best that A3 kept). A remembered conversation turn is never the passage: a
    document is. Its *anchor* is the sentence that states what was asked best (its cosine to
    the prompt, from the sentence vectors computed at ingestion) among those that can lead
-   (not a parameter list, a heading or a pointer).
+   (not a parameter list, a heading or a pointer); of those within
+   ``answer.passage_anchor_margin`` of the best, the first in the chunk's order (a near tie
+   goes to the statement, not to what elaborates it further on).
 2. **Which part of it.** The chunk's Markdown is read as blocks (``ragstream.common.markdown``); a
    paragraph that ends in ':' and the block it introduces (a command, a configuration block,
    a list, a table) are one *unit*, so the two are never parted. The unit holding the opening
@@ -379,7 +381,9 @@ def lead_passage(sp: SuperPrompt, opening: Statement | None, acfg: AnswerSetting
     if anchor_at is None:  # the sentence of the chunk that best states what was asked
         fit = [(a, sc) for a, b, sc in scored if can_lead(chunk.text[a:b])] or \
             [(a, sc) for a, _, sc in scored]
-        anchor_at = max(fit, key=lambda x: (x[1], -x[0]))[0] if fit else 0
+        best = max((sc for _, sc in fit), default=0.0)  # of those near the best, the first
+        anchor_at = min((a for a, sc in fit if sc >= best - acfg.passage_anchor_margin),
+                        default=0)
     scores = [(a, sc) for a, _, sc in scored]
     start, end = choose_span(chunk, anchor_at, acfg, long, how, scores)
     statements = passage_statements(chunk, start, end, others)

@@ -427,6 +427,9 @@ class AnswerSettings(_Strict):
         "how the passage's best sentence is chosen: its cosine to the question plus this "
         "times the IDF-weighted share of the question's terms it holds (a sentence naming "
         "the question's rare words wins a near tie with one only close in meaning)"))
+    passage_anchor_margin: float = Field(0.05, ge=0, le=1, description=(
+        "the passage's best sentence: of the sentences scoring within this of the best, the "
+        "first in the chunk's order (0: the best alone)"))
     passage_additions: int = Field(2, ge=0, le=20, description=(
         "sentences of other sources that follow the passage, at most: each holds a question "
         "term the passage lacks"))
