@@ -417,7 +417,7 @@ class AnswerSettings(_Strict):
     passage_words: int = Field(90, ge=10, le=2000, description=(
         "the passage's prose, at most this many words (three times as many when the prompt "
         "asks for every item or for detail); whole sentences, code blocks apart"))
-    passage_lead_words: int = Field(45, ge=0, le=2000, description=(
+    passage_lead_words: int = Field(40, ge=0, le=2000, description=(
         "the passage starts at its section's start when the prose before its best sentence "
         "is at most this many words, else at that sentence's paragraph"))
     passage_code_lines: int = Field(24, ge=0, le=2000, description=(
