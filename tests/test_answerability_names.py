@@ -46,6 +46,9 @@ def test_a_close_name_in_the_sources_stands_for_one_no_document_uses(embedder):
     assert near == {"Linux": "Unix"}  # MPMs is the same name, not a close one: not weighed
     assert near_names(["Linux"], text, embedder, 1.01) == {}  # above 1: never
     assert near_names(["Linux"], "No names here at all.", embedder, 0.65) == {}
+    # another product of the same kind is no other name for it (Linux and Windows: 0.58)
+    assert near_names(["Linux"], "On Windows, using PowerShell, run Activate.ps1.", embedder,
+                      0.65) == {}
 
 
 PYTHON_HTML = Path("/usr/share/doc/python3.11/html")
