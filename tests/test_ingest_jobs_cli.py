@@ -110,9 +110,10 @@ def test_ctrl_c_cancels_cleanly_and_exits_130(docs, tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     with IngestLock(index, 0):
+        # PYTHONFAULTHANDLER: should it not exit, SIGABRT makes it print where each thread is
         proc = subprocess.Popen([sys.executable, "-m", "ragstream", "ingest", str(docs)],
-                                cwd=ROOT, env=env_for(index), stdin=follower, stdout=follower,
-                                stderr=follower)
+                                cwd=ROOT, env={**env_for(index), "PYTHONFAULTHANDLER": "1"},
+                                stdin=follower, stdout=follower, stderr=follower)
         os.close(follower)
         out = b""
         deadline = time.monotonic() + 300
@@ -121,7 +122,22 @@ def test_ctrl_c_cancels_cleanly_and_exits_130(docs, tmp_path):
             if select.select([leader], [], [], 1.0)[0]:
                 out += os.read(leader, 65536)
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
+        # the terminal is read while the ingest winds down, as a terminal is: a progress bar
+        # written into a full pseudo-terminal would block the process that draws it
+        deadline, aborted = time.monotonic() + 120, False
+        while proc.poll() is None:
+            if time.monotonic() > deadline and not aborted:
+                proc.send_signal(signal.SIGABRT)  # the threads' stacks, then the failure below
+                deadline, aborted = time.monotonic() + 10, True
+            elif time.monotonic() > deadline:
+                proc.kill()
+            if select.select([leader], [], [], 0.25)[0]:
+                try:
+                    out += os.read(leader, 65536)
+                except OSError:
+                    pass
+        code = proc.wait()
+        assert not aborted, "no exit 120 s after Ctrl-C:\n" + out.decode("utf-8", "replace")
     while select.select([leader], [], [], 0.5)[0]:
         try:
             data = os.read(leader, 65536)
