@@ -110,10 +110,13 @@ def test_ctrl_c_cancels_cleanly_and_exits_130(docs, tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     with IngestLock(index, 0):
-        # PYTHONFAULTHANDLER: should it not exit, SIGABRT makes it print where each thread is
+        # PYTHONFAULTHANDLER: should it not exit, SIGABRT makes it print where each thread is.
+        # Ctrl-C acts as in a person's terminal even when these tests run where SIGINT is
+        # ignored (a background job of a script, nohup), which the ingest would inherit
         proc = subprocess.Popen([sys.executable, "-m", "ragstream", "ingest", str(docs)],
                                 cwd=ROOT, env={**env_for(index), "PYTHONFAULTHANDLER": "1"},
-                                stdin=follower, stdout=follower, stderr=follower)
+                                stdin=follower, stdout=follower, stderr=follower,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(follower)
         out = b""
         deadline = time.monotonic() + 300
