@@ -261,3 +261,12 @@ def test_fence_spans_give_each_code_block_without_its_fence_lines():
     assert [text[f.code_end:f.end].strip() for f in found] == ["```", "~~~~", ""]  # the last is open
     assert [f.info for f in found] == ["bash", "", "x"]
     assert markdown.fence_spans("No code here.\n") == []
+
+
+def test_a_fence_the_text_ends_inside_is_not_closed_with_or_without_a_last_line_break():
+    for text in ("Intro.\n\n```x\nopen", "Intro.\n\n```x\nopen\n", "```"):
+        assert [b.closed for b in parse(text, front_matter=False).walk()
+                if b.kind == "fence"] == [False], text
+    for text in ("```\ncode\n```", "```\ncode\n```\n", "```\n```", "~~~~\ncode\n~~~~"):
+        assert [b.closed for b in parse(text, front_matter=False).walk()
+                if b.kind == "fence"] == [True], text

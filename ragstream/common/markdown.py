@@ -195,11 +195,7 @@ def fence_spans(text: str) -> list[FenceSpan]:
         if block.kind != "fence" or block.end <= block.start:
             continue
         first, last = block.start, min(block.end, len(starts) - 1)
-        opener = text[starts[first]:starts[first + 1]].strip()
-        fence = opener[:len(opener) - len(opener.lstrip(opener[:1]))] if opener else "```"
-        closing = text[starts[last - 1]:starts[last]].strip() if last - 1 > first else ""
-        closed = closing.startswith(fence) and not closing.strip(fence[:1])
-        code_end_line = last - 1 if closed else last
+        code_end_line = last - 1 if block.closed else last
         out.append(FenceSpan(starts[first], starts[first + 1], starts[code_end_line],
                              starts[last], block.text))
     return sorted(out, key=lambda f: f.start)
@@ -272,6 +268,9 @@ def _single(token: Token) -> Block:
         end = start + token.content.count("\n") + 1
     if kind != "fence":
         return Block(kind, start, end)
-    # markdown-it leaves out the closing line from ``content`` and from nothing else
-    closed = end - start - 1 - token.content.count("\n") == 1
+    # markdown-it leaves out the closing line from ``content`` and from nothing else; a last
+    # line without its line break (the text ends there) is a line too
+    content = token.content
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    closed = end - start - 1 - lines == 1
     return Block(kind, start, end, text=token.info.strip(), closed=closed)
