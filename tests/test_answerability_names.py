@@ -37,18 +37,21 @@ def test_a_question_naming_what_no_document_mentions_is_not_found(kb_engine):
     assert ans.confidence != "Low" and ans.mode == "extractive"
 
 
-def test_a_close_name_in_the_sources_stands_for_one_no_document_uses(embedder):
+def test_a_close_name_in_the_sources_stands_for_one_no_document_uses(kb_engine, embedder):
+    from ragstream.answering.answer import question_terms
     from ragstream.answering.answerability import near_names
+
+    terms = question_terms(kb_engine.cfg)
 
     text = ("On Unix or MacOS, using the bash shell, run source <venv>/bin/activate. On Windows, "
             "using PowerShell, run <venv>\\Scripts\\Activate.ps1. The MPMs are listed below.")
-    near = near_names(["Linux", "Kubernetes", "MPM"], text, embedder, 0.65)
+    near = near_names(["Linux", "Kubernetes", "MPM"], text, embedder, 0.65, terms)
     assert near == {"Linux": "Unix"}  # MPMs is the same name, not a close one: not weighed
-    assert near_names(["Linux"], text, embedder, 1.01) == {}  # above 1: never
-    assert near_names(["Linux"], "No names here at all.", embedder, 0.65) == {}
+    assert near_names(["Linux"], text, embedder, 1.01, terms) == {}  # above 1: never
+    assert near_names(["Linux"], "No names here at all.", embedder, 0.65, terms) == {}
     # another product of the same kind is no other name for it (Linux and Windows: 0.58)
     assert near_names(["Linux"], "On Windows, using PowerShell, run Activate.ps1.", embedder,
-                      0.65) == {}
+                      0.65, terms) == {}
 
 
 PYTHON_HTML = Path("/usr/share/doc/python3.11/html")

@@ -107,8 +107,10 @@ def specific_names(question: str) -> list[str]:
     return found
 
 
+#: a capitalised word (Qdrant, Unix)
+_CAPITALISED = r"(?<![\w'’-])[A-Z][a-z]+[A-Za-z]*(?![\w'’-])"
 #: a capitalised word that does not open a sentence: a product's or a thing's name (Qdrant)
-_PROPER = re.compile(r"(?<![.!?:]\s)(?<!^)(?<![\w'’-])[A-Z][a-z]+[A-Za-z]*(?![\w'’-])")
+_PROPER = re.compile(r"(?<![.!?:]\s)(?<!^)" + _CAPITALISED)
 
 
 def proper_names(question: str) -> list[str]:
@@ -124,26 +126,24 @@ def proper_names(question: str) -> list[str]:
 
 #: at most this many of the selection's capitalised names are weighed against an unknown one
 NEAR_CANDIDATES = 400
-#: capitalised words that open sentences and name nothing ("The", "If"): not candidates
-_COMMON_CAPS = frozenset(
-    "a an and as at be but by for from how if in is it its no not of on or so that the then "
-    "there these this those to use when where which while with you your yes we note see "
-    "also each all any some one two other both every here".split())
 
 
-def near_names(unknown: Sequence[str], text: str, embedder, min_cos: float) -> dict[str, str]:
+def near_names(unknown: Sequence[str], text: str, embedder, min_cos: float,
+               terms: Callable[[str], set[str]]) -> dict[str, str]:
     """For each name of ``unknown`` (a question's capitalised name no document mentions), the
     capitalised name or word in capitals of ``text`` (the sources selected) closest to it in
     meaning, when their cosine (``embedder``'s unit vectors) reaches ``min_cos``: the pages say
-    "Unix" where the question says "Linux". Names without one are left out."""
+    "Unix" where the question says "Linux". Names without one are left out. Words that open
+    sentences and name nothing ("The", "If") are stop words: ``terms`` (the keyword index's
+    reading of words) holds none of them."""
     if not unknown or min_cos > 1.0:
         return {}
     found = [m.group(0) for m in _ACRONYM.finditer(text)]
-    found += [m.group(0) for m in re.finditer(r"(?<![\w'’-])[A-Z][a-z]+[A-Za-z]*(?![\w'’-])", text)]
+    found += re.findall(_CAPITALISED, text)
     asked = [u.casefold() for u in unknown]
     # another form of the same name (MPMs for MPM) is no other name for it: the rules that
     # read names decide about it
-    cands = [c for c in dict.fromkeys(found) if c.casefold() not in _COMMON_CAPS
+    cands = [c for c in dict.fromkeys(found) if terms(c)
              and not any(a in c.casefold() or c.casefold() in a for a in asked)][:NEAR_CANDIDATES]
     if not cands:
         return {}
@@ -277,7 +277,7 @@ def weigh(sp: SuperPrompt, statements: Sequence[Statement], query: str, services
     unknown = [a for a in proper_names(sp.question) if a not in names
                and (stems := sorted(terms(a))) and corpus.unseen_share(stems) >= 1.0] \
         if settings.names_must_appear else []
-    near = near_names(unknown, selected, services.embedder, settings.near_name_min)
+    near = near_names(unknown, selected, services.embedder, settings.near_name_min, terms)
     unknown = [a for a in unknown if a not in near]
     f = features(sp, statements, used_text, query, services, terms)
     p_answerable = probability(f, settings.answerable)
