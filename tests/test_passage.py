@@ -323,3 +323,18 @@ def test_of_two_sentences_that_state_it_about_as_well_the_first_one_leads():
     far = [(a, b, 0.60 if a == said else sc) for a, b, sc in scores]
     p = lead_passage(sp, None, narrow, [], None, None, sentence_scores=lambda c: far)
     assert p is not None and p.text.startswith("Entries in optionalDependencies")
+
+
+def test_a_passage_never_ends_on_a_bare_label_whose_text_it_leaves_out():
+    """Python's venv page (Sphinx): the section's prose, then an admonition titled "Warning"
+    whose text does not fit: the passage ends before the title, not on it."""
+    text = ("When a virtual environment has been activated, the VIRTUAL_ENV environment variable "
+            "is set to the path of the environment.\n\nWarning\n\n"
+            + "Because scripts installed in environments should not expect the environment to "
+              "be activated, their shebang lines contain the absolute paths. " * 4)
+    chunk = _chunk(text, heading=("venv", "How venvs work"))
+    start, end = choose_span(chunk, 0, AnswerSettings(passage_words=25, passage_lead_words=0))
+    assert text[start:end].rstrip().endswith("path of the environment.")
+    # a label followed by its text within the room stays, with that text
+    start, end = choose_span(chunk, 0, AnswerSettings(passage_words=200, passage_lead_words=0))
+    assert "Warning" in text[start:end] and text[start:end].rstrip().endswith("absolute paths.")

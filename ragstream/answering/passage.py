@@ -61,6 +61,8 @@ _ENDS_COLON = re.compile(r":\s*$")
 _HEADING_LINE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 #: a paragraph that only labels what follows: "Solution:", "See also:" (at most three words)
 _LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:\s*$")
+#: the same without its colon or with it: a paragraph that only names what follows
+_BARE_LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:?\s*$")
 
 
 @dataclass(frozen=True)
@@ -314,7 +316,7 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         elif i == k:
             end = u.end
         break
-    return start, _no_dangling_colon(text, parts, start, end)
+    return start, _no_dangling_label(text, parts, start, _no_dangling_colon(text, parts, start, end))
 
 
 def _no_dangling_colon(text: str, parts: Sequence[Unit], start: int, end: int) -> int:
@@ -327,6 +329,17 @@ def _no_dangling_colon(text: str, parts: Sequence[Unit], start: int, end: int) -
     for c in reversed(places):
         if not _ENDS_COLON.search(text[start:c].rstrip()) and text[start:c].strip():
             return c
+    return end
+
+
+def _no_dangling_label(text: str, parts: Sequence[Unit], start: int, end: int) -> int:
+    """``end``, or where the unit before ends, when the passage's last unit is a bare label of
+    at most three words ("Warning", "outfile": the title of an admonition or of a term whose
+    text the passage leaves out), so that it never ends on one."""
+    inside = [u for u in parts if start <= u.start and u.end <= end]
+    if len(inside) > 1 and inside[-1].kind == "paragraph" \
+            and _BARE_LABEL.match(text[inside[-1].start:inside[-1].end]):
+        return inside[-2].end
     return end
 
 
