@@ -66,8 +66,9 @@ def flat(text):
 
 def fence_lines(text):
     """The character ranges of ``text`` the box leaves out: a code block's fence lines and
-    the blank lines before it (the block shows as code instead)."""
-    return [(a, b) for s, c, e, end in ev.code_blocks(text) for a, b in ((s, c), (e, end)) if b > a]
+    the blank lines before it, and a code span's backticks (they show as code instead)."""
+    return sorted((a, b) for s, c, e, end in [*ev.code_blocks(text), *ev.inline_code(text)]
+                  for a, b in ((s, c), (e, end)) if b > a)
 
 
 def as_shown(text, at=None):
@@ -274,6 +275,25 @@ def test_a_code_block_shows_as_code_without_its_fences():
     cut_html = ev.render_html(cut, [])
     assert 'class="rs-code"' in cut_html and "```" not in parse(cut_html).text
     assert "npm ci" in parse(cut_html).text
+
+
+def test_inline_code_shows_as_code_without_its_backticks():
+    text = ("Set `AllowOverride None` to switch ``.htaccess` files`` off.\n\n"
+            "```\nRewriteRule `x` y\n```\n")
+    html_text = ev.render_html(text, [ev.Mark(0, 24, ("A1",))])
+    shown = parse(html_text)
+    # the spans' text in <code> (monospace), their backticks gone; a backtick inside a
+    # double-backtick span and the backticks of a fenced block's line are the code's own
+    codes = re.findall(r"<code [^>]*>(.*?)</code>", html_text)
+    assert codes == ["AllowOverride None", ".htaccess` files"]
+    assert "monospace" in re.search(r"<code ([^>]*)>", html_text).group(1)
+    assert shown.text.startswith("Set AllowOverride None to switch .htaccess` files off.")
+    assert "RewriteRule `x` y" in shown.text
+    # the mark still covers the code span: its text is inside it, tagged once
+    assert shown.marks[0][0] == "A1" and shown.tags == ["A1"]
+    assert "".join(shown.text[a:b] for _, a, b in shown.marks) == "Set AllowOverride None"
+    # an unmatched backtick is text
+    assert parse(ev.render_html("a ` b", [])).text == "a ` b"
 
 
 def test_soft_breaks_keep_lists_code_and_paragraphs():

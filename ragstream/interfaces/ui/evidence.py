@@ -51,6 +51,11 @@ BOX_STYLE = ("white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal;max-
 CODE_STYLE = ("font-family:'Source Code Pro',ui-monospace,monospace;font-size:0.85rem;"
               "white-space:pre;overflow-x:auto;background:rgba(49,51,63,0.06);"
               "border-radius:0.25rem;padding:0.4rem 0.6rem;margin:0.25rem 0")
+#: inline code in the prose: monospace on a grey ground, without its backticks
+INLINE_CODE_STYLE = ("font-family:'Source Code Pro',ui-monospace,monospace;font-size:0.85em;"
+                     "background:rgba(49,51,63,0.06);border-radius:0.2rem;padding:0 0.15em")
+#: a code span: a run of backticks, text without a blank line, the same run (CommonMark)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n\s*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -263,16 +268,29 @@ def code_blocks(text: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def inline_code(text: str) -> list[tuple[int, int, int, int]]:
+    """Each code span of ``text``'s prose (```` `AllowOverride` ````) as the evidence box draws
+    it: ``(start, code_start, code_end, end)``; the backticks ``[start, code_start)`` and
+    ``[code_end, end)`` are left out, ``[code_start, code_end)`` is shown as code."""
+    out = []
+    for a, b in markdown.spans_outside(text, {"fence", "code", "html", "math"}):
+        for m in _CODE_SPAN.finditer(text, a, b):
+            out.append((m.start(), m.start(2), m.end(2), m.end()))
+    return out
+
+
 def render_html(text: str, marks: list[Mark], current: str | None = None) -> str:
     """``text`` as one HTML block: escaped, line breaks kept (those inside a paragraph made
     spaces, see ``soft_breaks``), each marked passage in ``<mark>`` after a small tag naming
     the sentences that use it (``A1 C3``). Overlapping passages are cut where they meet, so
     each piece of text is marked once, with every sentence that covers it. A fenced code
-    block is shown as code (monospace, on its own ground), without its fence lines."""
+    block is shown as code (monospace, on its own ground), without its fence lines, and so is
+    a code span of the prose, without its backticks."""
     flowing = soft_breaks(text)
     fences = code_blocks(text)
+    spans = inline_code(text)
     cuts = sorted({0, len(text), *(m.start for m in marks), *(m.end for m in marks),
-                   *(x for f in fences for x in f)})
+                   *(x for f in fences for x in f), *(x for s in spans for x in s)})
     parts = [f'<div class="rs-evidence" style="{BOX_STYLE}">']
     tagged: set[tuple[int, int]] = set()
     open_code: tuple[int, int, int, int] | None = None
@@ -286,7 +304,12 @@ def render_html(text: str, marks: list[Mark], current: str | None = None) -> str
         if fence is not None and open_code is None:
             parts.append(f'<div class="rs-code" style="{CODE_STYLE}">')
             open_code = fence
+        span = next((s for s in spans if s[0] <= a < s[3]), None)
+        if span is not None and not span[1] <= a < span[2]:
+            continue  # a code span's backticks: its text shows as code instead
         piece = html.escape(flowing[a:b], quote=True)
+        if span is not None:
+            piece = f'<code style="{INLINE_CODE_STYLE}">{piece}</code>'
         covering = [m for m in marks if m.start <= a and b <= m.end]
         if not covering:
             parts.append(piece)
