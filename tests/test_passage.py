@@ -338,3 +338,24 @@ def test_a_passage_never_ends_on_a_bare_label_whose_text_it_leaves_out():
     # a label followed by its text within the room stays, with that text
     start, end = choose_span(chunk, 0, AnswerSettings(passage_words=200, passage_lead_words=0))
     assert "Warning" in text[start:end] and text[start:end].rstrip().endswith("absolute paths.")
+
+
+def test_a_passage_never_closes_on_a_copyright_notice():
+    """The Apache manual's "When not to use mod_rewrite" printed to PDF by Chromium ends on the
+    page's footer, "Copyright … Licensed under …", as the last paragraph of its last section:
+    the passage stops before it. A notice that is what the question asks about stays."""
+    text = ("However, mod_proxy_balancer is far more flexible and featureful than anything you "
+            "can cobble together using mod_rewrite, and is the recommended approach.\n\n"
+            "Copyright 2026 The Apache Software Foundation.\nLicensed under the Apache License, "
+            "Version 2.0.\n")
+    chunk = _chunk(text, heading=("When not to use mod_rewrite", "Load Balancing"))
+    start, end = choose_span(chunk, 0, AnswerSettings())
+    assert text[start:end].rstrip().endswith("the recommended approach.")
+    assert "Copyright" not in text[start:end]
+    at = text.index("Copyright")
+    start, end = choose_span(chunk, at, AnswerSettings(passage_lead_words=0))
+    assert "Copyright 2026" in text[start:end]
+    for notice in ("© 2024 Example Corp.", "All rights reserved.", "(c) 2019 Someone."):
+        other = text.replace("Copyright 2026 The Apache Software Foundation.", notice)
+        start, end = choose_span(_chunk(other), 0, AnswerSettings())
+        assert notice not in other[start:end]

@@ -63,6 +63,9 @@ _HEADING_LINE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:\s*$")
 #: the same without its colon or with it: a paragraph that only names what follows
 _BARE_LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:?\s*$")
+#: a document's copyright or licence notice (the footer a printed page carries as its text)
+_NOTICE = re.compile(r"^\s*(?:copyright\b|©|\(c\)\s*\d{4}|all rights reserved\b|"
+                     r"licensed under\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,19 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         elif i == k:
             end = u.end
         break
+    end = _no_notice(text, parts, k, end)
     return start, _no_dangling_label(text, parts, start, _no_dangling_colon(text, parts, start, end))
+
+
+def _no_notice(text: str, parts: Sequence[Unit], k: int, end: int) -> int:
+    """``end``, or where the units before end, when the passage would close on a copyright or
+    licence notice after its anchor unit ``k`` (a printed page's footer): the notice answers
+    nothing asked. A notice that is itself the anchor stays."""
+    inside = [i for i, u in enumerate(parts) if i > k and u.end <= end]
+    while inside and parts[inside[-1]].kind == "paragraph" \
+            and _NOTICE.match(text[parts[inside[-1]].start:parts[inside[-1]].end]):
+        end = parts[inside.pop() - 1].end
+    return end
 
 
 def _no_dangling_colon(text: str, parts: Sequence[Unit], start: int, end: int) -> int:
