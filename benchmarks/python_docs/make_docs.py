@@ -1,0 +1,97 @@
+"""Gather ten pages of the Python 3.11 manual, as Debian installs it, for the ``python`` answer
+set (``benchmarks/python_docs/questions.json``: a Python developer's own knowledge base of the
+manual's pages, a held-out set in the style of ``benchmarks/apache_docs``):
+
+    sudo apt-get install python3.11-doc        # or: scripts/setup.sh --browser
+    .venv/bin/python benchmarks/python_docs/make_docs.py
+    .venv/bin/python -m ragstream eval --answers benchmarks/answers/kb.json \\
+        --answers benchmarks/python_docs/questions.json --against others
+
+- ten HTML pages of ``python3.11-doc``'s manual (``/usr/share/doc/python3.11/html/``), the
+  Sphinx-made pages copied as they are (navigation bars, sidebar with the page's table of
+  contents and "This Page" box, "¶" header links, copyright footer included), named by their
+  file name, with the folder's name before it where the name alone says little or two pages
+  share it (``howto/logging.html`` → ``howto_logging.html``, ``tutorial/venv.html`` →
+  ``tutorial_venv.html``);
+- library reference pages with how-to content (``logging.config``, ``venv``, ``json``,
+  ``argparse``, ``sqlite3``, ``pathlib``, ``subprocess``, ``csv``), one HOWTO (logging) and one
+  tutorial chapter (virtual environments and packages).
+
+The files are written to ``benchmarks/python_docs/docs/`` (not committed: their licence is
+the package's, the PSF License; the ``.gitignore`` there keeps them out and itself in, so the
+folder the question set names exists in a checkout). ``make(folder)`` does the same for tests
+and skips the work when every file is there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "docs"
+MANUAL = Path("/usr/share/doc/python3.11/html")
+PACKAGE = "python3.11-doc"
+
+#: file in the docs folder -> page of the manual (relative to MANUAL), copied as it is
+HTML = {
+    "logging.config.html": "library/logging.config.html",
+    "howto_logging.html": "howto/logging.html",
+    "venv.html": "library/venv.html",
+    "tutorial_venv.html": "tutorial/venv.html",
+    "json.html": "library/json.html",
+    "argparse.html": "library/argparse.html",
+    "sqlite3.html": "library/sqlite3.html",
+    "pathlib.html": "library/pathlib.html",
+    "subprocess.html": "library/subprocess.html",
+    "csv.html": "library/csv.html",
+}
+FILES = dict(HTML)
+#: the docs folder's ``.gitignore``: every copied page left out, itself kept
+GITIGNORE = "*\n!.gitignore\n"
+
+
+class MissingPackages(RuntimeError):
+    """A Debian package the documents are made with is not installed."""
+
+
+def missing() -> list[str]:
+    """The Debian packages (``apt-get install`` names) that are needed and not installed."""
+    if not all((MANUAL / page).is_file() for page in FILES.values()):
+        return [PACKAGE]
+    return []
+
+
+def make(out_dir: Path = OUT, verbose: bool = False) -> Path:
+    """The ten documents in ``out_dir`` (copied when any is missing); returns ``out_dir``.
+    Raises ``MissingPackages`` naming the Debian package to install."""
+    out_dir = Path(out_dir)
+    if all((out_dir / name).is_file() for name in FILES):
+        return out_dir
+    lacking = missing()
+    if lacking:
+        raise MissingPackages(f"missing Debian packages: sudo apt-get install {' '.join(lacking)} "
+                              "(or scripts/setup.sh --browser)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ".gitignore").write_text(GITIGNORE)
+    for name, page in FILES.items():
+        source, target = MANUAL / page, out_dir / name
+        shutil.copyfile(source, target)
+        if verbose:
+            print(f"{target}  ← {source}")
+    return out_dir
+
+
+def main() -> int:
+    try:
+        folder = make(OUT, verbose=True)
+    except MissingPackages as err:
+        print(err, file=sys.stderr)
+        return 1
+    print(f"{len(FILES)} documents in {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
