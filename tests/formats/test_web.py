@@ -226,6 +226,62 @@ def test_the_page_s_headings_become_the_chunks_heading_paths():
     assert next(c for c in doc.chunks if "def double" in c.text).has_code
 
 
+SPHINX = """<html><head><title>csv</title></head><body><div class="body" role="main">
+<h1>csv — CSV File Reading and Writing</h1><p>The csv module reads and writes tabular data.</p>
+<h2>Module Contents<a class="headerlink" href="#module-contents">¶</a></h2>
+<p>The <code>csv</code> module defines the following classes:</p>
+<dl class="py class"><dt class="sig sig-object py" id="csv.DictReader">
+<em class="property">class </em><span class="sig-prename">csv.</span><span class="sig-name">\
+DictReader</span>(<em>f</em>, <em>fieldnames=None</em>)<a class="headerlink" \
+href="#csv.DictReader">¶</a></dt>
+<dd><p>Create an object that maps the information in each row to a dict.</p></dd></dl>
+<dl class="py class"><dt class="sig sig-object py" id="csv.Sniffer">
+<em class="property">class </em><span class="sig-prename">csv.</span>\
+<span class="sig-name">Sniffer</span></dt>
+<dd><p>The Sniffer class is used to deduce the format of a CSV file.</p>
+<dl class="py method"><dt class="sig sig-object py" id="csv.Sniffer.sniff">
+<span class="sig-name">sniff</span>(<em>sample</em>, <em>delimiters=None</em>)</dt>
+<dd><p>Analyze the given sample and return a Dialect subclass.</p></dd></dl></dd></dl>
+<h2>Dialects</h2><p>The log format's fields:</p>
+<dl><dt>%h</dt><dd><p>The remote host.</p></dd></dl>
+</div></body></html>"""
+
+
+def test_an_api_entry_is_a_section_of_its_own_under_its_name():
+    """A Sphinx entry (a ``dt`` with an ``id``: what one can link to) is a heading one level
+    below its section, named without its parameters, the whole signature first in it as code;
+    a method is a level below its class; a ``dt`` without an ``id`` (a glossary, a list of log
+    format fields) stays a paragraph."""
+    converted = html(SPHINX)
+    paths = heading_paths(converted.markdown)
+    base = ("csv — CSV File Reading and Writing", "Module Contents")
+    assert base + ("class csv.DictReader",) in paths
+    assert base + ("class csv.Sniffer", "sniff") in paths
+    assert ("csv — CSV File Reading and Writing", "Dialects") in paths
+    doc = parsed(converted.markdown)
+    reader = next(c for c in doc.chunks if c.heading_path[-1] == "class csv.DictReader")
+    assert reader.text.lstrip().startswith("`class csv.DictReader(f, fieldnames=None)`")
+    assert "maps the information in each row" in reader.text and "¶" not in reader.text
+    fields = next(c for c in doc.chunks if "%h" in c.text)
+    assert fields.heading_path[-1] == "Dialects" and "The remote host." in fields.text
+
+
+@pytest.mark.skipif(not Path("/usr/share/doc/python3.11/html/library/csv.html").is_file(),
+                    reason="python3.11-doc is not installed (scripts/setup.sh --browser "
+                           "installs it)")
+def test_python_s_own_reference_pages_give_each_function_its_section():
+    """Debian's python3.11-doc, which nobody here wrote: csv's classes and functions, and a
+    class's methods below it, are sections named by them; the signature is in the section."""
+    data = Path("/usr/share/doc/python3.11/html/library/csv.html").read_bytes()
+    converted = convert_html("csv.html", data, LIMITS)
+    doc = parsed(converted.markdown)
+    names = {c.heading_path[-1]: c for c in doc.chunks}
+    assert "class csv.DictReader" in names and "csv.reader" in names
+    assert "`class csv.DictReader(" in names["class csv.DictReader"].text
+    sniff = next(c for c in doc.chunks if c.heading_path[-1].startswith("sniff"))
+    assert sniff.heading_path[-2] == "class csv.Sniffer"
+
+
 def test_script_text_never_appears_wherever_the_script_stands():
     page = """<html><head><script>HEAD_SCRIPT()</script></head><body>
     <h1>Title <script>IN_HEADING()</script></h1>

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 #: part of a converted file's stored hash: a change to what the converters write re-ingests
 #: every converted file once
-CONVERTER = "formats-6\0"
+CONVERTER = "formats-8\0"
 
 #: a paged document's page marker, on a line of its own before each page's text (PDF)
 PAGE_MARKER = "<!-- page: {n} -->"

@@ -61,7 +61,11 @@ Markdown
     kept); ``pre`` → a fenced block with its text exact, the language from a ``language-x``
     or ``lang-x`` class (or a Sphinx ``highlight-x`` wrapper); inline ``code`` → backticks;
     blockquotes → ``> ``; links → their text, except permalinks and back-links (``<a
-    href="#…">`` reading only ¶, §, #, ↩ …), which go; emphasis → plain text; ``br`` → a line
+    href="#…">`` reading only ¶, §, #, ↩ …), which go; an API reference's entry — a ``dt``
+    with its own ``id`` (Sphinx: ``<dt class="sig sig-object py" id="pathlib.Path.mkdir">``),
+    a name one can link to — → a heading one level below the section it stands in (below its
+    class for a method), its signature as the heading's text, so each function is a section
+    of its own; emphasis → plain text; ``br`` → a line
     break; ``hr`` → nothing. Tables → GitHub pipe tables: the first row (the ``thead``'s, else the
     table's first) is the header; ``|`` is escaped; a ``colspan`` cell repeats its text in a
     header row and leaves the spanned cells empty below it; ``rowspan`` leaves the cells below
@@ -222,6 +226,8 @@ _CODE_LANG = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]+)")
 _HIGHLIGHT_LANG = re.compile(r"(?:^|\s)highlight-([\w+#.-]+)")
 
 _IN_SECTION, _IN_ARTICLE, _IN_PRE, _IN_HEADING = 1, 2, 4, 8
+#: an API entry's name, its signature's parameters left out ("class csv.DictReader")
+_ENTRY_NAME = re.compile(r"^[^(=]*?(?=\s*[(=]|$)")
 #: elements that stand for one line of code inside a ``pre`` (some highlighters write no ``\n``)
 _LINE_ELEMENTS = frozenset({"div", "p", "li", "tr"})
 #: elements that do not break a line of text (``inline_text`` puts a space around all others)
@@ -473,6 +479,8 @@ class _Renderer:
         self.flattened_tables = 0
         #: blocks of links to the page's translations (``_language_lists``), left out
         self.language_lists: set[Any] = set()
+        #: the level of the last heading written (an API entry's is one below it)
+        self.level = 0
 
     # -- what is left out
 
@@ -546,6 +554,10 @@ class _Renderer:
             if text.endswith("#"):
                 text = text[:-1] + "\\#"
             out.block(f"{'#' * _HEADINGS[tag]} {text}" if text else "")
+            if text:
+                self.level = _HEADINGS[tag]
+        elif tag == "dt" and el.get("id") and not flags & _IN_HEADING:
+            self.entry(el, out, flags)
         elif tag == "br":
             out.inline.append("\n")
         elif tag == "hr":
@@ -570,6 +582,22 @@ class _Renderer:
             out.flush()
         else:  # inline (a, span, em, strong, …) and unknown elements: their content in place
             self.children(el, out, flags, depth)
+
+    def entry(self, el: Any, out: _Out, flags: int) -> None:
+        """An API reference's entry (a ``dt`` with an ``id``): its signature as a heading one
+        level below the section's, or below the entry it is nested in."""
+        text = _collapse(self.inline_text(el, flags | _IN_HEADING, code=False)).strip()
+        if not text:
+            return
+        within = sum(1 for dd in el.iterancestors("dd")  # a method in its class's entry
+                     if any(_tag(dt) == "dt" and dt.get("id") for dt in dd.itersiblings(preceding=True)))
+        name = _ENTRY_NAME.match(text)
+        heading = name.group(0).strip() if name else text
+        if heading.endswith("#"):
+            heading = heading[:-1] + "\\#"
+        out.block(f"{'#' * min(6, self.level + 1 + within)} {heading}")
+        if heading != text:
+            out.block(code_span(text))
 
     def code_paragraph(self, el: Any, flags: int) -> str | None:
         """A paragraph that is one ``code`` element and nothing else, holding a command or a
