@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from ragstream.answering.answer import answer, answer_sentences, dangling_colons, said_back, with_terms
 from ragstream.answering.passage import Passage, choose_span, lead_passage, render, trim, units
 from ragstream.common.config import AnswerSettings
@@ -359,3 +361,27 @@ def test_a_passage_never_closes_on_a_copyright_notice():
         other = text.replace("Copyright 2026 The Apache Software Foundation.", notice)
         start, end = choose_span(_chunk(other), 0, AnswerSettings())
         assert notice not in other[start:end]
+
+
+@pytest.mark.parametrize("signature", [
+    "class csv.DictReader(f, fieldnames=None, restkey=None, dialect='excel', *args, **kwds)",
+    "`class csv.DictReader(f, fieldnames=None, restkey=None, dialect='excel', *args, **kwds)`"])
+def test_an_api_description_keeps_its_signature_line(signature):
+    """Python's csv reference: the description "Create an object …" stands under the line
+    naming what it describes. The passage opening on the description takes that line in, also
+    for a question that asks how (which otherwise opens on its best sentence)."""
+    text = ("The `csv` module defines the following classes:\n\n" + signature + "\n\n"
+            "Create an object that operates like a regular reader but maps the information in "
+            "each row to a `dict` whose keys are given by the optional fieldnames parameter.\n\n"
+            "The fieldnames parameter is a sequence.\n")
+    chunk = _chunk(text, heading=("csv", "Module Contents"))
+    at = text.index("Create an object")
+    for how in (False, True):
+        start, end = choose_span(chunk, at, AnswerSettings(passage_lead_words=0), how=how)
+        assert text[start:end].startswith(signature), how
+        assert "defines the following classes" not in text[start:end]
+    # a sentence before the anchor is not a signature: it is not taken in for a how question
+    prose = text.replace(signature, "It reads rows of a file one at a time.")
+    start, _ = choose_span(_chunk(prose), prose.index("Create an object"),
+                           AnswerSettings(passage_lead_words=0), how=True)
+    assert prose[start:].startswith("Create an object")

@@ -63,6 +63,13 @@ _HEADING_LINE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:\s*$")
 #: the same without its colon or with it: a paragraph that only names what follows
 _BARE_LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:?\s*$")
+#: an API reference's signature line, what the description under it describes (a Sphinx
+#: ``dt``: "class csv.DictReader(f, fieldnames=None, …)", "logging.config.dictConfig(config)",
+#: "exception json.JSONDecodeError(msg, doc, pos)", "csv.QUOTE_ALL")
+_SIGNATURE = re.compile(
+    r"^\s*(?:(?:abstract|async|await|class|classmethod|staticmethod|exception|method|function|"
+    r"attribute|data|property|coroutine|final)\s+)*`?(?=[\w.]*[.(])[A-Za-z_][\w.]*`?"
+    r"(?:\s*\([^\n]*\))?(?:\s*->\s*[^\n]+)?(?:\s*=\s*[^\n]+)?\s*$")
 #: a document's copyright or licence notice (the footer a printed page carries as its text)
 _NOTICE = re.compile(r"^\s*(?:copyright\b|©|\(c\)\s*\d{4}|all rights reserved\b|"
                      r"licensed under\b)", re.IGNORECASE)
@@ -283,6 +290,9 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
             first -= 1
             before += parts[first].words
         start = parts[first].start
+    if first > 0 and start == parts[first].start and _is_signature(text, parts[first - 1]):
+        first -= 1  # what the description describes: its signature line leads
+        start = parts[first].start
     used_words = _prose_words(text[start:parts[k].start]) if first < k else 0
     used_code = sum(u.code_lines for u in parts[first:k])
     end, has_code = start, used_code > 0
@@ -321,6 +331,16 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         break
     end = _no_notice(text, parts, k, end)
     return start, _no_dangling_label(text, parts, start, _no_dangling_colon(text, parts, start, end))
+
+
+def _is_signature(text: str, unit: Unit) -> bool:
+    """Whether ``unit`` is an API reference's signature line (``_SIGNATURE``): one line, no
+    code block."""
+    line = text[unit.start:unit.end].strip()
+    if len(line) > 2 and line[0] == line[-1] == "`":  # the whole line as code
+        line = line.strip("`").strip()
+    return unit.kind == "paragraph" and not unit.code_lines and "\n" not in line \
+        and bool(_SIGNATURE.match(line))
 
 
 def _no_notice(text: str, parts: Sequence[Unit], k: int, end: int) -> int:
