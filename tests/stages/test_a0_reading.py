@@ -17,6 +17,7 @@ HTTPS = "How do I redirect all http traffic to https?"
     "and how do I do that in .htaccess instead?", "And on Windows?", "What about the ReRanker?",
     "does that also work in a .htaccess file?", "Which other modes could I set it to?",
     "How do I switch them off?", "and the other isolation levels?", "Why?",
+    "which exception do I get when that happens?", "What is logged if this fails?",
 ])
 def test_questions_that_lean_on_the_conversation_are_follow_ups(question):
     assert is_follow_up(question)
@@ -25,6 +26,7 @@ def test_questions_that_lean_on_the_conversation_are_follow_ups(question):
 @pytest.mark.parametrize("question", [
     "How do I password-protect a directory?", "Where do globally installed packages end up?",
     "Which files that change are re-ingested?", "What does path.join do?",
+    "Which exception is raised when a file that is missing is opened?",
 ])
 def test_self_contained_questions_are_left_as_they_are(question):
     assert not is_follow_up(question)

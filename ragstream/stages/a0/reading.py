@@ -7,12 +7,13 @@ questions (``SuperPrompt.recent_conversation``, oldest first), deterministically
 question is itself read with the ones before it, so a third turn leans on the second's reading.
 
 A question is a *follow-up* when it opens with a connector ("and", "but", "also", "so", "what
-about"), refers back ("do that", "is this", "it", "them", "those", "the other one", "another",
-"instead", "too", "as well"), leaves out its verb ("Which versions didn't?"), or has little
-of its own (at most ``WEAK_OWN_WORDS`` content words) and a word that may refer back ("its",
-"their", "there", "again", "also", "then") or a verb without its object ("What did npm 6
-use?"), or none at all ("Why?"); "How does the ReRanker choose its backend?" names what its
-"its" refers to. A question that does none of these is self-contained and left as it is. A
+about"), refers back ("do that", "is this", "when that happens", "it", "them", "those", "the
+other one", "another", "instead", "too", "as well"), leaves out its verb ("Which versions
+didn't?"), or has little of its own (at most ``WEAK_OWN_WORDS`` content words) and a word that
+may refer back ("its", "their", "there", "again", "also", "then") or a verb without its object
+("What did npm 6 use?"), or none at all ("Why?"); "How does the ReRanker choose its backend?"
+names what its "its" refers to. A question that does none of these is self-contained and left
+as it is. A
 follow-up is read by the first rule that applies (its name is recorded with the reading):
 
 * ``action``: "do that" / "do it" / "do the same" stands for the earlier question's action
@@ -71,7 +72,8 @@ WEAK_OWN_WORDS = 2
 _DEMONSTRATIVE = re.compile(
     r"(?:^|\b(?:do|does|did|is|was|be|for|with|about|of|on|in|to|make|makes|use|set|change|"
     r"switch|turn|disable|enable|configure|undo|keep|get|check|need|want|log|like|at|from|"
-    r"without|by)\s+)(?P<word>that|this)\b(?!\s+(?:is|are|was|were)\s+\w+ed\b)", re.IGNORECASE)
+    r"without|by|when|whenever|if|once|after|before|until|unless|because|while)\s+)"
+    r"(?P<word>that|this)\b(?!\s+(?:is|are|was|were)\s+\w+ed\b)", re.IGNORECASE)
 _DO_THAT = re.compile(r"\bdo\s+(?:that|this|it|so|the\s+same(?:\s+thing)?)\b", re.IGNORECASE)
 #: the frame of a question asking how to do something: what follows it is the action
 _ACTION_FRAME = re.compile(
