@@ -13,8 +13,8 @@ didn't?"), or has little of its own (at most ``WEAK_OWN_WORDS`` content words) a
 may refer back ("its", "their", "there", "again", "also", "then") or a verb without its object
 ("What did npm 6 use?"), or none at all ("Why?"); "How does the ReRanker choose its backend?"
 names what its "its" refers to. A question that does none of these is self-contained and left
-as it is. A
-follow-up is read by the first rule that applies (its name is recorded with the reading):
+as it is. A follow-up is read by the first rule that applies (its name is recorded with the
+reading):
 
 * ``action``: "do that" / "do it" / "do the same" stands for the earlier question's action
   ("redirect all http traffic to https", what follows "how do I", "can I", "what's the best way
