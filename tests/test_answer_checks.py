@@ -158,6 +158,22 @@ def test_the_content_check_reads_stems_and_asks_a_short_sentence_only_what_it_ha
     assert failed("It listens on the loopback interface [2].")
 
 
+def test_an_answer_that_says_the_same_thing_twice_fails(kb_engine, on_topic):
+    """The local 0.5B model, looping, wrote one sentence three times over in an answer on the
+    Apache manual; it was kept and rated High. Now it fails the checks and the extractive
+    answer is given."""
+    acfg = kb_engine.cfg.settings.answer
+    terms = kb_engine.services.keyword_index.terms
+    once = "Chroma runs as a server on the loopback interface [1]."
+    again = "Chroma runs as a server on the loopback interface, listening there [1]."
+    other = "Each server keeps its data in a folder of its own [1]."
+    failed = citation_checks(f"{once} {other} {again}", on_topic, acfg, terms)[0]
+    assert any(f.startswith("it says the same thing twice:") and "listening there" in f
+               for f in failed)
+    assert not any("twice" in f for f in citation_checks(f"{once} {other}", on_topic, acfg,
+                                                          terms)[0])
+
+
 def test_an_uncited_answer_is_set_aside_too(on_topic, plain, llm_env, server):
     cfg, services = llm_env
     text = "Chroma is a database that runs as a server. It is fast."

@@ -22,7 +22,8 @@
   ``citation_checks``): some sentence (of at least ``answer.min_sentence_words`` words) cites
   a valid source; every ``[n]`` names a source of the Sources block; one of its first
   ``answer.lead_sentences`` (3) sentences cites one of the first ``answer.top_sources`` (1)
-  sources — the ReRanker's strongest evidence leads, as in the extractive answer; and each
+  sources — the ReRanker's strongest evidence leads, as in the extractive answer; no sentence
+  says again what an earlier one said (``repeated_sentences``: a small model looping); and each
   sentence that cites shares at least
   ``answer.min_shared_terms`` content terms (the keyword index's stemmed, stop-word-free
   ``terms``; a sentence with fewer needs all it has) with one of the sources it cites. An
@@ -393,6 +394,22 @@ def dangling_colons(text: str) -> list[str]:
 
 #: a first sentence sharing this share of its words with the question says it back
 SAID_BACK = 0.8
+#: two sentences of an answer sharing this share of their words say the same thing
+REPEATED = 0.8
+
+
+def repeated_sentences(text: str, min_words: int) -> tuple[str, str] | None:
+    """The first sentence of the answer that says again what an earlier one said (word
+    Jaccard ≥ ``REPEATED``, citations aside), with that earlier one; None when none does. A
+    small model that loops writes its answer twice over."""
+    seen: list[tuple[str, set[str]]] = []
+    for sentence in answer_sentences(text, min_words):
+        mine = set(words(_CITE.sub(" ", sentence)))
+        for earlier, theirs in seen:
+            if mine and jaccard(mine, theirs) >= REPEATED:
+                return sentence, earlier
+        seen.append((sentence, mine))
+    return None
 
 
 def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
@@ -402,7 +419,7 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
     fails, each naming its setting (none: it passes), and a line saying what it passed. With
     the ``passage`` the model was given first, one of its first sentences must cite it; the
     answer must not open by saying the question back nor leave a sentence ending in ':'
-    without what it introduces (the rules the extractive answer keeps)."""
+    without what it introduces (the rules the extractive answer keeps), nor say a thing twice."""
     n_sources = len(sp.final_selection_ids)
     cites, invalid = map_citations(citation_numbers(text, acfg.max_citation_range), sp)
     valid = {c.n for c in cites if c.valid}
@@ -435,6 +452,10 @@ def citation_checks(text: str, sp: SuperPrompt, acfg: AnswerSettings,
     hanging = dangling_colons(text)
     if hanging:
         failed.append(f"it ends a sentence on a colon with nothing after it: {_quote(hanging[0])}")
+    twice = repeated_sentences(text, acfg.min_sentence_words)
+    if twice:
+        failed.append(f"it says the same thing twice: {_quote(twice[0])} repeats "
+                      f"{_quote(twice[1])}")
     weak = weak_sentences(text, sp, acfg, terms) if acfg.min_shared_terms else []
     if weak:
         quoted = ", ".join(_quote(s) for s in weak[:QUOTED_SENTENCES])
