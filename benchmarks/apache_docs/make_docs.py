@@ -35,6 +35,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+if __name__ == "__main__" and str(ROOT) not in sys.path:  # run as a script
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.manual_pages import MissingPackages, main_for, make_pages  # noqa: E402,F401
+
 OUT = HERE / "docs"
 MANUAL = Path("/usr/share/doc/apache2-doc/manual/en")
 CHROMIUM = "/usr/bin/chromium"
@@ -61,10 +66,6 @@ DOCX = {"configuring.docx": "configuring.html"}
 FILES = {**HTML, **PDF, **DOCX}
 
 
-class MissingPackages(RuntimeError):
-    """A Debian package the documents are made with is not installed."""
-
-
 def missing() -> list[str]:
     """The Debian packages (``apt-get install`` names) that are needed and not installed."""
     out = []
@@ -79,11 +80,8 @@ def missing() -> list[str]:
 
 def print_pdf(page: Path, target: Path) -> None:
     """``page`` printed to ``target`` by headless Chromium (the project's one way of doing it)."""
-    try:
-        from benchmarks.pdf_print.make_pdfs import print_chromium
-    except ImportError:  # run as a script: the repository is not on the path
-        sys.path.insert(0, str(ROOT))
-        from benchmarks.pdf_print.make_pdfs import print_chromium
+    from benchmarks.pdf_print.make_pdfs import print_chromium
+
     print_chromium(page, target)
 
 
@@ -93,42 +91,24 @@ def to_docx(page: Path, target: Path) -> None:
                    capture_output=True, timeout=180)
 
 
+def _write(name: str, source: Path, target: Path) -> str:
+    """One document: printed by Chromium, converted by pandoc, or copied; says how."""
+    if name in PDF:
+        print_pdf(source, target)
+        return " (Chromium)"
+    if name in DOCX:
+        to_docx(source, target)
+        return " (pandoc)"
+    shutil.copyfile(source, target)
+    return ""
+
+
 def make(out_dir: Path = OUT, verbose: bool = False) -> Path:
     """The fourteen documents in ``out_dir`` (made when any is missing); returns ``out_dir``.
     Raises ``MissingPackages`` naming the Debian packages to install."""
-    out_dir = Path(out_dir)
-    if all((out_dir / name).is_file() for name in FILES):
-        return out_dir
-    lacking = missing()
-    if lacking:
-        raise MissingPackages(f"missing Debian packages: sudo apt-get install {' '.join(lacking)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / ".gitignore").write_text("*\n")
-    for name, page in FILES.items():
-        source, target = MANUAL / page, out_dir / name
-        if name in PDF:
-            print_pdf(source, target)
-            how = " (Chromium)"
-        elif name in DOCX:
-            to_docx(source, target)
-            how = " (pandoc)"
-        else:
-            shutil.copyfile(source, target)
-            how = ""
-        if verbose:
-            print(f"{target}  ← {source}{how}")
-    return out_dir
-
-
-def main() -> int:
-    try:
-        folder = make(OUT, verbose=True)
-    except MissingPackages as err:
-        print(err, file=sys.stderr)
-        return 1
-    print(f"{len(FILES)} documents in {folder}")
-    return 0
+    return make_pages(out_dir, {name: MANUAL / page for name, page in FILES.items()}, missing,
+                      _write, "*\n", verbose)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main_for(make, OUT, len(FILES)))

@@ -30,6 +30,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if __name__ == "__main__" and str(ROOT) not in sys.path:  # run as a script
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.manual_pages import MissingPackages, main_for, make_pages  # noqa: E402,F401
+
 OUT = HERE / "docs"
 MANUAL = Path("/usr/share/doc/python3.11/html")
 PACKAGE = "python3.11-doc"
@@ -52,10 +58,6 @@ FILES = dict(HTML)
 GITIGNORE = "*\n!.gitignore\n"
 
 
-class MissingPackages(RuntimeError):
-    """A Debian package the documents are made with is not installed."""
-
-
 def missing() -> list[str]:
     """The Debian packages (``apt-get install`` names) that are needed and not installed."""
     if not all((MANUAL / page).is_file() for page in FILES.values()):
@@ -63,35 +65,17 @@ def missing() -> list[str]:
     return []
 
 
+def _copy(name: str, source: Path, target: Path) -> str:
+    shutil.copyfile(source, target)
+    return ""
+
+
 def make(out_dir: Path = OUT, verbose: bool = False) -> Path:
     """The ten documents in ``out_dir`` (copied when any is missing); returns ``out_dir``.
     Raises ``MissingPackages`` naming the Debian package to install."""
-    out_dir = Path(out_dir)
-    if all((out_dir / name).is_file() for name in FILES):
-        return out_dir
-    lacking = missing()
-    if lacking:
-        raise MissingPackages(f"missing Debian packages: sudo apt-get install {' '.join(lacking)} "
-                              "(or scripts/setup.sh --browser)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / ".gitignore").write_text(GITIGNORE)
-    for name, page in FILES.items():
-        source, target = MANUAL / page, out_dir / name
-        shutil.copyfile(source, target)
-        if verbose:
-            print(f"{target}  ← {source}")
-    return out_dir
-
-
-def main() -> int:
-    try:
-        folder = make(OUT, verbose=True)
-    except MissingPackages as err:
-        print(err, file=sys.stderr)
-        return 1
-    print(f"{len(FILES)} documents in {folder}")
-    return 0
+    return make_pages(out_dir, {name: MANUAL / page for name, page in FILES.items()}, missing,
+                      _copy, GITIGNORE, verbose, hint="or scripts/setup.sh --browser")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main_for(make, OUT, len(FILES)))
