@@ -25,10 +25,11 @@ Blocks
     lines (a fence right after a list marker starts on the item's line); the range of a list,
     an item or a fence left open inside one may end with a blank line.
 
-Only the block structure is read: inline Markdown (emphasis, links, inline code) is not parsed,
-and a heading's ``text`` is its source text (``Use `x` here``), whitespace-trimmed, the lines of
-a multi-line setext heading joined by one space. Link reference definitions
-(``[id]: https://…``) belong to no block. Lists nested up to about 50 deep keep their text.
+Only the block structure is read: inline Markdown (emphasis, links) is not parsed, except the
+code spans of the prose, found by ``code_spans`` where the evidence box draws them; a heading's
+``text`` is its source text (``Use `x` here``), whitespace-trimmed, the lines of a multi-line
+setext heading joined by one space. Link reference definitions (``[id]: https://…``) belong to
+no block. Lists nested up to about 50 deep keep their text.
 
 A user's prompt is read the same way, without front matter: ``parse(prompt,
 front_matter=False).headings`` are its headings with their lines, and
@@ -170,6 +171,21 @@ def spans_outside(text: str, kinds: Collection[BlockKind]) -> list[tuple[int, in
             spans.append((starts[line], starts[first]))
         line = max(line, end)
     return [(a, b) for a, b in spans if b > a]
+
+
+#: a code span: a run of backticks, text without a blank line, the same run (CommonMark)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n\s*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+
+
+def code_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """Each code span of ``text``'s prose (```` `AllowOverride` ````, outside code blocks,
+    HTML and math), in characters: ``(start, code_start, code_end, end)``, its opening
+    backticks ``[start, code_start)``, its code, its closing backticks ``[code_end, end)``."""
+    out = []
+    for a, b in spans_outside(text, {"fence", "code", "html", "math"}):
+        for m in _CODE_SPAN.finditer(text, a, b):
+            out.append((m.start(), m.start(2), m.end(2), m.end()))
+    return out
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from ragstream.common import markdown
 from ragstream.interfaces.ui import evidence as ev
 from ragstream.state.super_prompt import Answer
 
@@ -67,7 +68,7 @@ def flat(text):
 def fence_lines(text):
     """The character ranges of ``text`` the box leaves out: a code block's fence lines and
     the blank lines before it, and a code span's backticks (they show as code instead)."""
-    return sorted((a, b) for s, c, e, end in [*ev.code_blocks(text), *ev.inline_code(text)]
+    return sorted((a, b) for s, c, e, end in [*ev.code_blocks(text), *markdown.code_spans(text)]
                   for a, b in ((s, c), (e, end)) if b > a)
 
 

@@ -54,8 +54,6 @@ CODE_STYLE = ("font-family:'Source Code Pro',ui-monospace,monospace;font-size:0.
 #: inline code in the prose: monospace on a grey ground, without its backticks
 INLINE_CODE_STYLE = ("font-family:'Source Code Pro',ui-monospace,monospace;font-size:0.85em;"
                      "background:rgba(49,51,63,0.06);border-radius:0.2rem;padding:0 0.15em")
-#: a code span: a run of backticks, text without a blank line, the same run (CommonMark)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n\s*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -268,17 +266,6 @@ def code_blocks(text: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def inline_code(text: str) -> list[tuple[int, int, int, int]]:
-    """Each code span of ``text``'s prose (```` `AllowOverride` ````) as the evidence box draws
-    it: ``(start, code_start, code_end, end)``; the backticks ``[start, code_start)`` and
-    ``[code_end, end)`` are left out, ``[code_start, code_end)`` is shown as code."""
-    out = []
-    for a, b in markdown.spans_outside(text, {"fence", "code", "html", "math"}):
-        for m in _CODE_SPAN.finditer(text, a, b):
-            out.append((m.start(), m.start(2), m.end(2), m.end()))
-    return out
-
-
 def render_html(text: str, marks: list[Mark], current: str | None = None) -> str:
     """``text`` as one HTML block: escaped, line breaks kept (those inside a paragraph made
     spaces, see ``soft_breaks``), each marked passage in ``<mark>`` after a small tag naming
@@ -288,7 +275,7 @@ def render_html(text: str, marks: list[Mark], current: str | None = None) -> str
     a code span of the prose, without its backticks."""
     flowing = soft_breaks(text)
     fences = code_blocks(text)
-    spans = inline_code(text)
+    spans = markdown.code_spans(text)
     cuts = sorted({0, len(text), *(m.start for m in marks), *(m.end for m in marks),
                    *(x for f in fences for x in f), *(x for s in spans for x in s)})
     parts = [f'<div class="rs-evidence" style="{BOX_STYLE}">']
