@@ -64,8 +64,9 @@ Markdown
     href="#…">`` reading only ¶, §, #, ↩ …), which go; an API reference's entry — a ``dt``
     with its own ``id`` (Sphinx: ``<dt class="sig sig-object py" id="pathlib.Path.mkdir">``),
     a name one can link to — → a heading one level below the section it stands in (below its
-    class for a method), its signature as the heading's text, so each function is a section
-    of its own; emphasis → plain text; ``br`` → a line
+    class for a method) named without its parameters (``### Path.mkdir``), the whole
+    signature its first line as code, so each function is a section of its own; emphasis →
+    plain text; ``br`` → a line
     break; ``hr`` → nothing. Tables → GitHub pipe tables: the first row (the ``thead``'s, else the
     table's first) is the header; ``|`` is escaped; a ``colspan`` cell repeats its text in a
     header row and leaves the spanned cells empty below it; ``rowspan`` leaves the cells below
@@ -551,11 +552,11 @@ class _Renderer:
             flags |= _IN_SECTION | (_IN_ARTICLE if tag == "article" else 0)
         if tag in _HEADINGS:
             text = self.inline_text(el, flags | _IN_HEADING, code=False)
-            if text.endswith("#"):
-                text = text[:-1] + "\\#"
-            out.block(f"{'#' * _HEADINGS[tag]} {text}" if text else "")
             if text:
                 self.level = _HEADINGS[tag]
+                out.block(_heading(self.level, text))
+            else:
+                out.block("")
         elif tag == "dt" and el.get("id") and not flags & _IN_HEADING:
             self.entry(el, out, flags)
         elif tag == "br":
@@ -593,9 +594,7 @@ class _Renderer:
                      if any(_tag(dt) == "dt" and dt.get("id") for dt in dd.itersiblings(preceding=True)))
         name = _ENTRY_NAME.match(text)
         heading = name.group(0).strip() if name else text
-        if heading.endswith("#"):
-            heading = heading[:-1] + "\\#"
-        out.block(f"{'#' * min(6, self.level + 1 + within)} {heading}")
+        out.block(_heading(min(6, self.level + 1 + within), heading))
         if heading != text:
             out.block(code_span(text))
 
@@ -820,6 +819,13 @@ class _Renderer:
             self.flattened_tables += 1
             return "\n\n".join(_paragraph(" | ".join(t for t, _, _ in row if t)) for row in spans)
         return pipe_table(grid)
+
+
+def _heading(level: int, text: str) -> str:
+    """A Markdown heading line; a ``#`` ending the text is escaped (it would close the line)."""
+    if text.endswith("#"):
+        text = text[:-1] + "\\#"
+    return f"{'#' * level} {text}"
 
 
 def _span(value: str | None, most: int, zero: bool = False) -> int:
