@@ -65,10 +65,11 @@ _LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:\s*$")
 _BARE_LABEL = re.compile(r"^\s*[^\W\d_][\w'’/-]*(?:\s+[\w'’/-]+){0,2}\s*:?\s*$")
 #: an API reference's signature line, what the description under it describes (a Sphinx
 #: ``dt``: "class csv.DictReader(f, fieldnames=None, …)", "logging.config.dictConfig(config)",
-#: "exception json.JSONDecodeError(msg, doc, pos)", "csv.QUOTE_ALL")
+#: "exception json.JSONDecodeError(msg, doc, pos)", "csv.QUOTE_ALL"; in backticks as a whole, as
+#: the HTML converter writes it under the entry's heading)
 _SIGNATURE = re.compile(
     r"^\s*(?:(?:abstract|async|await|class|classmethod|staticmethod|exception|method|function|"
-    r"attribute|data|property|coroutine|final)\s+)*`?(?=[\w.]*[.(])[A-Za-z_][\w.]*`?"
+    r"attribute|data|property|coroutine|final)\s+)*(?=[\w.]*[.(])[A-Za-z_][\w.]*"
     r"(?:\s*\([^\n]*\))?(?:\s*->\s*[^\n]+)?(?:\s*=\s*[^\n]+)?\s*$")
 #: a document's copyright or licence notice (the footer a printed page carries as its text)
 _NOTICE = re.compile(r"^\s*(?:copyright\b|©|\(c\)\s*\d{4}|all rights reserved\b|"
