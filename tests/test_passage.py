@@ -342,6 +342,23 @@ def test_a_passage_never_ends_on_a_bare_label_whose_text_it_leaves_out():
     assert "Warning" in text[start:end] and text[start:end].rstrip().endswith("absolute paths.")
 
 
+def test_a_label_whose_text_the_passage_quotes_in_part_stays_with_it():
+    """Python's json.dumps entry: the signature, one sentence, an admonition titled "Note" and
+    its text, where the answer to "why do my int keys come back as strings?" stands. The room
+    ends inside the note's text: the passage keeps the label and the note's first sentences,
+    never stopping before the anchor it was chosen for."""
+    text = ("Serialize obj to a JSON formatted str using this conversion table. The arguments "
+            "have the same meaning as in dump().\n\nNote\n\n"
+            "Keys in key/value pairs of JSON are always of the type str. When a dictionary is "
+            "converted into JSON, all the keys of the dictionary are coerced to strings. "
+            + "As a result of this, a dictionary may not equal the original one after a round "
+              "trip through JSON and back again. " * 3)
+    chunk = _chunk(text, heading=("Basic Usage", "json.dumps"))
+    start, end = choose_span(chunk, text.index("Keys in"), AnswerSettings(passage_words=60))
+    assert "coerced to strings." in text[start:end]
+    assert text[start:end].startswith("Serialize obj")  # the short prose before leads
+
+
 def test_a_passage_never_closes_on_a_copyright_notice():
     """The Apache manual's "When not to use mod_rewrite" printed to PDF by Chromium ends on the
     page's footer, "Copyright … Licensed under …", as the last paragraph of its last section:

@@ -374,6 +374,7 @@ def _no_dangling_label(text: str, parts: Sequence[Unit], start: int, end: int) -
     text the passage leaves out), so that it never ends on one."""
     inside = [u for u in parts if start <= u.start and u.end <= end]
     if len(inside) > 1 and inside[-1].kind == "paragraph" \
+            and not text[inside[-1].end:end].strip() \
             and _BARE_LABEL.match(text[inside[-1].start:inside[-1].end]):
         return inside[-2].end
     return end
