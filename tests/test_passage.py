@@ -359,6 +359,29 @@ def test_a_label_whose_text_the_passage_quotes_in_part_stays_with_it():
     assert text[start:end].startswith("Serialize obj")  # the short prose before leads
 
 
+def test_a_block_before_the_statement_leads_only_when_the_statement_speaks_of_it():
+    """Python's argparse "type": an example of user-defined converters, then "The bool()
+    function is not recommended …", which answers "why not type=bool?". A question that does
+    not ask how opens on the statement, not on the unrelated example above it. Apache's
+    "Using multiple providers": the configuration, then "In this example the file provider …":
+    the sentence explains the block, so the block leads."""
+    code = "```python\n>>> parser.add_argument('short_title', type=hyphenated)\n```\n\n"
+    text = ("User defined functions can be used as well:\n\n" + code
+            + "The bool() function is not recommended as a type converter. All it does is "
+              "convert empty strings to False and non-empty strings to True.\n")
+    chunk = _chunk(text, heading=("add_argument()", "type"))
+    start, _ = choose_span(chunk, text.index("The bool()"), AnswerSettings())
+    assert text[start:].startswith("The bool()")
+    config = "```config\n<Directory /private>\n    AuthBasicProvider file ldap\n</Directory>\n```\n\n"
+    text = (config + "In this example the file provider will attempt to authenticate the user "
+            "first. If it is unable to, the LDAP provider will be called.\n")
+    start, _ = choose_span(_chunk(text), text.index("In this example"), AnswerSettings())
+    assert text[start:].startswith("```config")
+    # a how-question reaches the block either way
+    start, end = choose_span(chunk, chunk.text.index("The bool()"), AnswerSettings(), how=True)
+    assert "type=hyphenated" in chunk.text[start:end]
+
+
 def test_a_passage_never_closes_on_a_copyright_notice():
     """The Apache manual's "When not to use mod_rewrite" printed to PDF by Chromium ends on the
     page's footer, "Copyright … Licensed under …", as the last paragraph of its last section:

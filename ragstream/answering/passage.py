@@ -17,7 +17,9 @@ does it, whole. ``lead_passage`` takes that part out of one chunk of the final s
    paragraph that ends in ':' and the block it introduces (a command, a configuration block,
    a list, a table) are one *unit*, so the two are never parted. The unit holding the opening
    statement is the *anchor*. The passage runs from the start of the section when the prose
-   before the anchor is short (``answer.passage_lead_words``), else from the anchor, and takes
+   before the anchor is short (``answer.passage_lead_words``), else from the anchor (a code
+   block above the anchor is taken in only when the question asks how or the anchor speaks of
+   it: "In this example …"), and takes
    the units after it while their prose fits ``answer.passage_words`` (three times as much
    when the question asks for every item or for detail) and their code
    ``answer.passage_code_lines``. A paragraph longer than the room left is cut after a whole
@@ -185,6 +187,19 @@ _LEANS_BACK = re.compile(r"^\W*(?:this|these|that|those|it|its|they|their|such|h
                          re.IGNORECASE)
 
 
+#: a sentence that speaks of the block above it: "In this example the file provider …"
+_POINTS_BACK = re.compile(r"\b(?:(?:this|that|these|the above|the preceding|the previous)\s+"
+                          r"(?:example|configuration|command|code|snippet|directive|rule|"
+                          r"block|setting|line)s?|above)\b", re.IGNORECASE)
+
+
+def _points_back(text: str, unit: Unit) -> bool:
+    """Whether ``unit``'s first sentence speaks of the block just before it (``_POINTS_BACK``):
+    the block is what it explains, so the passage takes it in."""
+    first = split_sentences(text[unit.start:unit.end])[:1]
+    return bool(first) and bool(_POINTS_BACK.search(text[unit.start:unit.start + first[0][1]]))
+
+
 def _sentence_start(text: str, unit: Unit, at: int) -> int:
     """The start of the sentence of ``unit`` that holds character ``at`` (the unit's start when
     ``at`` lies before its first sentence)."""
@@ -287,6 +302,8 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         before = 0
         while first > 0 and before + parts[first - 1].words <= (0 if how else lead_room) \
                 and parts[first - 1].code_lines <= code_room \
+                and (how or not parts[first - 1].code_lines
+                     or _points_back(text, parts[first])) \
                 and not (how and parts[first - 1].words):
             first -= 1
             before += parts[first].words
