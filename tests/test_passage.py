@@ -382,6 +382,29 @@ def test_a_block_before_the_statement_leads_only_when_the_statement_speaks_of_it
     assert "type=hyphenated" in chunk.text[start:end]
 
 
+def test_a_table_is_measured_in_rows_and_kept_whole_but_is_no_code_block():
+    """Python's venv page: "The invocation of the activation script is platform-specific:"
+    and a table of shells and commands. Read as prose, its cells ran over the room and the
+    passage stopped before it; as rows it is kept whole with its introduction. A how-question
+    still leads with a code block, not with a table (Apache's "Related Modules" sidebar)."""
+    rows = "".join(f"| POSIX | shell{i} | `$ source <venv>/bin/activate.sh{i}` |\n" for i in range(7))
+    text = ("A virtual environment may be activated using a script in its binary directory. "
+            "This will prepend that directory to your PATH, so that running python will invoke "
+            "the environment's Python interpreter and you can run installed scripts without "
+            "having to use their full path. The invocation of the activation script is "
+            "platform-specific:\n\n| Platform | Shell | Command |\n| --- | --- | --- |\n" + rows)
+    chunk = _chunk(text, heading=("venv", "How venvs work"))
+    unit = units(text)[0]
+    assert unit.introduces and unit.code_lines >= 9 and not unit.shows_code
+    start, end = choose_span(chunk, 0, AnswerSettings(passage_words=60))
+    assert text[start:end].rstrip().endswith("activate.sh6` |")
+    table = "| Related Modules | Related Directives |\n| --- | --- |\n| `mod_so` | `LoadModule` |\n\n"
+    how = (table + "You can see the modules loaded with the -M option. Start it with:\n\n"
+           "```bash\nhttpd -M\n```\n")
+    start, _ = choose_span(_chunk(how), how.index("You can"), AnswerSettings(), how=True)
+    assert how[start:].startswith("You can see")
+
+
 def test_a_passage_never_closes_on_a_copyright_notice():
     """The Apache manual's "When not to use mod_rewrite" printed to PDF by Chromium ends on the
     page's footer, "Copyright … Licensed under …", as the last paragraph of its last section:

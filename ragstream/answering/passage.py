@@ -58,6 +58,9 @@ from ragstream.state.super_prompt import Chunk, SuperPrompt
 MIN_WORDS = 3
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CODE_KINDS = frozenset({"fence", "code", "math"})
+#: blocks shown whole and measured in lines, not words: code, and a table (of commands,
+#: options, fields) whose rows are read one by one, not as prose
+_LINE_KINDS = _CODE_KINDS | {"table"}
 _INTRODUCED = frozenset({"fence", "code", "math", "list", "table", "blockquote", "html"})
 _ENDS_COLON = re.compile(r":\s*$")
 _HEADING_LINE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -90,6 +93,7 @@ class Unit:
     code_lines: int
     introduces: bool  # a paragraph ending in ':' followed by its block
     cuts: tuple[int, ...] = ()  # where it may end early: a paragraph's sentence or a list's item
+    shows_code: bool = False  # it holds a code block (a table counts in lines, but is not code)
 
 
 @dataclass
@@ -140,8 +144,9 @@ def units(text: str) -> list[Unit]:
         block = blocks[i]
         a, b = span(block)
         body = text[a:b]
-        code = block.end - block.start if block.kind in _CODE_KINDS else 0
-        words = 0 if block.kind in _CODE_KINDS else _prose_words(body)
+        code = block.end - block.start if block.kind in _LINE_KINDS else 0
+        shows_code = block.kind in _CODE_KINDS
+        words = 0 if block.kind in _LINE_KINDS else _prose_words(body)
         introduces = False
         cuts: tuple[int, ...] = ()
         if block.kind == "list":
@@ -153,8 +158,9 @@ def units(text: str) -> list[Unit]:
                 and blocks[i + 1].kind in _INTRODUCED):
             nxt = blocks[i + 1]
             _, b = span(nxt)
-            if nxt.kind in _CODE_KINDS:
+            if nxt.kind in _LINE_KINDS:
                 code += nxt.end - nxt.start
+                shows_code = nxt.kind in _CODE_KINDS
             else:
                 words += _prose_words(text[span(nxt)[0]:b])
             # a list it introduces may end after an item; a block is whole or left out
@@ -162,7 +168,7 @@ def units(text: str) -> list[Unit]:
                 tuple(c for c in cuts if c <= span(nxt)[0] and not _ENDS_COLON.search(text[a:c]))
             introduces = True
             i += 1
-        out.append(Unit(a, b, block.kind, words, code, introduces, cuts))
+        out.append(Unit(a, b, block.kind, words, code, introduces, cuts, shows_code))
         i += 1
     return out
 
@@ -212,9 +218,10 @@ def _sentence_start(text: str, unit: Unit, at: int) -> int:
 
 
 def _prose_end(text: str, unit: Unit) -> int:
-    """Where ``unit``'s prose ends: at its code block's first line, else at its end."""
+    """Where ``unit``'s prose ends: at its code block's (or table's) first line, else at its
+    end."""
     body = text[unit.start:unit.end]
-    fence = re.search(r"^\s*(?:```|~~~|    \S)", body, re.MULTILINE)
+    fence = re.search(r"^\s*(?:```|~~~|    \S|\|)", body, re.MULTILINE)
     return unit.start + (fence.start() if fence else len(body))
 
 
@@ -274,7 +281,7 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
     lead_room = acfg.passage_lead_words * scale
     if how:  # the block that does it leads: the one whose introduction states best what was
         # asked (A4's scores), else the first one from the best sentence on (else before it)
-        shows = [i for i, u in enumerate(parts) if u.code_lines and u.code_lines <= code_room]
+        shows = [i for i, u in enumerate(parts) if u.shows_code and u.code_lines <= code_room]
 
         def said(i: int) -> float:
             lo = parts[i - 1].start if i > 0 and not parts[i].introduces else parts[i].start
@@ -302,7 +309,7 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         before = 0
         while first > 0 and before + parts[first - 1].words <= (0 if how else lead_room) \
                 and parts[first - 1].code_lines <= code_room \
-                and (how or not parts[first - 1].code_lines
+                and (not parts[first - 1].code_lines or how and parts[first - 1].shows_code
                      or _points_back(text, parts[first])) \
                 and not (how and parts[first - 1].words):
             first -= 1
@@ -313,7 +320,7 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         start = parts[first].start
     used_words = _prose_words(text[start:parts[k].start]) if first < k else 0
     used_code = sum(u.code_lines for u in parts[first:k])
-    end, has_code = start, used_code > 0
+    end, has_code = start, any(u.shows_code for u in parts[first:k])
     # the section's end is not left out for a few words: what is left of the chunk after a
     # unit fits when it is at most a fifth of the room (the section's closing sentence)
     slack = words_room // 5
@@ -331,7 +338,7 @@ def choose_span(chunk: Chunk, anchor_at: int, acfg: AnswerSettings, long: bool =
         if fits or reach:
             used_words += words
             used_code += u.code_lines
-            has_code = has_code or u.code_lines > 0
+            has_code = has_code or u.shows_code
             end = u.end
             if reach and not fits and has_code:
                 break

@@ -383,7 +383,7 @@ class AnswerSettings(_Strict):
         "the extractive answer's sentences, at most, when the prompt asks for every item or "
         "for detail (long_cues)"))
     long_cues: list[str] = Field(default_factory=lambda: [
-        "list every", "list all", "all the", "all of the", "every single", "in detail",
+        "list every", "list all", "list the", "all the", "all of the", "every single", "in detail",
         "detailed", "step by step", "comprehensive", "complete list", "full list"],
         description=(
         "phrases (whole words, any case) of a prompt that asks for a long answer"))
