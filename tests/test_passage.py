@@ -448,3 +448,17 @@ def test_an_api_description_keeps_its_signature_line(signature):
     start, _ = choose_span(_chunk(prose), prose.index("Create an object"),
                            AnswerSettings(passage_lead_words=0), how=True)
     assert prose[start:].startswith("Create an object")
+
+
+@pytest.mark.parametrize("question, how", [
+    ("Can you show me code that sets up a logger with a console handler?", True),
+    ("Show me how to write rows to a CSV file.", True),
+    ("Give me an example of writing a list of dicts to a CSV file.", True),
+    ("Why does a dict with integer keys come back with string keys?", False),
+    ("Which exception do I get when the command times out?", False)])
+def test_a_question_asking_for_code_asks_how(question, how):
+    """A person asking to be shown code asks how (``reranker.how_cues``): the passage
+    reaches its code block (Python's logging HOWTO: the console handler example)."""
+    from ragstream.common.config import RerankerSettings
+    from ragstream.common.text import asks_how
+    assert asks_how(question, RerankerSettings().how_cues) is how

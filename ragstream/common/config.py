@@ -223,8 +223,8 @@ class RerankerSettings(_Strict):
         "how do i", "how do you", "how do we", "how can i", "how can you", "how can we",
         "how to", "how should i", "how would i", "what is the simplest way",
         "what's the simplest way", "what is the best way", "what's the best way",
-        "what is the easiest way", "what's the easiest way", "set up", "configure",
-        "minimum configuration", "what should i use", "example of"], description=(
+        "what is the easiest way", "what's the easiest way", "set up", "sets up", "configure",
+        "minimum configuration", "what should i use", "example of", "show me"], description=(
         "phrases (any case) of a question that asks how to do something: a chunk with a "
         "code or configuration block answers it (the offline reranker's how_code), and the "
         "answer's passage reaches its first block"))
