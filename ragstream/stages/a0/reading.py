@@ -19,6 +19,13 @@ reading):
 * ``action``: "do that" / "do it" / "do the same" stands for the earlier question's action
   ("redirect all http traffic to https", what follows "how do I", "can I", "what's the best way
   to" …): it takes its place.
+* ``condition``: a bare condition ("and if my rows are dicts rather than lists?") closes the
+  earlier question: "How do I write rows to a CSV file if my rows are dicts rather than
+  lists?".
+* ``continuation``: when the earlier question asks how to do something, a bare verb phrase
+  opened by "only", "also", "just" or "then" ("and only allow the values 1 to 3?") goes on
+  with it: "How do I make an argparse argument that must be an integer and only allow the
+  values 1 to 3?".
 * ``phrase``: a bare phrase ("and on Windows?", "what about for the ReRanker?") takes the
   place of the earlier question's phrase with the same preposition ("… end up on Linux?" →
   "… end up on Windows?"), else it is added to the earlier question.
@@ -210,6 +217,13 @@ _OBJECT = re.compile(r"\b(?:switch|turn|set|change|undo|disable|enable|keep|log|
 _MAKE = re.compile(r"\bmake\s+(?P<word>that|this|it)\b", re.IGNORECASE)
 #: a verb's particle: "set up", "turn off"
 _PARTICLES = frozenset({"up", "down", "off", "on", "out", "in", "over", "back", "away"})
+#: a follow-up that is only a condition: "and if my rows are dicts rather than lists?"
+_CONDITION = re.compile(r"^(?:if|unless|even if|in case)\s+\S", re.IGNORECASE)
+#: a follow-up that goes on with the earlier action: "and only allow the values 1 to 3?"
+_MORE = re.compile(r"^(?:only|also|just|then)\s+(?=[a-z])", re.IGNORECASE)
+#: what opens a noun phrase, not a verb phrase: "only the .txt files"
+_DETERMINER = re.compile(r"^(?:the|a|an|my|our|your|its|their|this|that|these|those|some|any|"
+                         r"all|each|every|one|two|files?)\b|^[\d.]", re.IGNORECASE)
 #: an earlier reading's own context, "… (after: …)"
 _AFTER = re.compile(r"^(?P<core>.*?)\s*\(after: (?P<ctx>.*?)[.?!]?\)\s*[?.!]?$", re.DOTALL)
 
@@ -253,6 +267,11 @@ def read_one(question: str, earlier: str) -> Reading | None:
         if rest and rest.casefold() in action.casefold():  # asked again: the earlier reading
             return done(_cap(_bare(core)) + end, "action")
         return done(_cap(f"{bare[:do.start()]}{action}{bare[do.end():]}") + end, "action")
+    if _CONDITION.match(bare) and "," not in bare:  # "and if my rows are dicts?"
+        return done(f"{_cap(_bare(core))} {bare}{end}", "condition")
+    more = _MORE.match(bare)
+    if action and more and not _DETERMINER.match(bare[more.end():]):
+        return done(f"{_cap(_bare(core))} and {bare}{end}", "continuation")
     about = _WHAT_ABOUT.match(bare)
     phrase = bare[about.end():] if about else bare
     if about or (len(content_words(phrase)) <= 4 and not _VERBISH.search(phrase)
