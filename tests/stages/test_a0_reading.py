@@ -81,6 +81,17 @@ def test_a_bare_condition_or_continuation_completes_the_earlier_question():
     assert r is not None and r.rule != "continuation"
 
 
+def test_every_rule_a_reading_names_is_said_in_words_on_the_page():
+    import re
+    from pathlib import Path
+
+    from ragstream.interfaces.ui.answer_view import RULES
+    source = Path("ragstream/stages/a0/reading.py").read_text(encoding="utf-8")
+    named = set(re.findall(r'(?:done\(.*?|Reading\(.*?), "(\w+)"(?:, earlier)?\)', source))
+    assert {"action", "condition", "continuation", "phrase", "pronoun", "topic", "context"} <= named
+    assert named <= set(RULES), named - set(RULES)
+
+
 def test_otherwise_the_earlier_question_is_its_context_and_a_third_turn_leans_on_the_second():
     r = read("and which one answers a request for a name I didn't configure?",
              ["How do I set up two name-based virtual hosts on one IP?"])

@@ -111,6 +111,8 @@ def figures_markdown(ans: Answer) -> str:
 #: what each of A0's reading rules does (``stages.a0.reading``), in a reader's words
 RULES = {
     "action": "“do that” stands for what the earlier question asks to do",
+    "condition": "its condition closes the earlier question",
+    "continuation": "it goes on with what the earlier question asks to do",
     "phrase": "its phrase takes the place of the earlier question's",
     "pronoun": "its pronoun stands for what the earlier question asks to do, or what that acts on",
     "topic": "its pronoun stands for the earlier question's topic",
