@@ -23,7 +23,7 @@ Not ``bind.html``: Debian's ``en/bind.html`` (2.4.68-1~deb12u1) is the Portugues
 
 The files are written to ``benchmarks/apache_docs/docs/`` (not committed: their licence is
 the package's; a ``.gitignore`` there keeps them out). ``make(folder)`` does the same for
-tests and skips the work when every file is there.
+tests, and makes a file again only when it is missing or the package changed its source.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ manual's pages, a held-out set in the style of ``benchmarks/apache_docs``):
 The files are written to ``benchmarks/python_docs/docs/`` (not committed: their licence is
 the package's, the PSF License; the ``.gitignore`` there keeps them out and itself in, so the
 folder the question set names exists in a checkout). ``make(folder)`` does the same for tests
-and skips the work when every file is there.
+and makes a file again only when it is missing or the package changed its source.
 """
 
 from __future__ import annotations
