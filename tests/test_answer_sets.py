@@ -87,6 +87,15 @@ def test_a_key_outside_its_section_or_an_absent_string_present_is_refused(tmp_pa
         check_sections(qs, _chunks())
 
 
+def test_a_key_a_newer_page_no_longer_holds_is_noted_while_another_key_grades(tmp_path):
+    """A package update rewords a page (Apache 2.4.71's "Piped Logs" no longer says "the same
+    technique"): the question is graded on its other keys, and the eval names the one gone."""
+    reworded = {**FOLLOWUP, "turns": [FOLLOWUP["turns"][0],
+                                      {**FOLLOWUP["turns"][1], "keys": ["%D", "same technique"]}]}
+    qs = load_questions(_set(tmp_path, followups=[reworded]))
+    assert check_sections(qs, _chunks()) == ["f1/2: 'same technique'"]
+
+
 @pytest.mark.parametrize("extra, words", [
     ({"followups": [{"id": "f1", "turns": [FOLLOWUP["turns"][0]]}]}, "turns"),
     ({"unanswerable": [{"id": "q1", "question": "x?", "absent": ["y"]}]}, "repeated: q1"),

@@ -240,10 +240,13 @@ def holds_key(text: str, keys: Sequence[str]) -> bool:
     return any(fold_key(k) in folded for k in keys)
 
 
-def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
+def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> list[str]:
     """Every section must hold at least one indexed chunk, or its question cannot be graded;
-    every key string must stand in one of its question's sections (a correct answer can hold
-    it); every ``absent`` string of an unanswerable question must stand in no chunk."""
+    each question needs a key string that stands in one of its sections (a correct answer can
+    hold it); every ``absent`` string of an unanswerable question must stand in no chunk.
+    Returns the key strings that stand in none of their question's sections while another of
+    its keys does: the pages (a package's newer version) no longer say it that way; the
+    question is still graded on the others."""
     folder = qs.docs.name
     problems = [f"{qid}: {s.file} § {s.heading}" for qid, secs in qs.sections.items()
                 for s in secs if not any(s.holds(c, folder) for c in chunks)]
@@ -251,13 +254,20 @@ def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
         raise EvalDataError(f"{qs.path.name}: no indexed chunk lies in these sections (check the "
                             f"heading text against the file): {'; '.join(problems[:8])}"
                             + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
+    notes: list[str] = []
     for qid, secs in qs.sections.items():
         text = "\n".join(f"{' '.join(c.heading_path)}\n{c.text}" for c in chunks
                          if any(s.holds(c, folder) for s in secs))
-        problems += [f"{qid}: {k!r}" for k in qs.keys(qid) if not holds_key(text, [k])]
+        keys = qs.keys(qid)
+        gone = [f"{qid}: {k!r}" for k in keys if not holds_key(text, [k])]
+        if len(gone) == len(keys):
+            problems += gone
+        else:
+            notes += gone
     if problems:
         raise EvalDataError(f"{qs.path.name}: these key strings stand in none of their question's "
-                            f"sections (a correct answer quoting them could not hold them): "
+                            f"sections, nor does any other key of their question (a correct answer "
+                            f"quoting them could not hold them): "
                             f"{'; '.join(problems[:8])}"
                             + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
     everything = fold_key("\n".join(f"{c.title}\n{c.text}" for c in chunks))
@@ -267,6 +277,7 @@ def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> None:
         raise EvalDataError(f"{qs.path.name}: these strings of unanswerable questions stand in the "
                             f"documents, so the documents may answer them: {'; '.join(problems[:8])}"
                             + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
+    return notes
 
 
 # --------------------------------------------------------------------------- grading
@@ -653,7 +664,7 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
             ingested = ingest_path(qs.docs, acfg, services, prune=True).summary()
         index_s = time.perf_counter() - t
         chunks = services.index().all_chunks()
-        check_sections(qs, chunks)
+        label_notes = check_sections(qs, chunks)
         services.embedder.embed(["warm up"])
         for mode in modes:
             if mode == "llm" and services.llm is None:
@@ -679,6 +690,7 @@ def evaluate_answers(paths: Sequence[str | Path], cfg: AppConfig, modes: Sequenc
                                 "ingest": ingested, "kb": engine.kb if engine is not None else "",
                                 "chunks": len(chunks), "index_s": round(index_s, 2),
                                 "against": [f.name for f in others],
+                                "label_notes": label_notes,
                                 **summarize(rows, foreign, followups, same), "rows": rows,
                                 "unanswerable_rows": foreign, "followup_rows": followups,
                                 "same_subject_rows": same})
@@ -773,6 +785,9 @@ def format_answers(result: dict[str, Any]) -> str:
                          f"answered Low:")
             for row in same:
                 lines.append(f"  {row['id']} ({row['confidence']}): {row['question']}")
+        if r.get("label_notes"):
+            lines.append(f"\n{r['set']}: key strings these pages no longer hold (graded on the "
+                         f"question's other keys): {'; '.join(r['label_notes'])}")
     m = result["machine"]
     lines.append(f"\nmachine: {m['cores']} cores, Python {m['python']}, load "
                  f"{m['load_avg_1m_start']} → {m['load_avg_1m']}")
