@@ -96,6 +96,19 @@ def test_a_key_a_newer_page_no_longer_holds_is_noted_while_another_key_grades(tm
     assert check_sections(qs, _chunks()) == ["f1/2: 'same technique'"]
 
 
+@pytest.mark.parametrize("term, named", [
+    ("QUIC", False), ("%D", False), ("websocket", True), ("certbot --apache", True),
+    ("HTTP/3", False), ("rotatelogs", True), ("%Y", True)])
+def test_an_absent_string_is_looked_for_as_a_term(term, named):
+    """Apache 2.4.71's logs page says "log files grow quickly" and shows
+    "access_log.%Y-%m-%d": neither names QUIC nor the %D format (time taken), so the
+    unanswerable questions about them stay unanswerable."""
+    from ragstream.measure.answer_eval import names_in
+    text = ("On even a moderately busy server, log files grow quickly. Use `rotatelogs` with "
+            "access_log.%Y-%m-%d. Proxy WebSockets; run certbot --apache. HTTP/2 only.")
+    assert names_in(text, term) is named
+
+
 @pytest.mark.parametrize("extra, words", [
     ({"followups": [{"id": "f1", "turns": [FOLLOWUP["turns"][0]]}]}, "turns"),
     ({"unanswerable": [{"id": "q1", "question": "x?", "absent": ["y"]}]}, "repeated: q1"),

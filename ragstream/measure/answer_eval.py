@@ -240,6 +240,19 @@ def holds_key(text: str, keys: Sequence[str]) -> bool:
     return any(fold_key(k) in folded for k in keys)
 
 
+def names_in(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` (an unanswerable question's ``absent`` string) as a
+    term: as a whole word (a plural too), in its case when it is in capitals ("QUIC" is not in
+    "quickly", "%D" is not strftime's "%d"), any case otherwise ("websocket", "WebSockets")."""
+    folded = " ".join(re.sub(r"[`*]|\\(?=[^\w\s])", "", text).split())
+    want = " ".join(term.split())
+    head = r"(?<!\w)" if want[:1].isalnum() or want[:1] == "_" else ""
+    tail = r"s?(?!\w)" if want[-1:].isalnum() or want[-1:] == "_" else ""
+    letters = [ch for ch in want if ch.isalpha()]
+    flags = 0 if letters and all(ch.isupper() for ch in letters) else re.IGNORECASE
+    return re.search(head + re.escape(want) + tail, folded, flags) is not None
+
+
 def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> list[str]:
     """Every section must hold at least one indexed chunk, or its question cannot be graded;
     each question needs a key string that stands in one of its sections (a correct answer can
@@ -270,9 +283,9 @@ def check_sections(qs: QuestionSet, chunks: Sequence[Chunk]) -> list[str]:
                             f"quoting them could not hold them): "
                             f"{'; '.join(problems[:8])}"
                             + (f" and {len(problems) - 8} more" if len(problems) > 8 else "") + ".")
-    everything = fold_key("\n".join(f"{c.title}\n{c.text}" for c in chunks))
+    everything = "\n".join(f"{c.title}\n{c.text}" for c in chunks)
     problems = [f"{u.id}: {a!r}" for u in qs.unanswerable for a in u.absent
-                if fold_key(a) in everything]
+                if names_in(everything, a)]
     if problems:
         raise EvalDataError(f"{qs.path.name}: these strings of unanswerable questions stand in the "
                             f"documents, so the documents may answer them: {'; '.join(problems[:8])}"
