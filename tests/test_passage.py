@@ -462,3 +462,36 @@ def test_a_question_asking_for_code_asks_how(question, how):
     from ragstream.common.config import RerankerSettings
     from ragstream.common.text import asks_how
     assert asks_how(question, RerankerSettings().how_cues) is how
+
+
+@pytest.mark.parametrize("question, yes_no", [
+    ("If I use the sqlite3 connection in a with block, is it closed at the end?", True),
+    ("Does npm install peer dependencies for me automatically?", True),
+    ("My rows vanish. Do I have to commit?", True),
+    ("How do I make it start empty?", False), ("Why does a dict come back?", False),
+    ("When should I use prepare rather than prepublishOnly?", False)])
+def test_a_yes_no_question_is_told_from_one_that_asks_how_or_why(question, yes_no):
+    from ragstream.common.text import asks_yes_no
+    assert asks_yes_no(question) is yes_no
+
+
+def test_a_yes_no_question_opens_on_the_sentence_that_says_yes_or_no():
+    """sqlite3's "How to use the connection context manager": four sentences on commits, then
+    "The context manager neither implicitly opens a new transaction nor closes the
+    connection." For "is it closed at the end?" that sentence, scored best by a little, is
+    the anchor: not the first sentence within the near-tie margin."""
+    text = ("A Connection object can be used as a context manager that commits or rolls back "
+            "open transactions when leaving the body of the context manager. If the body "
+            "finishes without exceptions, the transaction is committed. If this commit fails, "
+            "the transaction is rolled back.\n\nIf there is no open transaction upon leaving "
+            "the body, the context manager is a no-op.\n\nNote\n\nThe context manager neither "
+            "implicitly opens a new transaction nor closes the connection.\n")
+    chunk = _chunk(text, "docs/sqlite3.md#108", ("How-to guides", "Context manager"))
+    first, best = text.index("A Connection"), text.index("The context manager neither")
+    sp = _sp([chunk], "If I use the connection in a with block, is it closed at the end?")
+    scores = lambda c: [(first, text.index(" If the body"), 0.59), (best, len(text) - 1, 0.63)]
+    acfg = AnswerSettings(passage_words=20, passage_lead_words=0)
+    p = lead_passage(sp, None, acfg, [], None, None, sentence_scores=scores, yes_no=True)
+    assert p is not None and "nor closes the connection" in p.text[:200]
+    p = lead_passage(sp, None, acfg, [], None, None, sentence_scores=scores)
+    assert p is not None and p.text.startswith("A Connection")

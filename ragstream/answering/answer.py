@@ -100,7 +100,7 @@ from ragstream.answering.passage import render as render_passage
 from ragstream.common import markdown
 from ragstream.common.config import A5Config, AnswerSettings, AppConfig
 from ragstream.common.errors import StageOrderError, StaleResultError
-from ragstream.common.text import asks_how, fold, jaccard, split_sentences, without_frame, words
+from ragstream.common.text import asks_how, asks_yes_no, fold, jaccard, split_sentences, without_frame, words
 from ragstream.stages import controller, staleness
 from ragstream.state import edits
 from ragstream.state.records import LengthLimit, Statement
@@ -1102,6 +1102,7 @@ def compose(sp: SuperPrompt, cfg: AppConfig, services=None,
                            corpus.idf_weights if corpus is not None else None, long,
                            can_add=lambda t: not not_a_lead(t, acfg) and not mention_only(t),
                            how=asks_how(sp.question, cfg.settings.reranker.how_cues),
+                           yes_no=asks_yes_no(sp.question),
                            sentence_scores=(lambda c: sentence_cosines(sp, c, services, cfg))
                            if corpus is not None else None,
                            can_lead=lambda t: not not_a_lead(t, acfg, t.rstrip().endswith(":"))

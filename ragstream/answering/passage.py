@@ -429,7 +429,8 @@ def lead_passage(sp: SuperPrompt, opening: Statement | None, acfg: AnswerSetting
                  long: bool = False, can_add: Callable[[str], bool] = lambda _: True,
                  how: bool = False,
                  sentence_scores: Callable[[Chunk], Sequence[tuple[int, int, float]]] | None = None,
-                 can_lead: Callable[[str], bool] = lambda _: True) -> Passage | None:
+                 can_lead: Callable[[str], bool] = lambda _: True,
+                 yes_no: bool = False) -> Passage | None:
     """The passage the answer leads with (see the module docstring), or None when there is
     no document chunk to quote (the answer then falls back to statements)."""
     chunks = sp.chunk_map()
@@ -455,9 +456,10 @@ def lead_passage(sp: SuperPrompt, opening: Statement | None, acfg: AnswerSetting
     if anchor_at is None:  # the sentence of the chunk that best states what was asked
         fit = [(a, sc) for a, b, sc in scored if can_lead(chunk.text[a:b])] or \
             [(a, sc) for a, _, sc in scored]
-        best = max((sc for _, sc in fit), default=0.0)  # of those near the best, the first
-        anchor_at = min((a for a, sc in fit if sc >= best - acfg.passage_anchor_margin),
-                        default=0)
+        best = max((sc for _, sc in fit), default=0.0)  # of those near the best, the first;
+        # a yes/no question wants the sentence that says yes or no: the best itself
+        margin = 0.0 if yes_no else acfg.passage_anchor_margin
+        anchor_at = min((a for a, sc in fit if sc >= best - margin), default=0)
     scores = [(a, sc) for a, _, sc in scored]
     start, end = choose_span(chunk, anchor_at, acfg, long, how, scores)
     statements = passage_statements(chunk, start, end, others)

@@ -165,6 +165,22 @@ def asks_how(question: str, cues: Sequence[str]) -> bool:
     return any(" " + " ".join(_WORD.findall(c.casefold())) + " " in folded for c in cues)
 
 
+#: a yes/no question: its main clause opens with an auxiliary ("Is it closed at the end?",
+#: "If I use it in a with block, is it closed?")
+_YES_NO = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|will|would|should|shall|"
+                     r"may|might|must|has|have|had|isn't|aren't|doesn't|don't|can't|won't)\b",
+                     re.IGNORECASE)
+
+
+def asks_yes_no(question: str) -> bool:
+    """Whether ``question`` asks yes or no: its last question's main clause (after a leading
+    condition's comma) opens with an auxiliary verb."""
+    last = [q for q in re.split(r"(?<=[?!.])\s+", question.strip()) if q.strip()][-1:] or [""]
+    clause = last[0].rsplit(",", 1)[-1] if re.match(r"^\W*(?:if|when|once|after|before)\b",
+                                                     last[0], re.IGNORECASE) else last[0]
+    return bool(_YES_NO.match(clause))
+
+
 #: "how does X work?": the closing "work" frames the question, it is not its subject
 _HOW_WORK = re.compile(r"^(\W*how\s+(?:does|do|did|will|would|can|could|should)\s+.+?)\s+work(?:s|ing)?"
                        r"(\s+(?:in|with|for|on|at|under)\b.*)?\s*([?.!]*)\s*$",
