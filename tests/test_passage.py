@@ -489,7 +489,10 @@ def test_a_yes_no_question_opens_on_the_sentence_that_says_yes_or_no():
     chunk = _chunk(text, "docs/sqlite3.md#108", ("How-to guides", "Context manager"))
     first, best = text.index("A Connection"), text.index("The context manager neither")
     sp = _sp([chunk], "If I use the connection in a with block, is it closed at the end?")
-    scores = lambda c: [(first, text.index(" If the body"), 0.59), (best, len(text) - 1, 0.63)]
+
+    def scores(_chunk):
+        return [(first, text.index(" If the body"), 0.59), (best, len(text) - 1, 0.63)]
+
     acfg = AnswerSettings(passage_words=20, passage_lead_words=0)
     p = lead_passage(sp, None, acfg, [], None, None, sentence_scores=scores, yes_no=True)
     assert p is not None and "nor closes the connection" in p.text[:200]
