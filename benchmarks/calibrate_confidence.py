@@ -48,13 +48,8 @@ from ragstream.answering.answer import (
 )
 from ragstream.answering.answerability import FEATURES, weigh
 from ragstream.common.config import AppConfig, load_config
-from ragstream.measure.answer_eval import (
-    QuestionSet,
-    answers_config,
-    grade,
-    load_questions,
-    question_texts,
-)
+from ragstream.measure.answer_eval import grade, question_texts
+from ragstream.measure.question_sets import QuestionSet, answers_config, load_questions
 from ragstream.state.render import build_query
 from ragstream.state.super_prompt import ConversationTurn
 from ragstream.workbench.engine import Engine

@@ -14,18 +14,15 @@ from benchmarks.pdf_print.make_pdfs import NODE_API, node_markdown
 from ragstream.backends.services import build_services
 from ragstream.common.errors import EvalDataError
 from ragstream.knowledge.formats import CONVERTED_SUFFIXES, convert
-from ragstream.measure.answer_eval import (
+from ragstream.measure.answer_eval import evaluate_answers, format_answers, grade, roc_auc
+from ragstream.measure.question_sets import (
     Section,
     answers_config,
     check_sections,
-    evaluate_answers,
     fold_key,
-    format_answers,
-    grade,
     heading_matches,
     holds_key,
     load_questions,
-    roc_auc,
 )
 from ragstream.workbench.engine import Engine
 

@@ -9,15 +9,13 @@ from pathlib import Path
 import pytest
 
 from ragstream.common.errors import EvalDataError
-from ragstream.measure.answer_eval import (
+from ragstream.measure.answer_eval import followup_asks, same_subject_asks, summarize
+from ragstream.measure.question_sets import (
     check_sections,
     fold_key,
-    followup_asks,
     heading_matches,
     holds_key,
     load_questions,
-    same_subject_asks,
-    summarize,
 )
 from ragstream.state.super_prompt import Chunk
 
@@ -103,7 +101,7 @@ def test_an_absent_string_is_looked_for_as_a_term(term, named):
     """Apache 2.4.71's logs page says "log files grow quickly" and shows
     "access_log.%Y-%m-%d": neither names QUIC nor the %D format (time taken), so the
     unanswerable questions about them stay unanswerable."""
-    from ragstream.measure.answer_eval import names_in
+    from ragstream.measure.question_sets import names_in
     text = ("On even a moderately busy server, log files grow quickly. Use `rotatelogs` with "
             "access_log.%Y-%m-%d. Proxy WebSockets; run certbot --apache. HTTP/2 only.")
     assert names_in(text, term) is named

@@ -17,7 +17,7 @@ import pytest
 from benchmarks.python_docs.make_docs import FILES, make, missing
 from ragstream.knowledge.ingest.chunker import parse_document
 from ragstream.knowledge.ingest.ingestor import converted_text, list_files, read_bytes
-from ragstream.measure.answer_eval import check_sections, load_questions
+from ragstream.measure.question_sets import check_sections, load_questions
 from ragstream.state.super_prompt import Chunk
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,8 @@ from typing import Any
 
 from ragstream.common.config import PROJECT_ROOT, AppConfig
 from ragstream.interfaces.ui.grids import TABLE_WIDTH
-from ragstream.measure.answer_eval import evaluate_answers, load_questions
+from ragstream.measure.answer_eval import evaluate_answers
+from ragstream.measure.question_sets import load_questions
 
 #: the question sets that ship with RAGstream
 BUNDLED = PROJECT_ROOT / "benchmarks" / "answers"
