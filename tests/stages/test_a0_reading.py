@@ -61,19 +61,23 @@ def test_a_pronoun_becomes_the_earlier_action_or_what_it_acts_on():
     assert gerund("use x") == "using x" and gerund("open x") == "opening x"
 
 
-def test_a_bare_condition_or_continuation_completes_the_earlier_question():
+@pytest.mark.parametrize("earlier, question, rule, reading", [
+    ("How do I write rows to a CSV file?", "and if my rows are dicts rather than lists?",
+     "condition", "How do I write rows to a CSV file if my rows are dicts rather than lists?"),
+    ("How do I make an argparse argument that must be an integer?",
+     "and only allow the values 1 to 3?", "continuation",
+     "How do I make an argparse argument that must be an integer and only allow the values 1 to 3?"),
+])
+def test_a_bare_condition_or_continuation_completes_the_earlier_question(earlier, question,
+                                                                        rule, reading):
     """Python's csv and argparse pages, asked as a developer would: "and if my rows are dicts
     rather than lists?" and "and only allow the values 1 to 3?" say nothing alone; read with
     the earlier question they are what a person would have asked in one go."""
-    r = read("and if my rows are dicts rather than lists?", ["How do I write rows to a CSV file?"])
-    assert r is not None and r.rule == "condition"
-    assert r.text == "How do I write rows to a CSV file if my rows are dicts rather than lists?"
-    r = read("and only allow the values 1 to 3?",
-             ["How do I make an argparse argument that must be an integer?"])
-    assert r is not None and r.rule == "continuation"
-    assert r.text == ("How do I make an argparse argument that must be an integer and only "
-                      "allow the values 1 to 3?")
-    # a condition with a question of its own, and a noun phrase, are not completions
+    r = read(question, [earlier])
+    assert r is not None and (r.rule, r.text) == (rule, reading)
+
+
+def test_a_condition_with_its_own_question_or_a_noun_phrase_is_no_completion():
     r = read("And if I publish a package under that scope, where does it go?",
              ["Can one scope point to two registries?"])
     assert r is not None and r.rule != "condition"
