@@ -12,17 +12,18 @@ does it, whole. ``lead_passage`` takes that part out of one chunk of the final s
    the prompt, from the sentence vectors computed at ingestion) among those that can lead
    (not a parameter list, a heading or a pointer); of those within
    ``answer.passage_anchor_margin`` of the best, the first in the chunk's order (a near tie
-   goes to the statement, not to what elaborates it further on).
+   goes to the statement, not to what elaborates it further on); for a yes/no question, the
+   best itself (the sentence that says yes or no).
 2. **Which part of it.** The chunk's Markdown is read as blocks (``ragstream.common.markdown``); a
    paragraph that ends in ':' and the block it introduces (a command, a configuration block,
    a list, a table) are one *unit*, so the two are never parted. The unit holding the opening
    statement is the *anchor*. The passage runs from the start of the section when the prose
    before the anchor is short (``answer.passage_lead_words``), else from the anchor (a code
-   block above the anchor is taken in only when the question asks how or the anchor speaks of
-   it: "In this example …"), and takes
-   the units after it while their prose fits ``answer.passage_words`` (three times as much
-   when the question asks for every item or for detail) and their code
-   ``answer.passage_code_lines``. A paragraph longer than the room left is cut after a whole
+   block above the anchor is taken in only when the question asks how or the anchor speaks
+   of it: "In this example …"), and takes the units after it while their prose fits
+   ``answer.passage_words`` (three times as much when the question asks for every item or
+   for detail) and their code ``answer.passage_code_lines`` (a table counts in rows, like
+   code, and is kept whole). A paragraph longer than the room left is cut after a whole
    sentence, never after one that ends in ':' whose block would be missing. Nothing is
    stitched: the text is the chunk's own, from one character to another, with its code blocks
    whole.
