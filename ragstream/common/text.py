@@ -175,9 +175,10 @@ _YES_NO = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|will|would|s
 def asks_yes_no(question: str) -> bool:
     """Whether ``question`` asks yes or no: its last question's main clause (after a leading
     condition's comma) opens with an auxiliary verb."""
-    last = [q for q in re.split(r"(?<=[?!.])\s+", question.strip()) if q.strip()][-1:] or [""]
-    clause = last[0].rsplit(",", 1)[-1] if re.match(r"^\W*(?:if|when|once|after|before)\b",
-                                                     last[0], re.IGNORECASE) else last[0]
+    spans = [(a, b) for a, b in split_sentences(question) if question[a:b].strip()]
+    last = question[spans[-1][0]:spans[-1][1]].strip() if spans else ""
+    clause = last.rsplit(",", 1)[-1] if re.match(r"^\W*(?:if|when|once|after|before)\b",
+                                                 last, re.IGNORECASE) else last
     return bool(_YES_NO.match(clause))
 
 

@@ -185,10 +185,16 @@ def heading_matches(wanted: str, heading: str) -> bool:
     return bool(paren) and bool(name.strip()) and heading.startswith(name + "(")
 
 
+def _plain(text: str) -> str:
+    """``text`` without Markdown's code and emphasis marks and backslash escapes, its spacing
+    folded to single spaces."""
+    return " ".join(re.sub(r"[`*]|\\(?=[^\w\s])", "", text).split())
+
+
 def fold_key(text: str) -> str:
-    """Text as key strings are looked for in it: case and spacing folded, Markdown's code and
-    emphasis marks and backslash escapes dropped (```ProxyPass``` and "proxypass" are one)."""
-    return " ".join(re.sub(r"[`*]|\\(?=[^\w\s])", "", text).casefold().split())
+    """Text as key strings are looked for in it: ``_plain``, case folded (```ProxyPass``` and
+    "proxypass" are one)."""
+    return _plain(text).casefold()
 
 
 def holds_key(text: str, keys: Sequence[str]) -> bool:
@@ -201,7 +207,7 @@ def names_in(text: str, term: str) -> bool:
     """Whether ``text`` names ``term`` (an unanswerable question's ``absent`` string) as a
     term: as a whole word (a plural too), in its case when it is in capitals ("QUIC" is not in
     "quickly", "%D" is not strftime's "%d"), any case otherwise ("websocket", "WebSockets")."""
-    folded = " ".join(re.sub(r"[`*]|\\(?=[^\w\s])", "", text).split())
+    folded = _plain(text)
     want = " ".join(term.split())
     head = r"(?<!\w)" if want[:1].isalnum() or want[:1] == "_" else ""
     tail = r"s?(?!\w)" if want[-1:].isalnum() or want[-1:] == "_" else ""
